@@ -1,12 +1,25 @@
 // Package protocol is the client side of the wire protocol: a layer whose
-// operations run on a remote brick.
+// operations run on a remote brick (GlusterFS calls it protocol/client).
+//
+// A Client keeps one connection to its brick, reconnecting in the
+// background. Liveness is checked with pings: a brick that says nothing for
+// PingTimeout is declared dead, every operation in flight fails with
+// ENOTCONN, and new operations wait at most ConnectWait for a new
+// connection before failing the same way. Open files survive a reconnect:
+// they are reopened by path on first use (locks held through them are
+// lost, as the brick dropped them when the old connection closed).
 package protocol
 
 import (
 	"context"
 	"log/slog"
 	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
+
+	"github.com/mortarfs/mortar/wire"
 )
 
 // Config says which brick to talk to and how.
@@ -17,19 +30,233 @@ type Config struct {
 	// PingInterval and PingTimeout bound how long a dead brick goes
 	// unnoticed (defaults 1s and 5s).
 	PingInterval, PingTimeout time.Duration
+	// ConnectWait is how long an operation waits for a connection before
+	// failing with ENOTCONN (default 2s).
+	ConnectWait time.Duration
 	// Dial connects to Addr (default net.Dialer with a 5s timeout); TLS
 	// plugs in here.
 	Dial   func(ctx context.Context, network, addr string) (net.Conn, error)
 	Logger *slog.Logger
 }
 
-// Client is a layer.Layer whose operations run on a remote brick. It
-// connects in the background and reconnects after failures; operations
-// while disconnected fail with ENOTCONN.
-type Client struct{}
+func (cfg *Config) setDefaults() {
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = time.Second
+	}
+	if cfg.PingTimeout <= 0 {
+		cfg.PingTimeout = 5 * time.Second
+	}
+	if cfg.ConnectWait <= 0 {
+		cfg.ConnectWait = 2 * time.Second
+	}
+	if cfg.Dial == nil {
+		d := &net.Dialer{Timeout: 5 * time.Second}
+		cfg.Dial = d.DialContext
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+}
 
-// New returns a client for the brick in cfg.
-func New(cfg Config) *Client { panic("TODO") }
+// Client is a layer.Layer whose operations run on a remote brick.
+type Client struct {
+	cfg    Config
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	// usedLocks is set once any lock went through this client; until then
+	// Flush needs no round trip.
+	usedLocks atomic.Bool
+
+	mu        sync.Mutex
+	cur       *session
+	connected chan struct{} // closed while cur != nil
+	gen       uint64
+}
+
+// New returns a client for the brick in cfg and starts connecting.
+func New(cfg Config) *Client {
+	cfg.setDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Client{
+		cfg: cfg, ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		log:       cfg.Logger.With("brick", cfg.BrickID, "addr", cfg.Addr),
+		connected: make(chan struct{}),
+	}
+	go c.run()
+	return c
+}
 
 // Close closes the connection and fails outstanding operations.
-func (c *Client) Close() error { panic("TODO") }
+func (c *Client) Close() error {
+	c.cancel()
+	<-c.done
+	return nil
+}
+
+// Connected reports whether the client has a live session.
+func (c *Client) Connected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur != nil
+}
+
+// run keeps a session up until the client is closed.
+func (c *Client) run() {
+	defer close(c.done)
+	backoff := 100 * time.Millisecond
+	failures := 0
+	for c.ctx.Err() == nil {
+		s, err := c.connect()
+		if err != nil {
+			failures++
+			if failures == 1 {
+				c.log.Warn("cannot reach brick", "err", err)
+			} else {
+				c.log.Debug("cannot reach brick", "err", err, "attempt", failures)
+			}
+			select {
+			case <-c.ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
+			continue
+		}
+		if failures > 0 {
+			c.log.Info("brick connected")
+		}
+		failures, backoff = 0, 100*time.Millisecond
+		c.serve(s)
+	}
+}
+
+func (c *Client) connect() (*session, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+	defer cancel()
+	nc, err := c.cfg.Dial(ctx, "tcp", c.cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	nc.SetDeadline(time.Now().Add(5 * time.Second))
+	c.mu.Lock()
+	c.gen++
+	gen := c.gen
+	c.mu.Unlock()
+	s := newSession(nc, gen, c.drop)
+	if err := s.handshake(c.cfg.VolumeID, c.cfg.BrickID); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	nc.SetDeadline(time.Time{})
+	return s, nil
+}
+
+// serve publishes s and waits for it to end.
+func (c *Client) serve(s *session) {
+	c.mu.Lock()
+	c.cur = s
+	close(c.connected)
+	c.mu.Unlock()
+	go s.readLoop()
+	pingErr := make(chan error, 1)
+	go func() { pingErr <- s.pingLoop(c.cfg.PingInterval, c.cfg.PingTimeout) }()
+	select {
+	case <-s.dead:
+	case <-c.ctx.Done():
+		s.fail(context.Canceled)
+	}
+	if err := <-pingErr; err != nil {
+		c.log.Warn("brick connection lost", "err", err)
+	} else if c.ctx.Err() == nil {
+		c.log.Warn("brick connection lost", "err", s.err)
+	}
+}
+
+// drop unpublishes a failed session, so that no new call uses it.
+func (c *Client) drop(s *session) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur == s {
+		c.cur = nil
+		c.connected = make(chan struct{})
+	}
+}
+
+// session returns the live session, waiting up to ConnectWait for one.
+func (c *Client) session(ctx context.Context) (*session, error) {
+	c.mu.Lock()
+	s, wait := c.cur, c.connected
+	c.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	t := time.NewTimer(c.cfg.ConnectWait)
+	defer t.Stop()
+	select {
+	case <-wait:
+	case <-t.C:
+		return nil, syscall.ENOTCONN
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.ctx.Done():
+		return nil, syscall.ENOTCONN
+	}
+	c.mu.Lock()
+	s = c.cur
+	c.mu.Unlock()
+	if s == nil {
+		return nil, syscall.ENOTCONN
+	}
+	return s, nil
+}
+
+// roundTrip sends req on s and waits for the answer. data is appended raw
+// (writes); dest receives a read's data.
+func (c *Client) roundTrip(ctx context.Context, s *session, req *wire.Request, data, dest []byte) (*call, error) {
+	var e wire.Enc
+	req.Encode(&e)
+	cl := &call{dest: dest, done: make(chan struct{})}
+	id, err := s.send(cl, req.Op, e.B, data)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-cl.done:
+	case <-ctx.Done():
+		// Ask the brick to stop, but wait for the answer: it may be
+		// writing into dest.
+		s.w.Send(wire.Header{Kind: wire.KindCancel, ID: id})
+		<-cl.done
+	}
+	if cl.err != nil {
+		return nil, cl.err
+	}
+	if cl.errno != 0 {
+		return cl, cl.errno
+	}
+	return cl, nil
+}
+
+// call runs a path operation on the current session.
+func (c *Client) call(ctx context.Context, req *wire.Request) (*wire.Dec, error) {
+	s, err := c.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := c.roundTrip(ctx, s, req, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.Dec{B: cl.payload}, nil
+}
+
+// post sends req without waiting for its answer.
+func (c *Client) post(s *session, req *wire.Request) {
+	var e wire.Enc
+	req.Encode(&e)
+	cl := &call{done: make(chan struct{})}
+	if id, err := s.send(cl, req.Op, e.B, nil); err == nil {
+		s.forget(id)
+	}
+}

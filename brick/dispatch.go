@@ -1,0 +1,172 @@
+package brick
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/wire"
+)
+
+// maxXattrName bounds xattr names (XATTR_NAME_MAX).
+const maxXattrName = 255
+
+// dispatch runs a request on the brick's layer and encodes its result.
+func (c *conn) dispatch(ctx context.Context, r *wire.Request, e *wire.Enc) error {
+	if isFileOp(r.Op) {
+		return c.fileOp(ctx, r, e)
+	}
+	if err := checkPaths(r); err != nil {
+		return err
+	}
+	switch r.Op {
+	case wire.OpCreate:
+		f, a, err := c.l.Create(ctx, r.Path, layer.CreateIn{Owner: r.Owner, Flags: r.Flags, Mode: r.Mode})
+		if err != nil {
+			return err
+		}
+		e.U64(c.addFile(f))
+		e.Attr(&a)
+		return nil
+	case wire.OpOpen:
+		f, err := c.l.Open(ctx, r.Path, r.Flags)
+		if err != nil {
+			return err
+		}
+		e.U64(c.addFile(f))
+		return nil
+	case wire.OpReaddir:
+		page, err := c.l.Readdir(ctx, r.Path, r.Cookie, int(min(r.Max, 4096)))
+		if err == nil {
+			e.DirPage(&page)
+		}
+		return err
+	case wire.OpStatfs:
+		st, err := c.l.Statfs(ctx, r.Path)
+		if err == nil {
+			e.Statfs(&st)
+		}
+		return err
+	case wire.OpReadlink:
+		target, err := c.l.Readlink(ctx, r.Path)
+		e.Str(target)
+		return err
+	case wire.OpUnlink:
+		return c.l.Unlink(ctx, r.Path)
+	case wire.OpRmdir:
+		return c.l.Rmdir(ctx, r.Path)
+	case wire.OpRename:
+		return c.l.Rename(ctx, r.Path, r.Path2, r.Flags)
+	}
+	if isXattrOp(r.Op) {
+		return c.xattrOp(ctx, r, e)
+	}
+	return c.attrOp(ctx, r, e)
+}
+
+// attrOp runs the path operations that answer with an Attr.
+func (c *conn) attrOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
+	var a layer.Attr
+	var err error
+	switch r.Op {
+	case wire.OpLookup:
+		a, err = c.l.Lookup(ctx, r.Path)
+	case wire.OpSetattr:
+		a, err = c.l.Setattr(ctx, r.Path, r.Setattr)
+	case wire.OpMknod:
+		a, err = c.l.Mknod(ctx, r.Path, layer.MknodIn{Owner: r.Owner, Mode: r.Mode, Rdev: r.Rdev, Linkto: r.Linkto})
+	case wire.OpMkdir:
+		a, err = c.l.Mkdir(ctx, r.Path, layer.MkdirIn{Owner: r.Owner, Mode: r.Mode})
+	case wire.OpSymlink:
+		a, err = c.l.Symlink(ctx, r.Path, layer.SymlinkIn{Owner: r.Owner, Target: r.Target})
+	case wire.OpLink:
+		a, err = c.l.Link(ctx, r.Path, r.Path2)
+	default:
+		return syscall.ENOSYS
+	}
+	if err == nil {
+		e.Attr(&a)
+	}
+	return err
+}
+
+func (c *conn) xattrOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
+	if len(r.Name) > maxXattrName {
+		return syscall.ERANGE
+	}
+	switch r.Op {
+	case wire.OpGetxattr:
+		v, err := c.l.Getxattr(ctx, r.Path, r.Name)
+		e.B = append(e.B, v...)
+		return err
+	case wire.OpSetxattr:
+		return c.l.Setxattr(ctx, r.Path, r.Name, r.Value, r.Flags)
+	case wire.OpListxattr:
+		names, err := c.l.Listxattr(ctx, r.Path)
+		e.Strs(names)
+		return err
+	case wire.OpRemovexattr:
+		return c.l.Removexattr(ctx, r.Path, r.Name)
+	}
+	return syscall.ENOSYS
+}
+
+// fileOp runs an operation on an open file.
+func (c *conn) fileOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
+	if r.Op == wire.OpRelease {
+		f, err := c.takeFile(r.Fh)
+		if err != nil {
+			return err
+		}
+		return f.Release(ctx)
+	}
+	f, err := c.file(r.Fh)
+	if err != nil {
+		return err
+	}
+	switch r.Op {
+	case wire.OpWrite:
+		if r.Off < 0 {
+			return syscall.EINVAL
+		}
+		n, err := f.Write(ctx, r.Data, r.Off)
+		e.U32(uint32(n))
+		return err
+	case wire.OpFgetattr, wire.OpFsetattr:
+		var a layer.Attr
+		if r.Op == wire.OpFgetattr {
+			a, err = f.Getattr(ctx)
+		} else {
+			a, err = f.Setattr(ctx, r.Setattr)
+		}
+		e.Attr(&a)
+		return err
+	case wire.OpFsync:
+		return f.Fsync(ctx, r.Flags&1 != 0)
+	case wire.OpFallocate:
+		return f.Fallocate(ctx, r.Mode, r.Off, r.Len)
+	case wire.OpFlush:
+		return f.Flush(ctx, c.owner(r.LockOwner))
+	case wire.OpGetlk:
+		lk, err := f.Getlk(ctx, c.owner(r.LockOwner), r.Lock)
+		e.Lock(lk)
+		return err
+	case wire.OpSetlk:
+		return f.Setlk(ctx, c.owner(r.LockOwner), r.Lock, r.Wait)
+	}
+	return syscall.ENOSYS
+}
+
+func isFileOp(op uint8) bool { return op >= wire.OpRead }
+
+func isXattrOp(op uint8) bool { return op >= wire.OpGetxattr && op <= wire.OpRemovexattr }
+
+func checkPaths(r *wire.Request) error {
+	if err := layer.CheckPath(r.Path); err != nil {
+		return err
+	}
+	if r.Op == wire.OpRename || r.Op == wire.OpLink {
+		return layer.CheckPath(r.Path2)
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+package posix
+
+import (
+	"context"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// newOwner is who a new inode in a directory belongs to.
+type newOwner struct {
+	uid, gid int
+	sgid     bool // the parent is set-group-ID: new directories inherit it
+	gfid     layer.Gfid
+}
+
+// ownerIn applies Linux's rules for a new inode of o in directory dir: in a
+// set-group-ID directory the group is the directory's.
+func ownerIn(dir int, o layer.Owner) (newOwner, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(dir, &st); err != nil {
+		return newOwner{}, err
+	}
+	no := newOwner{uid: int(o.Uid), gid: int(o.Gid), gfid: o.Gfid}
+	if st.Mode&unix.S_ISGID != 0 {
+		no.gid, no.sgid = int(st.Gid), true
+	}
+	if no.gfid.IsZero() {
+		no.gfid = layer.NewGfid()
+	}
+	return no, nil
+}
+
+// refuseRoot is the error for creating the root: it exists.
+func refuseRoot(a at) error {
+	if a.isRoot() {
+		return unix.EEXIST
+	}
+	return nil
+}
+
+// Mknod creates a special file or an empty regular file. With in.Linkto it
+// creates a distribute pointer file: mode S_IFREG|01000 and the linkto
+// xattr.
+func (s *Store) Mknod(ctx context.Context, path string, in layer.MknodIn) (layer.Attr, error) {
+	a, err := s.resolve(path, true)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	defer a.close()
+	if err := refuseRoot(a); err != nil {
+		return layer.Attr{}, err
+	}
+	mode := in.Mode
+	if in.Linkto != "" {
+		mode = linktoMode
+	} else if mode&unix.S_IFMT == 0 {
+		mode |= unix.S_IFREG
+	}
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG, unix.S_IFIFO, unix.S_IFCHR, unix.S_IFBLK, unix.S_IFSOCK:
+	default:
+		return layer.Attr{}, unix.EINVAL
+	}
+	o, err := ownerIn(a.dir, in.Owner)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	if err := unix.Mknodat(a.dir, a.name, mode&^07777|0o600, int(in.Rdev)); err != nil {
+		return layer.Attr{}, err
+	}
+	attr, err := s.initAt(a, o, mode&07777, in.Linkto)
+	if err != nil {
+		unix.Unlinkat(a.dir, a.name, 0)
+	}
+	return attr, err
+}
+
+// Symlink creates a symbolic link; its target is stored as given.
+func (s *Store) Symlink(ctx context.Context, path string, in layer.SymlinkIn) (layer.Attr, error) {
+	a, err := s.resolve(path, true)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	defer a.close()
+	if err := refuseRoot(a); err != nil {
+		return layer.Attr{}, err
+	}
+	o, err := ownerIn(a.dir, in.Owner)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	if err := unix.Symlinkat(in.Target, a.dir, a.name); err != nil {
+		return layer.Attr{}, err
+	}
+	attr, err := s.initAt(a, o, noChmod, "")
+	if err != nil {
+		unix.Unlinkat(a.dir, a.name, 0)
+	}
+	return attr, err
+}
+
+// noChmod tells initAt to leave the mode alone (symlinks have none).
+const noChmod = ^uint32(0)
+
+// initAt gives the inode just created at a its owner, mode, gfid and
+// linkto, never following it, and returns its attributes.
+func (s *Store) initAt(a at, o newOwner, mode uint32, linkto string) (layer.Attr, error) {
+	if err := unix.Fchownat(a.dir, a.name, o.uid, o.gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return layer.Attr{}, err
+	}
+	if mode != noChmod {
+		if err := chmodAt(a.dir, a.name, mode); err != nil {
+			return layer.Attr{}, err
+		}
+	}
+	path := procAt(a.dir, a.name)
+	if err := unix.Lsetxattr(path, XattrGfid, o.gfid[:], 0); err != nil {
+		return layer.Attr{}, err
+	}
+	if linkto != "" {
+		if err := unix.Lsetxattr(path, XattrLinkto, []byte(linkto), 0); err != nil {
+			return layer.Attr{}, err
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(a.dir, a.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return layer.Attr{}, err
+	}
+	attr := toAttr(&st)
+	attr.Gfid, attr.Linkto = o.gfid, linkto
+	return attr, nil
+}
+
+// Mkdir creates a directory. In a set-group-ID parent it gets the parent's
+// group and is itself set-group-ID.
+func (s *Store) Mkdir(ctx context.Context, path string, in layer.MkdirIn) (layer.Attr, error) {
+	a, err := s.resolve(path, true)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	defer a.close()
+	if err := refuseRoot(a); err != nil {
+		return layer.Attr{}, err
+	}
+	o, err := ownerIn(a.dir, in.Owner)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	if err := unix.Mkdirat(a.dir, a.name, 0o700); err != nil {
+		return layer.Attr{}, err
+	}
+	mode := in.Mode & 07777
+	if o.sgid {
+		mode |= unix.S_ISGID
+	}
+	attr, err := s.initDir(a, o, mode)
+	if err != nil {
+		unix.Unlinkat(a.dir, a.name, unix.AT_REMOVEDIR)
+	}
+	return attr, err
+}
+
+func (s *Store) initDir(a at, o newOwner, mode uint32) (layer.Attr, error) {
+	fd, err := unix.Openat(a.dir, a.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	defer unix.Close(fd)
+	if err := initFd(fd, o, mode); err != nil {
+		return layer.Attr{}, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return layer.Attr{}, err
+	}
+	attr := toAttr(&st)
+	attr.Gfid = o.gfid
+	return attr, nil
+}
+
+// initFd gives a new inode open as fd its owner, exact mode and gfid.
+// chown comes first: it clears set-user-ID bits that chmod then sets.
+func initFd(fd int, o newOwner, mode uint32) error {
+	if err := unix.Fchown(fd, o.uid, o.gid); err != nil {
+		return err
+	}
+	if err := unix.Fchmod(fd, mode); err != nil {
+		return err
+	}
+	return unix.Fsetxattr(fd, XattrGfid, o.gfid[:], 0)
+}

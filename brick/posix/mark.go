@@ -1,0 +1,129 @@
+package posix
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// Mark makes the directory root a brick of volume volumeID: it records the
+// volume id on root, creates the hidden directory and gives root the root
+// gfid. It refuses a root that is missing or not a directory, the root of
+// the root file system (unless force), and a directory that already
+// belongs to another volume or lies inside another brick. Marking again
+// with the same id is a no-op.
+func Mark(root, volumeID string, force bool) error {
+	if volumeID == "" {
+		return errors.New("mark brick: empty volume id")
+	}
+	abs, err := checkDir(root)
+	if err != nil {
+		return err
+	}
+	if !force {
+		if same, err := sameFile(abs, "/"); err != nil {
+			return err
+		} else if same {
+			return fmt.Errorf("%s is the root of the root file system; use force to make it a brick anyway", root)
+		}
+	}
+	cur, err := ReadMark(abs)
+	if err != nil {
+		return err
+	}
+	if cur != "" && cur != volumeID {
+		return fmt.Errorf("%s is already part of volume %s", root, cur)
+	}
+	if err := checkAncestors(abs); err != nil {
+		return err
+	}
+	if err := unix.Setxattr(abs, XattrVolumeID, []byte(volumeID), 0); err != nil {
+		return fmt.Errorf("mark brick %s: %w", root, err)
+	}
+	hidden := filepath.Join(abs, HiddenDir)
+	if err := os.Mkdir(hidden, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("mark brick %s: %w", root, err)
+	}
+	if st, err := os.Lstat(hidden); err != nil || !st.IsDir() {
+		return fmt.Errorf("mark brick %s: %s exists and is not a directory", root, hidden)
+	}
+	// The root must carry the root gfid, whatever it had before.
+	g := layer.RootGfid
+	if err := unix.Setxattr(abs, XattrGfid, g[:], 0); err != nil {
+		return fmt.Errorf("mark brick %s: %w", root, err)
+	}
+	return nil
+}
+
+// Unmark removes the volume id from root so that it can join another
+// volume. Files, gfids and the hidden directory stay.
+func Unmark(root string) error {
+	abs, err := checkDir(root)
+	if err != nil {
+		return err
+	}
+	err = unix.Removexattr(abs, XattrVolumeID)
+	if err != nil && err != unix.ENODATA {
+		return fmt.Errorf("unmark brick %s: %w", root, err)
+	}
+	return nil
+}
+
+// ReadMark returns the volume id root is marked with, or "" if none.
+func ReadMark(root string) (string, error) {
+	v, err := getxattrString(root, XattrVolumeID, true)
+	if err != nil {
+		return "", fmt.Errorf("read volume id of %s: %w", root, err)
+	}
+	return v, nil
+}
+
+// checkDir returns root as an absolute path with symlinks resolved, if it
+// is an existing directory.
+func checkDir(root string) (string, error) {
+	st, err := os.Stat(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("brick %s does not exist", root)
+	}
+	if err != nil {
+		return "", err
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("brick %s is not a directory", root)
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(abs)
+}
+
+func sameFile(a, b string) (bool, error) {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	sb, err := os.Stat(b)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(sa, sb), nil
+}
+
+// checkAncestors refuses a directory inside a brick.
+func checkAncestors(abs string) error {
+	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
+		v, err := getxattrString(dir, XattrVolumeID, true)
+		if err == nil && v != "" {
+			return fmt.Errorf("%s is inside brick %s, which is already part of volume %s", abs, dir, v)
+		}
+		if dir == "/" {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,267 @@
+package posix
+
+import (
+	"context"
+	"math"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// Lookup returns the attributes of the inode at path, not following it.
+func (s *Store) Lookup(ctx context.Context, path string) (layer.Attr, error) {
+	a, err := s.resolve(path, false)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	defer a.close()
+	return s.attrAt(a)
+}
+
+// Setattr changes the attributes named by in.Valid; SetCtime is ignored.
+func (s *Store) Setattr(ctx context.Context, path string, in layer.SetattrIn) (layer.Attr, error) {
+	a, err := s.resolve(path, false)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	defer a.close()
+	if in.Valid&(layer.SetUid|layer.SetGid) != 0 {
+		uid, gid := chownArgs(in)
+		if err := unix.Fchownat(a.dir, a.name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return layer.Attr{}, err
+		}
+	}
+	if in.Valid&layer.SetMode != 0 {
+		if err := chmodAt(a.dir, a.name, in.Mode&07777); err != nil {
+			return layer.Attr{}, err
+		}
+	}
+	if in.Valid&layer.SetSize != 0 {
+		if err := truncateAt(a, in.Size); err != nil {
+			return layer.Attr{}, err
+		}
+	}
+	if ts := utimes(in); ts != nil {
+		if err := unix.UtimesNanoAt(a.dir, a.name, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return layer.Attr{}, err
+		}
+	}
+	return s.attrAt(a)
+}
+
+// chownArgs returns the uid and gid arguments of chown(2) for in.
+func chownArgs(in layer.SetattrIn) (uid, gid int) {
+	uid, gid = -1, -1
+	if in.Valid&layer.SetUid != 0 {
+		uid = int(in.Uid)
+	}
+	if in.Valid&layer.SetGid != 0 {
+		gid = int(in.Gid)
+	}
+	return uid, gid
+}
+
+// utimes returns the utimensat(2) times for in, or nil if it sets none.
+func utimes(in layer.SetattrIn) []unix.Timespec {
+	const any = layer.SetAtime | layer.SetMtime | layer.SetAtimeNow | layer.SetMtimeNow
+	if in.Valid&any == 0 {
+		return nil
+	}
+	one := func(set, now uint32, t layer.Timespec) unix.Timespec {
+		switch {
+		case in.Valid&now != 0:
+			return unix.Timespec{Nsec: unix.UTIME_NOW}
+		case in.Valid&set != 0:
+			return unix.Timespec{Sec: t.Sec, Nsec: int64(t.Nsec)}
+		}
+		return unix.Timespec{Nsec: unix.UTIME_OMIT}
+	}
+	return []unix.Timespec{
+		one(layer.SetAtime, layer.SetAtimeNow, in.Atime),
+		one(layer.SetMtime, layer.SetMtimeNow, in.Mtime),
+	}
+}
+
+// futimens sets the times of an open descriptor.
+func futimens(fd int, ts []unix.Timespec) error {
+	_, _, e := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0,
+		uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// chmodAt changes the mode of name in dir without following a symlink
+// (EOPNOTSUPP for symlinks). Kernels without fchmodat2 use an O_PATH
+// descriptor and its /proc path, as glibc does.
+func chmodAt(dir int, name string, mode uint32) error {
+	err := unix.Fchmodat(dir, name, mode, unix.AT_SYMLINK_NOFOLLOW)
+	if err != unix.EOPNOTSUPP {
+		return err
+	}
+	fd, err := unix.Openat(dir, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return unix.EOPNOTSUPP
+	}
+	return unix.Chmod(procFd(fd), mode)
+}
+
+// truncateAt sets the size of the regular file a names.
+func truncateAt(a at, size uint64) error {
+	if size > math.MaxInt64 {
+		return unix.EFBIG
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(a.dir, a.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+	case unix.S_IFDIR:
+		return unix.EISDIR
+	default:
+		return unix.EINVAL
+	}
+	fd, err := unix.Openat(a.dir, a.name,
+		unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Ftruncate(fd, int64(size))
+}
+
+// Readlink returns the target of the symlink at path.
+func (s *Store) Readlink(ctx context.Context, path string) (string, error) {
+	a, err := s.resolve(path, false)
+	if err != nil {
+		return "", err
+	}
+	defer a.close()
+	for size := 256; ; size *= 4 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(a.dir, a.name, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(buf[:n]), nil
+		}
+	}
+}
+
+// Unlink removes a non-directory.
+func (s *Store) Unlink(ctx context.Context, path string) error {
+	a, err := s.resolve(path, true)
+	if err != nil {
+		return eperm2enoent(err)
+	}
+	defer a.close()
+	if a.isRoot() {
+		return unix.EISDIR
+	}
+	return unix.Unlinkat(a.dir, a.name, 0)
+}
+
+// Rmdir removes an empty directory.
+func (s *Store) Rmdir(ctx context.Context, path string) error {
+	a, err := s.resolve(path, true)
+	if err != nil {
+		return eperm2enoent(err)
+	}
+	defer a.close()
+	if a.isRoot() {
+		return unix.EBUSY
+	}
+	return unix.Unlinkat(a.dir, a.name, unix.AT_REMOVEDIR)
+}
+
+// eperm2enoent turns the hidden directory's EPERM into ENOENT for
+// operations that only remove names.
+func eperm2enoent(err error) error {
+	if err == unix.EPERM {
+		return unix.ENOENT
+	}
+	return err
+}
+
+// Rename has rename(2) semantics; flags may hold layer.RenameNoReplace.
+func (s *Store) Rename(ctx context.Context, oldpath, newpath string, flags uint32) error {
+	if flags&^layer.RenameNoReplace != 0 {
+		return unix.EINVAL
+	}
+	from, err := s.resolve(oldpath, false)
+	if err != nil {
+		return err
+	}
+	defer from.close()
+	to, err := s.resolve(newpath, true)
+	if err != nil {
+		return err
+	}
+	defer to.close()
+	if from.isRoot() || to.isRoot() {
+		return unix.EBUSY
+	}
+	var rflags uint
+	if flags&layer.RenameNoReplace != 0 {
+		rflags = unix.RENAME_NOREPLACE
+	}
+	return unix.Renameat2(from.dir, from.name, to.dir, to.name, rflags)
+}
+
+// Link makes newpath another name of the non-directory at oldpath.
+func (s *Store) Link(ctx context.Context, oldpath, newpath string) (layer.Attr, error) {
+	from, err := s.resolve(oldpath, false)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	defer from.close()
+	to, err := s.resolve(newpath, true)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	defer to.close()
+	if from.isRoot() {
+		return layer.Attr{}, unix.EPERM
+	}
+	if to.isRoot() {
+		return layer.Attr{}, unix.EEXIST
+	}
+	if err := unix.Linkat(from.dir, from.name, to.dir, to.name, 0); err != nil {
+		return layer.Attr{}, err
+	}
+	return s.attrAt(to)
+}
+
+// Statfs reports on the file system holding the brick.
+func (s *Store) Statfs(ctx context.Context, path string) (layer.Statfs, error) {
+	if err := layer.CheckPath(path); err != nil {
+		return layer.Statfs{}, err
+	}
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(s.rootfd, &st); err != nil {
+		return layer.Statfs{}, err
+	}
+	return layer.Statfs{
+		Blocks:  st.Blocks,
+		Bfree:   st.Bfree,
+		Bavail:  st.Bavail,
+		Files:   st.Files,
+		Ffree:   st.Ffree,
+		Bsize:   uint32(st.Bsize),
+		Frsize:  uint32(st.Frsize),
+		NameLen: uint32(st.Namelen),
+	}, nil
+}

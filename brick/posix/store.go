@@ -1,0 +1,139 @@
+// Package posix is the storage at the bottom of every brick: a layer.Layer
+// over a plain local directory. Files live at their own paths with their own
+// contents, so an operator can still read a brick with ls and cp.
+//
+// # Safety
+//
+// Every path is checked with layer.CheckPath, its parent directory is opened
+// with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS)
+// from a descriptor of the brick root, and the final name is handled with
+// *at system calls that never follow a symlink. The brick never follows a
+// symlink at all: the client kernel resolves them.
+//
+// # Mortar's own state
+//
+// Each inode carries its gfid in the xattr trusted.mortar.gfid; the brick
+// root carries the volume id in trusted.mortar.volume-id (see Mark);
+// distribute's pointer files carry trusted.mortar.linkto. The directory
+// .mortar at the brick root holds mortar's private state and is invisible
+// through the Layer: lookups get ENOENT, creations EPERM, listings skip it.
+// Callers may only see and change xattrs of the user. namespace.
+package posix
+
+import (
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// Names of mortar's own xattrs and of the hidden directory.
+const (
+	XattrGfid     = "trusted.mortar.gfid"
+	XattrVolumeID = "trusted.mortar.volume-id"
+	XattrLinkto   = "trusted.mortar.linkto"
+	HiddenDir     = ".mortar"
+)
+
+// linktoMode is the mode of distribute's pointer files.
+const linktoMode = unix.S_IFREG | 01000
+
+// Options configure a Store.
+type Options struct {
+	// VolumeID is the volume the brick must belong to (see Mark).
+	VolumeID string
+	// Logger receives warnings; nil discards them.
+	Logger *slog.Logger
+}
+
+// Store is the posix storage of one brick. It implements layer.Layer.
+type Store struct {
+	root   string
+	rootfd int // O_PATH|O_DIRECTORY
+	log    *slog.Logger
+}
+
+var _ layer.Layer = (*Store)(nil)
+
+// New opens the brick at root, which must be a directory marked (by Mark)
+// as a brick of volume opts.VolumeID.
+func New(root string, opts Options) (*Store, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	switch err {
+	case nil:
+	case unix.ENOENT:
+		return nil, fmt.Errorf("brick %s does not exist: %w", root, err)
+	case unix.ENOTDIR:
+		return nil, fmt.Errorf("brick %s is not a directory: %w", root, err)
+	default:
+		return nil, fmt.Errorf("open brick %s: %w", root, err)
+	}
+	vol, err := getxattrString(procFd(fd), XattrVolumeID, true)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("read volume id of brick %s: %w", root, err)
+	}
+	switch {
+	case vol == "":
+		err = fmt.Errorf("%s is not a brick of any volume", root)
+	case vol != opts.VolumeID:
+		err = fmt.Errorf("brick %s belongs to volume %s, not %s", root, vol, opts.VolumeID)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if err := unix.Mkdirat(fd, HiddenDir, 0o700); err != nil && err != unix.EEXIST {
+		unix.Close(fd)
+		return nil, fmt.Errorf("brick %s: create %s: %w", root, HiddenDir, err)
+	}
+	g := layer.RootGfid
+	err = unix.Setxattr(procFd(fd), XattrGfid, g[:], unix.XATTR_CREATE)
+	if err != nil && err != unix.EEXIST {
+		unix.Close(fd)
+		return nil, fmt.Errorf("brick %s: set root gfid: %w", root, err)
+	}
+	return &Store{root: root, rootfd: fd, log: log}, nil
+}
+
+// Root returns the brick directory.
+func (s *Store) Root() string { return s.root }
+
+// Close releases the brick root. Files still open stay usable.
+func (s *Store) Close() error { return unix.Close(s.rootfd) }
+
+// procFd is the /proc path of an open descriptor; following it reaches the
+// descriptor's inode (also for O_PATH descriptors).
+func procFd(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// procAt is the /proc path of name inside the directory open as dirfd; use
+// it with the l*xattr calls, which do not follow a final symlink.
+func procAt(dirfd int, name string) string { return procFd(dirfd) + "/" + name }
+
+// toAttr converts a stat result; Gfid and Linkto are filled by the caller.
+func toAttr(st *unix.Stat_t) layer.Attr {
+	return layer.Attr{
+		Mode:    st.Mode,
+		Nlink:   uint32(st.Nlink),
+		Uid:     st.Uid,
+		Gid:     st.Gid,
+		Rdev:    st.Rdev,
+		Size:    uint64(st.Size),
+		Blocks:  uint64(st.Blocks),
+		Blksize: uint32(st.Blksize),
+		Atime:   layer.Timespec{Sec: st.Atim.Sec, Nsec: uint32(st.Atim.Nsec)},
+		Mtime:   layer.Timespec{Sec: st.Mtim.Sec, Nsec: uint32(st.Mtim.Nsec)},
+		Ctime:   layer.Timespec{Sec: st.Ctim.Sec, Nsec: uint32(st.Ctim.Nsec)},
+	}
+}
+
+// isLinkto reports whether a stat result looks like a distribute pointer
+// file, whose linkto xattr is then worth reading.
+func isLinkto(mode uint32) bool { return mode == linktoMode }

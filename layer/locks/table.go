@@ -1,0 +1,178 @@
+package locks
+
+import (
+	"math"
+	"syscall"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// inode is the lock table of one inode. Everything in it is guarded by
+// Layer.mu.
+type inode struct {
+	refs   int     // open Files
+	posix  []*lock // byte-range locks, any order
+	flocks []*lock // whole-file locks, at most one per owner
+	// changed is closed (and replaced) whenever locks are released or
+	// weakened, to wake the waiters.
+	changed chan struct{}
+}
+
+// lock is one held lock.
+type lock struct {
+	owner      uint64
+	typ        uint32
+	start, end uint64 // inclusive; end math.MaxUint64 is "to EOF"
+	pid        uint32
+	file       *file // taken through this File
+	isFlock    bool
+}
+
+func (k *lock) lock() layer.Lock {
+	return layer.Lock{Type: k.typ, Start: k.start, End: k.end, Pid: k.pid, Flock: k.isFlock}
+}
+
+// conflict returns the first lock of another owner that conflicts with lk.
+func (ino *inode) conflict(owner uint64, lk layer.Lock) *lock {
+	list := ino.posix
+	if lk.Flock {
+		list = ino.flocks
+	}
+	for _, k := range list {
+		if k.owner == owner || !overlap(k.start, k.end, lk.Start, lk.End) {
+			continue
+		}
+		if k.typ == syscall.F_WRLCK || lk.Type == syscall.F_WRLCK {
+			return k
+		}
+	}
+	return nil
+}
+
+func overlap(s1, e1, s2, e2 uint64) bool { return s1 <= e2 && s2 <= e1 }
+
+// touch reports whether two ranges overlap or are adjacent.
+func touch(s1, e1, s2, e2 uint64) bool {
+	switch {
+	case e1 < s2:
+		return s2-e1 == 1
+	case e2 < s1:
+		return s1-e2 == 1
+	}
+	return true
+}
+
+// set makes owner's locks over lk's range be lk (F_UNLCK removes them),
+// taken through f. It wakes waiters when it releases anything.
+func (ino *inode) set(owner uint64, lk layer.Lock, f *file) {
+	if lk.Flock {
+		ino.setFlock(owner, lk, f)
+		return
+	}
+	s, e := lk.Start, lk.End
+	out := ino.posix[:0:0]
+	released := false
+	for _, k := range ino.posix {
+		if k.owner != owner || !overlap(k.start, k.end, s, e) {
+			out = append(out, k)
+			continue
+		}
+		// Keep the parts of k outside [s, e].
+		if k.start < s {
+			left := *k
+			left.end = s - 1
+			out = append(out, &left)
+		}
+		if k.end > e {
+			right := *k
+			right.start = e + 1
+			out = append(out, &right)
+		}
+		if lk.Type == syscall.F_UNLCK || k.typ == syscall.F_WRLCK {
+			released = true
+		}
+	}
+	if lk.Type != syscall.F_UNLCK {
+		out = merge(out, &lock{owner: owner, typ: lk.Type, start: s, end: e, pid: lk.Pid, file: f})
+	}
+	ino.posix = out
+	if released {
+		ino.wake()
+	}
+}
+
+// merge adds n to list, absorbing the locks of the same owner, type and
+// File that overlap or touch it.
+func merge(list []*lock, n *lock) []*lock {
+	out := list[:0]
+	for _, k := range list {
+		if k.owner == n.owner && k.typ == n.typ && k.file == n.file &&
+			touch(k.start, k.end, n.start, n.end) {
+			n.start, n.end = min(n.start, k.start), max(n.end, k.end)
+			continue
+		}
+		out = append(out, k)
+	}
+	return append(out, n)
+}
+
+// setFlock converts, takes or drops owner's flock.
+func (ino *inode) setFlock(owner uint64, lk layer.Lock, f *file) {
+	for i, k := range ino.flocks {
+		if k.owner != owner {
+			continue
+		}
+		if lk.Type == syscall.F_UNLCK {
+			ino.flocks = append(ino.flocks[:i], ino.flocks[i+1:]...)
+			ino.wake()
+			return
+		}
+		if k.typ == syscall.F_WRLCK && lk.Type == syscall.F_RDLCK {
+			defer ino.wake()
+		}
+		k.typ, k.pid, k.file = lk.Type, lk.Pid, f
+		return
+	}
+	if lk.Type != syscall.F_UNLCK {
+		ino.flocks = append(ino.flocks, &lock{owner: owner, typ: lk.Type,
+			start: 0, end: math.MaxUint64, pid: lk.Pid, file: f, isFlock: true})
+	}
+}
+
+// dropOwner removes owner's POSIX locks.
+func (ino *inode) dropOwner(owner uint64) {
+	ino.drop(func(k *lock) bool { return k.owner == owner }, false)
+}
+
+// dropFile removes every lock taken through f.
+func (ino *inode) dropFile(f *file) {
+	ino.drop(func(k *lock) bool { return k.file == f }, true)
+}
+
+func (ino *inode) drop(match func(*lock) bool, flocks bool) {
+	n := len(ino.posix) + len(ino.flocks)
+	ino.posix = filter(ino.posix, match)
+	if flocks {
+		ino.flocks = filter(ino.flocks, match)
+	}
+	if len(ino.posix)+len(ino.flocks) != n {
+		ino.wake()
+	}
+}
+
+func filter(list []*lock, drop func(*lock) bool) []*lock {
+	out := list[:0]
+	for _, k := range list {
+		if !drop(k) {
+			out = append(out, k)
+		}
+	}
+	clear(list[len(out):])
+	return out
+}
+
+// wake wakes every waiter of the inode.
+func (ino *inode) wake() {
+	close(ino.changed)
+	ino.changed = make(chan struct{})
+}

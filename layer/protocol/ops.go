@@ -1,0 +1,164 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/wire"
+)
+
+var _ layer.Layer = (*Client)(nil)
+
+// decoded turns a response decoding failure into EIO.
+func decoded(d *wire.Dec) error {
+	if err := d.Done(); err != nil {
+		return fmt.Errorf("bad answer from brick: %v: %w", err, syscall.EIO)
+	}
+	return nil
+}
+
+func (c *Client) attrCall(ctx context.Context, req *wire.Request) (layer.Attr, error) {
+	d, err := c.call(ctx, req)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	a := d.Attr()
+	return a, decoded(d)
+}
+
+func (c *Client) noReply(ctx context.Context, req *wire.Request) error {
+	_, err := c.call(ctx, req)
+	return err
+}
+
+func (c *Client) Lookup(ctx context.Context, path string) (layer.Attr, error) {
+	return c.attrCall(ctx, &wire.Request{Op: wire.OpLookup, Path: path})
+}
+
+func (c *Client) Setattr(ctx context.Context, path string, in layer.SetattrIn) (layer.Attr, error) {
+	return c.attrCall(ctx, &wire.Request{Op: wire.OpSetattr, Path: path, Setattr: in})
+}
+
+func (c *Client) Mknod(ctx context.Context, path string, in layer.MknodIn) (layer.Attr, error) {
+	return c.attrCall(ctx, &wire.Request{Op: wire.OpMknod, Path: path, Owner: in.Owner,
+		Mode: in.Mode, Rdev: in.Rdev, Linkto: in.Linkto})
+}
+
+func (c *Client) Mkdir(ctx context.Context, path string, in layer.MkdirIn) (layer.Attr, error) {
+	return c.attrCall(ctx, &wire.Request{Op: wire.OpMkdir, Path: path, Owner: in.Owner, Mode: in.Mode})
+}
+
+func (c *Client) Symlink(ctx context.Context, path string, in layer.SymlinkIn) (layer.Attr, error) {
+	return c.attrCall(ctx, &wire.Request{Op: wire.OpSymlink, Path: path, Owner: in.Owner, Target: in.Target})
+}
+
+func (c *Client) Readlink(ctx context.Context, path string) (string, error) {
+	d, err := c.call(ctx, &wire.Request{Op: wire.OpReadlink, Path: path})
+	if err != nil {
+		return "", err
+	}
+	t := d.Str()
+	return t, decoded(d)
+}
+
+func (c *Client) Unlink(ctx context.Context, path string) error {
+	return c.noReply(ctx, &wire.Request{Op: wire.OpUnlink, Path: path})
+}
+
+func (c *Client) Rmdir(ctx context.Context, path string) error {
+	return c.noReply(ctx, &wire.Request{Op: wire.OpRmdir, Path: path})
+}
+
+func (c *Client) Rename(ctx context.Context, oldpath, newpath string, flags uint32) error {
+	return c.noReply(ctx, &wire.Request{Op: wire.OpRename, Path: oldpath, Path2: newpath, Flags: flags})
+}
+
+func (c *Client) Link(ctx context.Context, oldpath, newpath string) (layer.Attr, error) {
+	return c.attrCall(ctx, &wire.Request{Op: wire.OpLink, Path: oldpath, Path2: newpath})
+}
+
+func (c *Client) Create(ctx context.Context, path string, in layer.CreateIn) (layer.File, layer.Attr, error) {
+	s, err := c.session(ctx)
+	if err != nil {
+		return nil, layer.Attr{}, err
+	}
+	req := &wire.Request{Op: wire.OpCreate, Path: path, Owner: in.Owner, Flags: in.Flags, Mode: in.Mode}
+	cl, err := c.roundTrip(ctx, s, req, nil, nil)
+	if err != nil {
+		return nil, layer.Attr{}, err
+	}
+	d := wire.Dec{B: cl.payload}
+	fh := d.U64()
+	a := d.Attr()
+	if err := decoded(&d); err != nil {
+		return nil, layer.Attr{}, err
+	}
+	return c.newFile(s, fh, path, in.Flags), a, nil
+}
+
+func (c *Client) Open(ctx context.Context, path string, flags uint32) (layer.File, error) {
+	s, fh, err := c.open(ctx, path, flags)
+	if err != nil {
+		return nil, err
+	}
+	return c.newFile(s, fh, path, flags), nil
+}
+
+func (c *Client) open(ctx context.Context, path string, flags uint32) (*session, uint64, error) {
+	s, err := c.session(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	cl, err := c.roundTrip(ctx, s, &wire.Request{Op: wire.OpOpen, Path: path, Flags: flags}, nil, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	d := wire.Dec{B: cl.payload}
+	fh := d.U64()
+	return s, fh, decoded(&d)
+}
+
+func (c *Client) Readdir(ctx context.Context, path string, cookie uint64, max int) (layer.DirPage, error) {
+	d, err := c.call(ctx, &wire.Request{Op: wire.OpReaddir, Path: path, Cookie: cookie, Max: uint32(max)})
+	if err != nil {
+		return layer.DirPage{}, err
+	}
+	p := d.DirPage()
+	return p, decoded(d)
+}
+
+func (c *Client) Statfs(ctx context.Context, path string) (layer.Statfs, error) {
+	d, err := c.call(ctx, &wire.Request{Op: wire.OpStatfs, Path: path})
+	if err != nil {
+		return layer.Statfs{}, err
+	}
+	st := d.Statfs()
+	return st, decoded(d)
+}
+
+func (c *Client) Getxattr(ctx context.Context, path, name string) ([]byte, error) {
+	d, err := c.call(ctx, &wire.Request{Op: wire.OpGetxattr, Path: path, Name: name})
+	if err != nil {
+		return nil, err
+	}
+	return d.B, nil
+}
+
+func (c *Client) Setxattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
+	return c.noReply(ctx, &wire.Request{Op: wire.OpSetxattr, Path: path, Name: name, Value: value, Flags: flags})
+}
+
+func (c *Client) Listxattr(ctx context.Context, path string) ([]string, error) {
+	d, err := c.call(ctx, &wire.Request{Op: wire.OpListxattr, Path: path})
+	if err != nil {
+		return nil, err
+	}
+	names := d.Strs()
+	return names, decoded(d)
+}
+
+func (c *Client) Removexattr(ctx context.Context, path, name string) error {
+	return c.noReply(ctx, &wire.Request{Op: wire.OpRemovexattr, Path: path, Name: name})
+}

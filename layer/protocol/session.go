@@ -1,0 +1,211 @@
+package protocol
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/mortarfs/mortar/wire"
+)
+
+// session is one live connection to the brick. When it fails, every call
+// in flight fails with ENOTCONN and the client starts a new session.
+type session struct {
+	nc     net.Conn
+	w      *wire.Writer
+	gen    uint64
+	nextID atomic.Uint64
+	// lastRecv is when the last frame arrived (unix nanoseconds).
+	lastRecv atomic.Int64
+
+	mu      sync.Mutex
+	pending map[uint64]*call
+	err     error
+	dead    chan struct{}
+	// onDead runs once when the session fails.
+	onDead func(*session)
+}
+
+// call is one request waiting for its response.
+type call struct {
+	dest    []byte // a read's buffer: the response data lands here
+	done    chan struct{}
+	errno   syscall.Errno
+	payload []byte
+	n       int
+	err     error
+}
+
+func newSession(nc net.Conn, gen uint64, onDead func(*session)) *session {
+	s := &session{
+		nc: nc, gen: gen, onDead: onDead,
+		w:       wire.NewWriter(nc, 0),
+		pending: map[uint64]*call{},
+		dead:    make(chan struct{}),
+	}
+	s.lastRecv.Store(time.Now().UnixNano())
+	return s
+}
+
+// handshake introduces the client to the brick.
+func (s *session) handshake(volumeID, brickID string) error {
+	var e wire.Enc
+	e.B = append(e.B, wire.Magic...)
+	req := wire.Request{Op: wire.OpHandshake, Version: wire.Version, VolumeID: volumeID, BrickID: brickID}
+	var body wire.Enc
+	req.Encode(&body)
+	h := wire.Header{Kind: wire.KindRequest, Op: wire.OpHandshake, ID: 0, Len: uint32(len(body.B))}
+	var hb [wire.HeaderSize]byte
+	h.Put(hb[:])
+	e.B = append(append(e.B, hb[:]...), body.B...)
+	if _, err := s.nc.Write(e.B); err != nil {
+		return err
+	}
+	resp, err := wire.ReadHeader(s.nc, &hb)
+	if err != nil {
+		return fmt.Errorf("reading handshake answer: %w", err)
+	}
+	if resp.Kind != wire.KindResponse || resp.Op != wire.OpHandshake || resp.Len > 4096 {
+		return fmt.Errorf("unexpected handshake answer (kind %d op %d)", resp.Kind, resp.Op)
+	}
+	msg := make([]byte, resp.Len)
+	if _, err := io.ReadFull(s.nc, msg); err != nil {
+		return err
+	}
+	if resp.Errno != 0 {
+		return fmt.Errorf("refused: %s", msg)
+	}
+	return nil
+}
+
+// fail ends the session and every call in it.
+func (s *session) fail(err error) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.err = err
+	pending := s.pending
+	s.pending = nil
+	close(s.dead)
+	s.mu.Unlock()
+	s.nc.Close()
+	s.onDead(s)
+	for _, c := range pending {
+		c.err = syscall.ENOTCONN
+		close(c.done)
+	}
+}
+
+// send registers c and sends its request frame.
+func (s *session) send(c *call, op uint8, body []byte, data []byte) (uint64, error) {
+	id := s.nextID.Add(1)
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return 0, syscall.ENOTCONN
+	}
+	s.pending[id] = c
+	s.mu.Unlock()
+	h := wire.Header{Kind: wire.KindRequest, Op: op, ID: id}
+	if err := s.w.Send(h, body, data); err != nil {
+		s.fail(err)
+		return 0, syscall.ENOTCONN
+	}
+	return id, nil
+}
+
+// forget drops a call whose response nobody waits for.
+func (s *session) forget(id uint64) {
+	s.mu.Lock()
+	if s.pending != nil {
+		delete(s.pending, id)
+	}
+	s.mu.Unlock()
+}
+
+// readLoop receives responses until the connection fails.
+func (s *session) readLoop() {
+	var hb [wire.HeaderSize]byte
+	for {
+		h, err := wire.ReadHeader(s.nc, &hb)
+		if err != nil {
+			s.fail(err)
+			return
+		}
+		s.lastRecv.Store(time.Now().UnixNano())
+		if err := s.receive(h); err != nil {
+			s.fail(err)
+			return
+		}
+	}
+}
+
+func (s *session) receive(h wire.Header) error {
+	switch h.Kind {
+	case wire.KindPong:
+		if h.Len != 0 {
+			return errors.New("pong with payload")
+		}
+		return nil
+	case wire.KindResponse:
+	default:
+		return fmt.Errorf("unexpected frame kind %d from brick", h.Kind)
+	}
+	s.mu.Lock()
+	c := s.pending[h.ID]
+	delete(s.pending, h.ID)
+	s.mu.Unlock()
+	if c == nil { // a forgotten call: discard its answer
+		_, err := io.CopyN(io.Discard, s.nc, int64(h.Len))
+		return err
+	}
+	c.errno = syscall.Errno(h.Errno)
+	var err error
+	if c.dest != nil && h.Errno == 0 {
+		if int(h.Len) > len(c.dest) {
+			err = fmt.Errorf("read answer of %d bytes for a %d-byte buffer", h.Len, len(c.dest))
+		} else {
+			c.n, err = io.ReadFull(s.nc, c.dest[:h.Len])
+		}
+	} else {
+		c.payload = make([]byte, h.Len)
+		_, err = io.ReadFull(s.nc, c.payload)
+	}
+	if err != nil {
+		c.err = syscall.ENOTCONN
+	}
+	close(c.done)
+	return err
+}
+
+// pingLoop declares the brick dead when nothing arrives within timeout.
+func (s *session) pingLoop(interval, timeout time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.dead:
+			return nil
+		case <-t.C:
+		}
+		idle := time.Since(time.Unix(0, s.lastRecv.Load()))
+		if idle > timeout {
+			err := fmt.Errorf("brick did not answer for %s", idle.Round(time.Millisecond))
+			s.fail(err)
+			return err
+		}
+		if idle >= interval/2 {
+			if err := s.w.Send(wire.Header{Kind: wire.KindPing}); err != nil {
+				s.fail(err)
+				return err
+			}
+		}
+	}
+}

@@ -1,0 +1,268 @@
+package wire
+
+import (
+	"fmt"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// Version is the protocol version a client offers in its handshake.
+const Version = 1
+
+// Operations.
+const (
+	OpHandshake uint8 = iota + 1
+	OpLookup
+	OpSetattr
+	OpMknod
+	OpMkdir
+	OpSymlink
+	OpReadlink
+	OpUnlink
+	OpRmdir
+	OpRename
+	OpLink
+	OpCreate
+	OpOpen
+	OpReaddir
+	OpStatfs
+	OpGetxattr
+	OpSetxattr
+	OpListxattr
+	OpRemovexattr
+	OpRead
+	OpWrite
+	OpFgetattr
+	OpFsetattr
+	OpFsync
+	OpFallocate
+	OpFlush
+	OpGetlk
+	OpSetlk
+	OpRelease
+	opMax
+)
+
+var opNames = [...]string{"", "handshake", "lookup", "setattr", "mknod", "mkdir", "symlink",
+	"readlink", "unlink", "rmdir", "rename", "link", "create", "open", "readdir", "statfs",
+	"getxattr", "setxattr", "listxattr", "removexattr", "read", "write", "fgetattr",
+	"fsetattr", "fsync", "fallocate", "flush", "getlk", "setlk", "release"}
+
+// OpName names an operation for logs and metrics.
+func OpName(op uint8) string {
+	if int(op) < len(opNames) && op != 0 {
+		return opNames[op]
+	}
+	return fmt.Sprintf("op%d", op)
+}
+
+// Request holds the arguments of any request; which fields an operation
+// uses is given by its schema below, the single source of both encoding and
+// decoding.
+type Request struct {
+	Op        uint8
+	Path      string
+	Path2     string // rename and link target
+	Name      string // xattr name
+	Flags     uint32
+	Fh        uint64
+	Off       int64
+	Len       int64
+	Mode      uint32
+	Owner     layer.Owner
+	Setattr   layer.SetattrIn
+	Rdev      uint64
+	Linkto    string
+	Target    string // symlink target
+	Cookie    uint64
+	Max       uint32
+	LockOwner uint64
+	Lock      layer.Lock
+	Wait      bool
+	Value     []byte // xattr value
+	VolumeID  string
+	BrickID   string
+	Version   uint32
+	// Data is the raw tail of a write request (not part of the schema).
+	Data []byte
+}
+
+type field uint8
+
+const (
+	fPath field = iota
+	fPath2
+	fName
+	fFlags
+	fFh
+	fOff
+	fLen
+	fMode
+	fOwner
+	fSetattr
+	fRdev
+	fLinkto
+	fTarget
+	fCookie
+	fMax
+	fLockOwner
+	fLock
+	fWait
+	fValue
+	fVolume
+	fBrick
+	fVersion
+)
+
+var schema = [opMax][]field{
+	OpHandshake:   {fVersion, fVolume, fBrick},
+	OpLookup:      {fPath},
+	OpSetattr:     {fPath, fSetattr},
+	OpMknod:       {fPath, fOwner, fMode, fRdev, fLinkto},
+	OpMkdir:       {fPath, fOwner, fMode},
+	OpSymlink:     {fPath, fOwner, fTarget},
+	OpReadlink:    {fPath},
+	OpUnlink:      {fPath},
+	OpRmdir:       {fPath},
+	OpRename:      {fPath, fPath2, fFlags},
+	OpLink:        {fPath, fPath2},
+	OpCreate:      {fPath, fOwner, fFlags, fMode},
+	OpOpen:        {fPath, fFlags},
+	OpReaddir:     {fPath, fCookie, fMax},
+	OpStatfs:      {fPath},
+	OpGetxattr:    {fPath, fName},
+	OpSetxattr:    {fPath, fName, fValue, fFlags},
+	OpListxattr:   {fPath},
+	OpRemovexattr: {fPath, fName},
+	OpRead:        {fFh, fOff, fLen},
+	OpWrite:       {fFh, fOff}, // data follows
+	OpFgetattr:    {fFh},
+	OpFsetattr:    {fFh, fSetattr},
+	OpFsync:       {fFh, fFlags},
+	OpFallocate:   {fFh, fMode, fOff, fLen},
+	OpFlush:       {fFh, fLockOwner},
+	OpGetlk:       {fFh, fLockOwner, fLock},
+	OpSetlk:       {fFh, fLockOwner, fLock, fWait},
+	OpRelease:     {fFh},
+}
+
+// Encode appends the request's schema fields (not Data) to e.
+func (r *Request) Encode(e *Enc) {
+	for _, f := range schema[r.Op] {
+		switch f {
+		case fPath:
+			e.Str(r.Path)
+		case fPath2:
+			e.Str(r.Path2)
+		case fName:
+			e.Str(r.Name)
+		case fFlags:
+			e.U32(r.Flags)
+		case fFh:
+			e.U64(r.Fh)
+		case fOff:
+			e.I64(r.Off)
+		case fLen:
+			e.I64(r.Len)
+		case fMode:
+			e.U32(r.Mode)
+		case fOwner:
+			e.Owner(r.Owner)
+		case fSetattr:
+			e.Setattr(&r.Setattr)
+		case fRdev:
+			e.U64(r.Rdev)
+		case fLinkto:
+			e.Str(r.Linkto)
+		case fTarget:
+			e.Str(r.Target)
+		case fCookie:
+			e.U64(r.Cookie)
+		case fMax:
+			e.U32(r.Max)
+		case fLockOwner:
+			e.U64(r.LockOwner)
+		case fLock:
+			e.Lock(r.Lock)
+		case fWait:
+			e.Bool(r.Wait)
+		case fValue:
+			e.Bytes(r.Value)
+		case fVolume:
+			e.Str(r.VolumeID)
+		case fBrick:
+			e.Str(r.BrickID)
+		case fVersion:
+			e.U32(r.Version)
+		}
+	}
+}
+
+// DecodeRequest decodes the payload of a request frame. Byte fields (Value,
+// Data) alias payload.
+func DecodeRequest(op uint8, payload []byte) (*Request, error) {
+	if op == 0 || op >= opMax {
+		return nil, fmt.Errorf("wire: unknown operation %d", op)
+	}
+	r := &Request{Op: op}
+	d := Dec{B: payload}
+	for _, f := range schema[op] {
+		r.decodeField(&d, f)
+	}
+	if op == OpWrite && d.Err == nil {
+		r.Data, d.B = d.B, nil
+	}
+	if err := d.Done(); err != nil {
+		return nil, fmt.Errorf("%s request: %w", OpName(op), err)
+	}
+	return r, nil
+}
+
+func (r *Request) decodeField(d *Dec, f field) {
+	switch f {
+	case fPath:
+		r.Path = d.Str()
+	case fPath2:
+		r.Path2 = d.Str()
+	case fName:
+		r.Name = d.Str()
+	case fFlags:
+		r.Flags = d.U32()
+	case fFh:
+		r.Fh = d.U64()
+	case fOff:
+		r.Off = d.I64()
+	case fLen:
+		r.Len = d.I64()
+	case fMode:
+		r.Mode = d.U32()
+	case fOwner:
+		r.Owner = d.Owner()
+	case fSetattr:
+		r.Setattr = d.Setattr()
+	case fRdev:
+		r.Rdev = d.U64()
+	case fLinkto:
+		r.Linkto = d.Str()
+	case fTarget:
+		r.Target = d.Str()
+	case fCookie:
+		r.Cookie = d.U64()
+	case fMax:
+		r.Max = d.U32()
+	case fLockOwner:
+		r.LockOwner = d.U64()
+	case fLock:
+		r.Lock = d.Lock()
+	case fWait:
+		r.Wait = d.Bool()
+	case fValue:
+		r.Value = d.Bytes()
+	case fVolume:
+		r.VolumeID = d.Str()
+	case fBrick:
+		r.BrickID = d.Str()
+	case fVersion:
+		r.Version = d.U32()
+	}
+}
