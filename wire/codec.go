@@ -166,6 +166,7 @@ func (d *Dec) U64() uint64 {
 }
 
 func (d *Dec) I64() int64 { return int64(d.U64()) }
+
 // Bool decodes a bool; only 0 and 1 are valid.
 func (d *Dec) Bool() bool {
 	v := d.U8()

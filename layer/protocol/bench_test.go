@@ -21,7 +21,7 @@ type sinkFile struct{ layer.File }
 func (sink) Open(context.Context, string, uint32) (layer.File, error) { return sinkFile{}, nil }
 
 func (sinkFile) Write(_ context.Context, p []byte, _ int64) (int, error) { return len(p), nil }
-func (sinkFile) Release(context.Context) error                         { return nil }
+func (sinkFile) Release(context.Context) error                           { return nil }
 
 // rawTCP moves total bytes in chunk-sized writes over a plain loopback TCP
 // connection and returns the rate in bytes per second.
