@@ -1,0 +1,144 @@
+// Package distribute spreads one namespace over several children (bricks,
+// or replicate/disperse sets) by hashing names, with no metadata server:
+// GlusterFS's elastic hashing, done so that a settled layout never makes a
+// lookup ask every child.
+//
+// # Placement
+//
+// Every directory exists on every child, with the same gfid. Each
+// directory's 32-bit hash space is split into ranges, one per child (its
+// layout); a non-directory (regular file, symlink, fifo, device) lives on
+// exactly one child, normally the one whose range holds the hash of its
+// name: its hashed child. The hash is FNV-1a 64 of the name folded to 32
+// bits (see hashName); rsync-style temporary names ".NAME.XXXXXX" hash as
+// NAME so the final rename does not move anything. Today every directory
+// uses the same layout, the hash space cut into equal contiguous ranges in
+// child order; the layout type is where per-directory layouts stored in
+// xattrs, with epochs, will plug in for add-brick and rebalance.
+//
+// # Pointer files
+//
+// When a name comes to hash to a child other than the one holding its
+// inode (after a rename, or for a hard link's second name), the inode stays
+// where it is (its cached child) and the name's hashed child gets a
+// pointer file: an empty regular file with mode 01000 whose linkto xattr
+// names the cached child (GlusterFS's linkto file). Moving the data
+// instead would make rename cost a copy. Pointers are found by name and
+// get their own gfid; Readdir never shows them and Lookup resolves them.
+//
+// A name is thus resolved with one lookup on its hashed child, plus one on
+// the cached child when the hashed child holds a pointer (and, if a rename
+// replaced the pointer and removed the data in between, once more). A name the
+// hashed child does not have does not exist: it is never searched for on
+// the other children. A pointer whose target is missing (dangling) reads
+// as "no such name"; a create of the name replaces it.
+//
+// # Operations
+//
+//   - Lookup, Getxattr, Listxattr, Readlink, Open and Setattr of a file go
+//     to the child holding the inode. A directory's attributes are read
+//     from its hashed child (the root's from child 0); changes to a
+//     directory (Setattr, Setxattr, Removexattr) are made on the hashed
+//     child first, whose refusal leaves nothing half done, then on every
+//     other child in parallel.
+//   - Create, Mknod and Symlink run on the hashed child. Create without
+//     O_EXCL of a name that lives elsewhere opens it there.
+//   - Mkdir runs on the hashed child first (its EEXIST decides), then on
+//     the others in parallel with the same gfid; if one fails, the copies
+//     made are removed. A child that lacks the parent directory gets the
+//     missing chain made (same gfid, mode and owner; not yet xattrs or
+//     times) and the operation is retried; this heal applies to every
+//     operation that creates a name on a child.
+//   - Rmdir checks on every child that the directory holds nothing but
+//     pointer files (stale then, and deleted), removes it on the
+//     non-hashed children, then on the hashed one; a failure re-creates
+//     the copies removed.
+//   - Link makes the new name on the cached child, so the storage counts
+//     links, plus a pointer on the new name's hashed child if it differs
+//     (pointer first: a crash leaves a dangling pointer, not a hidden
+//     name). Unlink removes the name on the cached child, then its
+//     pointer.
+//   - Readdir lists every child concurrently and merges; see Readdir for
+//     paging and errors. Statfs sums the children.
+//
+// # Renaming a file
+//
+// Let s be the source name with inode on child cs (and, if s hashes
+// elsewhere, a pointer on its hashed child hs), d the target name hashed
+// to hd, and, if d exists, its inode on cd. Nothing ever crosses children
+// (never EXDEV). Steps:
+//
+//  1. rename s to d on cs: atomically replaces whatever cs had at d.
+//  2. if hd != cs, make d on hd a pointer to cs: Mknod a pointer under a
+//     temporary name (".mortar-ptr-" + random; hidden as every pointer is)
+//     and rename it over d on hd, replacing the old d (data or pointer)
+//     atomically.
+//  3. if cd is neither cs nor hd, unlink the old d's data on cd.
+//  4. if s had a pointer on hs, unlink it.
+//
+// Order of 1 and 2. If d did not exist, step 2 runs before step 1
+// (RenameNoReplace: Mknod exclusively at d, so hd decides EEXIST): d reads
+// as absent (dangling pointer) until step 1 makes it appear, and s stays
+// readable until then. If d existed with its inode on cs, hd's pointer
+// already names cs and step 2 is skipped: step 1 alone switches d. If d
+// existed on hd or a third child, step 1 runs first: Lookup of d sees the
+// old d until step 2 replaces it in one rename, then the new one. So a
+// Lookup of d sees the old d or the new one, never nothing, when d existed.
+// If step 2 fails, step 1 is undone.
+//
+// Crash windows (the client dies between steps; there are no on-brick
+// journals yet):
+//   - d absent, after 2 before 1: a dangling pointer at d; s intact. Clean.
+//   - d existed on hd or a third child, after 1 before 2: s's inode sits
+//     under the name d on cs, shadowed by the old d, which Lookup still
+//     returns; s reads as gone. Readdir shows d once (the hashed child's
+//     entry). Nothing is deleted, but s's content is reachable only on the
+//     brick until a future fsck/rebalance pass finds data files that are
+//     not on their hashed child and have no pointer. This is the one
+//     window that hides data.
+//   - after 2 (or 1) before 3: the old d's data stays on cd as an orphan:
+//     unreachable through d, costs space, found by the same future pass.
+//   - before 4: s's pointer dangles; reads as absent, replaced on the next
+//     create of s.
+//
+// Renaming back onto a pointer of the same file, or between two names of
+// one inode, follows the same rules (the latter is a no-op, as in
+// rename(2)). File over directory gives EISDIR, directory over file
+// ENOTDIR, checked before anything changes.
+//
+// # Renaming a directory
+//
+// The target, if it exists, must be an empty directory on every child
+// (checked first, stale pointers deleted). The rename runs on the target
+// name's hashed child first (its errors decide, e.g. EEXIST with
+// RenameNoReplace), then on every other child in parallel; if one fails,
+// those that renamed are renamed back and a replaced empty target is made
+// again. While it runs, Lookup sees the new name from the first step on
+// and the old one until the old name's hashed child has renamed: both
+// names for a moment, never neither. A crash in between leaves the
+// directory under the new name on some children and the old one on the
+// others; both names then list partial contents until a future heal
+// reconciles them.
+//
+// # Errors and what is not done yet
+//
+// Children's errors are passed through. Operations that need every child
+// (Mkdir, Rmdir, directory rename, Readdir, Statfs, directory Setattr and
+// xattrs) fail when one child fails, e.g. with ENOTCONN when it is down,
+// after undoing what can be undone; an update already applied to the
+// hashed child of a directory is not undone (the children then differ
+// until a future heal). Lookup and file operations need only the children
+// that hold the name.
+//
+// Lookup of a path below a non-directory that lives on another child
+// answers ENOENT where a local file system says ENOTDIR: telling the two
+// apart would cost a second lookup on every miss, and the kernel never
+// looks up a name below a non-directory. The other operations check on
+// their error path and answer ENOTDIR.
+//
+// There are no entry locks yet: concurrent namespace operations on the
+// same name from different clients are not serialised across children
+// (e.g. a create racing a rename onto the same name can leave an orphan).
+// A directory missing on its own hashed child reads as absent until a
+// create inside it heals it there.
+package distribute

@@ -1,0 +1,196 @@
+package distribute
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// pointerMode is the mode of a pointer file: a regular file with only the
+// sticky bit, like GlusterFS's linkto files ("---------T" in ls on a brick).
+const pointerMode = syscall.S_IFREG | 01000
+
+// pointerFor returns the Mknod request for a pointer to the inode at l. The
+// pointer gets its own gfid from storage: pointers are found by name, and
+// two pointers to one hard-linked inode may sit on the same brick.
+func (d *Distribute) pointerFor(l loc) layer.MknodIn {
+	return layer.MknodIn{
+		Owner:  layer.Owner{Uid: l.attr.Uid, Gid: l.attr.Gid},
+		Mode:   pointerMode,
+		Linkto: d.children[l.cached].ID,
+	}
+}
+
+// Create creates the file on its hashed child. If that child holds a
+// pointer of the name (the file lives elsewhere) and O_EXCL is not set, the
+// file is opened where it lives, as open(2) with O_CREAT would.
+func (d *Distribute) Create(ctx context.Context, path string, in layer.CreateIn) (layer.File, layer.Attr, error) {
+	h, err := d.hashedChild(ctx, path)
+	if err != nil {
+		return nil, layer.Attr{}, err
+	}
+	for range 3 {
+		var f layer.File
+		var a layer.Attr
+		err := d.createAt(ctx, h, path, func() error {
+			var err error
+			f, a, err = d.child(h).Create(ctx, path, in)
+			return err
+		})
+		if err != nil {
+			return nil, layer.Attr{}, err
+		}
+		if a.Linkto == "" {
+			return f, a, nil
+		}
+		if err := f.Release(ctx); err != nil {
+			d.log.Warn("release of opened pointer", "path", path, "err", err)
+		}
+		f, a, err = d.openExisting(ctx, path, in.Flags)
+		if errors.Is(err, syscall.ENOENT) {
+			continue // dangling pointer removed, or raced with unlink: create again
+		}
+		return f, a, err
+	}
+	return nil, layer.Attr{}, fmt.Errorf("distribute: create %s: name keeps changing: %w", path, syscall.EIO)
+}
+
+// openExisting opens path where it lives, for a Create that found it.
+func (d *Distribute) openExisting(ctx context.Context, path string, flags uint32) (layer.File, layer.Attr, error) {
+	l, err := d.locate(ctx, path)
+	if err == errDangling {
+		d.removeStalePointer(ctx, l.hashed, path)
+		return nil, layer.Attr{}, syscall.ENOENT
+	}
+	if err != nil {
+		return nil, layer.Attr{}, err
+	}
+	if l.attr.IsDir() {
+		return nil, layer.Attr{}, syscall.EISDIR
+	}
+	f, err := d.child(l.cached).Open(ctx, path, flags&^(syscall.O_CREAT|syscall.O_EXCL))
+	if err != nil {
+		return nil, layer.Attr{}, err
+	}
+	a, err := f.Getattr(ctx)
+	if err != nil {
+		f.Release(ctx)
+		return nil, layer.Attr{}, err
+	}
+	return f, a, nil
+}
+
+func (d *Distribute) Mknod(ctx context.Context, path string, in layer.MknodIn) (layer.Attr, error) {
+	if in.Linkto != "" {
+		return layer.Attr{}, syscall.EINVAL // pointer files are distribute's own
+	}
+	h, err := d.hashedChild(ctx, path)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	var a layer.Attr
+	err = d.createAt(ctx, h, path, func() error {
+		var err error
+		a, err = d.child(h).Mknod(ctx, path, in)
+		return err
+	})
+	return a, err
+}
+
+func (d *Distribute) Symlink(ctx context.Context, path string, in layer.SymlinkIn) (layer.Attr, error) {
+	h, err := d.hashedChild(ctx, path)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	var a layer.Attr
+	err = d.createAt(ctx, h, path, func() error {
+		var err error
+		a, err = d.child(h).Symlink(ctx, path, in)
+		return err
+	})
+	return a, err
+}
+
+// Link makes the new name on the child that holds the inode, so the
+// storage counts links. If newpath hashes elsewhere, a pointer is placed on
+// its hashed child first (exclusively, so it decides EEXIST); a crash after
+// it leaves a dangling pointer, which reads as "no such name".
+func (d *Distribute) Link(ctx context.Context, oldpath, newpath string) (layer.Attr, error) {
+	src, err := d.find(ctx, oldpath)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	if src.attr.IsDir() {
+		// link(2) resolves newpath before refusing a directory.
+		if _, err := d.find(ctx, newpath); err == nil {
+			return layer.Attr{}, syscall.EEXIST
+		} else if err != errDangling && !errors.Is(err, syscall.ENOENT) {
+			return layer.Attr{}, err
+		} else if err := d.parentDir(ctx, newpath); err != nil {
+			return layer.Attr{}, err
+		}
+		return layer.Attr{}, syscall.EPERM
+	}
+	hn, err := d.hashedChild(ctx, newpath)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	var a layer.Attr
+	link := func() error {
+		var err error
+		a, err = d.child(src.cached).Link(ctx, oldpath, newpath)
+		return err
+	}
+	if hn == src.cached {
+		return a, d.createAt(ctx, hn, newpath, link)
+	}
+	in := d.pointerFor(src)
+	err = d.createAt(ctx, hn, newpath, func() error {
+		_, err := d.child(hn).Mknod(ctx, newpath, in)
+		return err
+	})
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	if err := d.withParent(ctx, src.cached, newpath, link); err != nil {
+		d.unlinkPointer(ctx, hn, newpath)
+		return layer.Attr{}, err
+	}
+	return a, nil
+}
+
+// unlinkPointer removes the pointer this layer placed at path on child i,
+// logging a failure: a leftover pointer dangles, which is harmless.
+func (d *Distribute) unlinkPointer(ctx context.Context, i int, path string) {
+	if err := d.child(i).Unlink(ctx, path); err != nil && !errors.Is(err, syscall.ENOENT) {
+		d.log.Warn("pointer left behind", "path", path, "child", d.children[i].ID, "err", err)
+	}
+}
+
+// Unlink removes the name where the inode lives, then its pointer: a crash
+// between the two leaves a dangling pointer, which reads as "no such name"
+// and is cleaned by the next create of the name.
+func (d *Distribute) Unlink(ctx context.Context, path string) error {
+	l, err := d.find(ctx, path)
+	if err == errDangling {
+		d.removeStalePointer(ctx, l.hashed, path)
+		return syscall.ENOENT
+	}
+	if err != nil {
+		return err
+	}
+	if l.attr.IsDir() {
+		return syscall.EISDIR
+	}
+	err = d.child(l.cached).Unlink(ctx, path)
+	if err != nil && !(l.ptr && errors.Is(err, syscall.ENOENT)) {
+		return err
+	}
+	if l.ptr {
+		d.unlinkPointer(ctx, l.hashed, path)
+	}
+	return err
+}

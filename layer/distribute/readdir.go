@@ -1,0 +1,124 @@
+package distribute
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// Readdir lists the directory on every child at once (each completely,
+// concurrently) and merges the listings by name: pointer files are hidden,
+// and a name found on several children (a directory, or a file left twice
+// by a crash) is shown once, with the attributes from the name's hashed
+// child when it has the name. A name whose hashed child lists a pointer
+// but whose data no listing shows (a rename moved it while the listings
+// were taken) is looked up, so a rename never hides a name from a
+// concurrent listing. Entries are sorted by name.
+//
+// Paging: cookie 0 returns the whole directory with EOF set; any other
+// cookie returns an empty page with EOF. The FUSE bridge snapshots a
+// directory on opendir, so it never asks for a second page.
+//
+// A child that fails fails the whole listing (ENOTCONN for a child that is
+// down): a listing that silently lacks a brick's files would look like
+// data loss to rsync, rm -r and backups. A child that lacks the directory
+// itself (ENOENT; it holds no file there then) adds nothing, unless it is
+// the directory's hashed child, whose answer is authoritative.
+func (d *Distribute) Readdir(ctx context.Context, path string, cookie uint64, max int) (layer.DirPage, error) {
+	if cookie != 0 {
+		return layer.DirPage{Next: cookie, EOF: true}, nil
+	}
+	h, err := d.hashedChild(ctx, path)
+	if err != nil {
+		return layer.DirPage{}, err
+	}
+	lists := make([][]layer.Entry, len(d.children))
+	errs := d.parallel(d.all(), func(i int) error {
+		var err error
+		lists[i], err = layer.ReadDirAll(ctx, d.child(i), path)
+		if i != h && errors.Is(err, syscall.ENOENT) {
+			d.log.Warn("directory missing on a child", "path", path, "child", d.children[i].ID)
+			return nil
+		}
+		return err
+	})
+	if err := firstErr(errs, h); err != nil {
+		return layer.DirPage{}, d.refine(ctx, path, err)
+	}
+	lay, err := d.layoutOf(ctx, path)
+	if err != nil {
+		return layer.DirPage{}, err
+	}
+	entries, orphans := merge(lists, lay)
+	entries = append(entries, d.resolvePointers(ctx, path, orphans)...)
+	slices.SortFunc(entries, func(a, b layer.Entry) int { return strings.Compare(a.Name, b.Name) })
+	return layer.DirPage{Entries: entries, Next: 1, EOF: true}, nil
+}
+
+// merge combines per-child listings, indexed by child, as Readdir says.
+// It also returns the names that have a pointer on their hashed child but
+// no data entry in any listing: the listings were taken at slightly
+// different moments, and a rename may have moved the data between them.
+func merge(lists [][]layer.Entry, lay *layout) (out []layer.Entry, orphans []string) {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	out = make([]layer.Entry, 0, n)
+	at := make(map[string]int, n)
+	var pointers []string
+	for i, list := range lists {
+		for _, e := range list {
+			if e.Attr.Linkto != "" {
+				if lay.owner(hashName(e.Name)) == i && !strings.HasPrefix(e.Name, tmpPrefix) {
+					pointers = append(pointers, e.Name)
+				}
+				continue
+			}
+			j, dup := at[e.Name]
+			if !dup {
+				at[e.Name] = len(out)
+				out = append(out, e)
+			} else if lay.owner(hashName(e.Name)) == i {
+				out[j] = e
+			}
+		}
+	}
+	for _, name := range pointers {
+		if _, ok := at[name]; !ok {
+			orphans = append(orphans, name)
+		}
+	}
+	return out, orphans
+}
+
+// resolvePointers looks up, concurrently, the names merge found only as
+// pointers, and returns entries for those that exist. Without a race or a
+// dangling pointer left by a crash there are none.
+func (d *Distribute) resolvePointers(ctx context.Context, dir string, names []string) []layer.Entry {
+	found := make([]*layer.Entry, len(names))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i, name := range names {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if l, err := d.locate(ctx, layer.Join(dir, name)); err == nil {
+				found[i] = &layer.Entry{Name: name, Attr: l.attr}
+			}
+		})
+	}
+	wg.Wait()
+	var out []layer.Entry
+	for _, e := range found {
+		if e != nil {
+			out = append(out, *e)
+		}
+	}
+	return out
+}
