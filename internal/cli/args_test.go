@@ -1,0 +1,156 @@
+package cli
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mortarfs/mortar/mgmt"
+)
+
+func TestParseCreateArgs(t *testing.T) {
+	cases := []struct {
+		args []string
+		want mgmt.CreateVolumeRequest
+	}{
+		{
+			[]string{"gv0", "h:/b1", "h:/b2"},
+			mgmt.CreateVolumeRequest{Name: "gv0", Bricks: []string{"h:/b1", "h:/b2"}},
+		},
+		{
+			[]string{"gv0", "replica", "3", "arbiter", "1", "h:/b1", "h:/b2", "h:/b3", "force"},
+			mgmt.CreateVolumeRequest{Name: "gv0", Replica: 3, Arbiter: 1, Bricks: []string{"h:/b1", "h:/b2", "h:/b3"}, Force: true},
+		},
+		{
+			[]string{"gv0", "disperse", "h:/b1", "h:/b2", "h:/b3"},
+			mgmt.CreateVolumeRequest{Name: "gv0", Disperse: -1, Bricks: []string{"h:/b1", "h:/b2", "h:/b3"}},
+		},
+		{
+			[]string{"gv0", "disperse-data", "4", "redundancy", "2", "transport", "tcp", "[::1]:/b1"},
+			mgmt.CreateVolumeRequest{Name: "gv0", DisperseData: 4, Redundancy: 2, Bricks: []string{"[::1]:/b1"}},
+		},
+		{
+			[]string{"gv0", "REPLICA", "2", "h:/b1", "h:/b2"},
+			mgmt.CreateVolumeRequest{Name: "gv0", Replica: 2, Bricks: []string{"h:/b1", "h:/b2"}},
+		},
+	}
+	for _, c := range cases {
+		got, err := parseCreateArgs(c.args)
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("parseCreateArgs(%q) = %+v, %v; want %+v", c.args, got, err, c.want)
+		}
+	}
+	bad := map[string][]string{
+		"needs a positive count": {"gv0", "replica", "h:/b1"},
+		"given twice":            {"gv0", "replica", "2", "replica", "2", "h:/b1"},
+		"unexpected argument":    {"gv0", "/data/b1"},
+		"no bricks":              {"gv0", "force"},
+		"transport tcp":          {"gv0", "transport", "rdma", "h:/b1"},
+	}
+	for msg, args := range bad {
+		if _, err := parseCreateArgs(args); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("parseCreateArgs(%q) = %v; want an error with %q", args, err, msg)
+		}
+	}
+}
+
+func TestParseMountOptions(t *testing.T) {
+	o, err := parseMountOptions([]string{"defaults,_netdev,attr-timeout=2.5", "entry-timeout=0,x-systemd.automount,negative-timeout=1,log-file=/tmp/m.log,debug"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.AttrTimeout == nil || *o.AttrTimeout != 2500*time.Millisecond {
+		t.Errorf("attr-timeout = %v", o.AttrTimeout)
+	}
+	if o.EntryTimeout == nil || *o.EntryTimeout != 0 || o.NegativeTimeout == nil || *o.NegativeTimeout != time.Second {
+		t.Errorf("entry/negative timeouts = %v %v", o.EntryTimeout, o.NegativeTimeout)
+	}
+	if o.LogFile != "/tmp/m.log" || !o.Debug {
+		t.Errorf("options = %+v", o)
+	}
+	for opt, msg := range map[string]string{
+		"bogus":             "unknown mount option",
+		"attr-timeout=soon": "number of seconds",
+		"attr-timeout":      "number of seconds",
+		"ro":                "not supported yet",
+	} {
+		if _, err := parseMountOptions([]string{opt}, false); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("option %q: %v; want %q", opt, err, msg)
+		}
+	}
+	if _, err := parseMountOptions([]string{"bogus,noatime"}, true); err != nil {
+		t.Errorf("sloppy: %v", err)
+	}
+}
+
+func TestParseSource(t *testing.T) {
+	cases := []struct{ in, server, name string }{
+		{"localhost:/gv0", "localhost:7420", "gv0"},
+		{"server1:7500:/gv0", "server1:7500", "gv0"},
+		{"[::1]:/gv0", "[::1]:7420", "gv0"},
+		{"[::1]:7500:/gv0", "[::1]:7500", "gv0"},
+		{"10.0.0.5:/a.b-c", "10.0.0.5:7420", "a.b-c"},
+	}
+	for _, c := range cases {
+		s, n, err := parseSource(c.in)
+		if err != nil || s != c.server || n != c.name {
+			t.Errorf("parseSource(%q) = %q, %q, %v", c.in, s, n, err)
+		}
+	}
+	for _, in := range []string{"gv0", "host:gv0", ":/gv0", "host:/", "host:/a/b"} {
+		if _, _, err := parseSource(in); err == nil {
+			t.Errorf("parseSource(%q) succeeded", in)
+		}
+	}
+}
+
+func TestParseHelperArgs(t *testing.T) {
+	// As mount(8) calls it: mount -t mortar -o defaults,_netdev h:/gv0 /mnt/gv0
+	h, err := parseHelperArgs([]string{"h:/gv0", "/mnt/gv0", "-o", "rw,_netdev,attr-timeout=1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := helperArgs{Source: "h:/gv0", Dir: "/mnt/gv0", Options: []string{"rw,_netdev,attr-timeout=1"}}
+	if !reflect.DeepEqual(h, want) {
+		t.Errorf("got %+v, want %+v", h, want)
+	}
+	h, err = parseHelperArgs([]string{"-sfnv", "-oro", "-t", "mortar", "h:/gv0", "/mnt"})
+	if err != nil || !h.Sloppy || !h.Fake || !h.Verbose || h.Options[0] != "ro" || h.Dir != "/mnt" {
+		t.Errorf("got %+v, %v", h, err)
+	}
+	for _, args := range [][]string{{"h:/gv0"}, {"h:/gv0", "/mnt", "extra"}, {"h:/gv0", "/mnt", "-o"}, {"h:/gv0", "/mnt", "-x"}, {"-N", "/proc/1/ns/mnt", "h:/gv0", "/mnt"}} {
+		if _, err := parseHelperArgs(args); err == nil {
+			t.Errorf("parseHelperArgs(%q) succeeded", args)
+		}
+	}
+}
+
+func TestMountRequestAndLog(t *testing.T) {
+	req, err := newMountRequest("h:/gv0", "/mnt/data/gv0", []string{"defaults,log-level=debug"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Server != "h:7420" || req.Volume != "gv0" || req.Mountpoint != "/mnt/data/gv0" || req.Opts.LogLevel != "debug" {
+		t.Errorf("request = %+v", req)
+	}
+	if !strings.HasSuffix(req.LogFile, "/mount-gv0-mnt-data-gv0.log") {
+		t.Errorf("log file = %s", req.LogFile)
+	}
+	// mount -f (fake) checks without mounting.
+	if code := mountHelperMain([]string{"h:/gv0", t.TempDir(), "-f", "-o", "defaults"}, &strings.Builder{}); code != 0 {
+		t.Errorf("fake mount exit status %d", code)
+	}
+	var stderr strings.Builder
+	if code := mountHelperMain([]string{"h:/gv0", "/nonexistent/dir", "-f"}, &stderr); code == 0 || !strings.Contains(stderr.String(), "mount.mortar: mountpoint") {
+		t.Errorf("missing mountpoint: %d %q", code, stderr.String())
+	}
+}
+
+// TestMainAsMountHelper: invoked as mount.mortar, the binary parses
+// mount(8)'s arguments (here with -f, mount's "fake": check, do not mount).
+func TestMainAsMountHelper(t *testing.T) {
+	if code := Main([]string{"/sbin/mount.mortar", "h:/gv0", t.TempDir(), "-f", "-o", "defaults,_netdev"}); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+}

@@ -1,0 +1,277 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/spf13/cobra"
+
+	"github.com/mortarfs/mortar/fusebridge"
+	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/volume"
+)
+
+// helperName is the name mount(8) runs for file system type "mortar".
+const helperName = "mount.mortar"
+
+// specTimeout bounds fetching a volume's spec at mount time.
+const specTimeout = 30 * time.Second
+
+// mountRequest is one mount to make, from `mortar mount` or mount.mortar.
+type mountRequest struct {
+	Source     string // SERVER:/NAME as given, shown in /proc/mounts
+	Server     string // management address host:port
+	Volume     string
+	Mountpoint string // absolute
+	Opts       mountOptions
+	Foreground bool
+	Fake       bool // check everything, mount nothing (mount -f)
+	LogFile    string
+}
+
+func newMountCommand() *cobra.Command {
+	var optLists []string
+	var foreground bool
+	var logFile string
+	cmd := &cobra.Command{
+		Use:   "mount [-o OPTIONS] [-f] SERVER:/VOLUME MOUNTPOINT",
+		Short: "Mount a volume with FUSE",
+		Long: `Mount a started volume at MOUNTPOINT. SERVER is the host (or host:port) of any
+node of the cluster; the volume's layout is fetched from it.
+
+By default the mount runs in the background: the command returns once the
+volume is mounted (or prints why it could not be), and the mount process logs
+to --log-file (default /var/log/mortar/mount-VOLUME-MOUNTPOINT.log). With -f it
+stays in the foreground and logs to stderr. Unmount with "umount MOUNTPOINT"
+(or Ctrl-C / SIGTERM to the mount process).
+
+` + mountOptionHelp + `
+
+mount(8) and /etc/fstab can mount mortar volumes too, after "mortar install":
+  mount -t mortar server1:/gv0 /mnt/gv0
+  server1:/gv0  /mnt/gv0  mortar  defaults,_netdev  0 0`,
+		Example: `  mortar mount localhost:/gv0 /mnt/gv0
+  mortar mount -o attr-timeout=0,entry-timeout=0 -f server1:7420:/gv0 /mnt/gv0`,
+		Args: usageArgs(2, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := newMountRequest(args[0], args[1], optLists, false)
+			if err != nil {
+				return fmt.Errorf("mortar mount: %w", err)
+			}
+			req.Foreground = foreground
+			if logFile != "" {
+				req.LogFile = logFile
+			}
+			if err := runMount(req, cmd.ErrOrStderr()); err != nil {
+				return fmt.Errorf("mortar mount: %w", err)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVarP(&optLists, "options", "o", nil, "mount options, comma separated (see above)")
+	f.BoolVarP(&foreground, "foreground", "f", false, "stay in the foreground, logging to stderr")
+	f.StringVar(&logFile, "log-file", "", "log file of a background mount")
+	return cmd
+}
+
+// mountHelperMain runs as mount.mortar, called by mount(8).
+func mountHelperMain(args []string, stderr io.Writer) int {
+	h, err := parseHelperArgs(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", helperName, err)
+		return 1
+	}
+	req, err := newMountRequest(h.Source, h.Dir, h.Options, h.Sloppy)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", helperName, err)
+		return 1
+	}
+	req.Fake = h.Fake
+	if h.Verbose && req.Opts.LogLevel == "" {
+		req.Opts.LogLevel = "debug"
+	}
+	if err := runMount(req, stderr); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", helperName, err)
+		return 32 // mount(8)'s "mount failure"
+	}
+	return 0
+}
+
+// newMountRequest checks the source, mountpoint and options of a mount.
+func newMountRequest(source, dir string, optLists []string, sloppy bool) (mountRequest, error) {
+	server, name, err := parseSource(source)
+	if err != nil {
+		return mountRequest{}, err
+	}
+	opts, err := parseMountOptions(optLists, sloppy)
+	if err != nil {
+		return mountRequest{}, err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return mountRequest{}, fmt.Errorf("mountpoint %s: %w", dir, err)
+	}
+	req := mountRequest{Source: source, Server: server, Volume: name, Mountpoint: abs, Opts: opts}
+	req.LogFile = opts.LogFile
+	if req.LogFile == "" {
+		req.LogFile = defaultMountLog(name, abs)
+	}
+	return req, nil
+}
+
+// runMount mounts in the foreground, or in a background process that
+// reports back when the mount is live.
+func runMount(req mountRequest, stderr io.Writer) error {
+	if err := checkMountpoint(req.Mountpoint); err != nil {
+		return err
+	}
+	if req.Fake {
+		return nil
+	}
+	if ready, ok := daemonReadyPipe(); ok {
+		return serveMountDaemon(req, ready)
+	}
+	if req.Foreground {
+		level := req.Opts.LogLevel
+		if level == "" {
+			level = "info"
+		}
+		log, err := newLogger(stderr, level)
+		if err != nil {
+			return err
+		}
+		return mountAndServe(req, log, func(err error) {
+			if err == nil {
+				fmt.Fprintf(stderr, "mounted %s at %s (Ctrl-C to unmount)\n", req.Source, req.Mountpoint)
+			}
+		})
+	}
+	return startMountDaemon(req)
+}
+
+// checkMountpoint refuses a mountpoint that is not a usable directory.
+func checkMountpoint(dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, syscall.ENOTCONN):
+		return fmt.Errorf("mountpoint %s: a previous mount died (transport endpoint is not connected); run \"umount %s\" first", dir, dir)
+	case err != nil:
+		return fmt.Errorf("mountpoint %w", err)
+	case !st.IsDir():
+		return fmt.Errorf("mountpoint %s is not a directory", dir)
+	}
+	return nil
+}
+
+// mountAndServe fetches the spec, builds the client graph, mounts it and
+// serves until the mount goes away (umount) or SIGINT/SIGTERM unmounts it.
+// ready is called once, with nil when the mount is live.
+func mountAndServe(req mountRequest, log *slog.Logger, ready func(error)) error {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithTimeout(context.Background(), specTimeout)
+	spec, err := mgmt.NewClient(req.Server).Spec(ctx, req.Volume)
+	cancel()
+	if err != nil {
+		err = fmt.Errorf("volume %s on %s: %w", req.Volume, req.Server, err)
+		ready(err)
+		return err
+	}
+	srv, graph, err := mountSpec(spec, req, log)
+	if err != nil {
+		ready(err)
+		return err
+	}
+	defer graph.Close()
+	log.Info("mounted", "source", req.Source, "mountpoint", req.Mountpoint, "volume_id", spec.ID, "bricks", len(spec.Bricks))
+	ready(nil)
+	serveUntilUnmounted(srv, sigs, req.Mountpoint, log)
+	log.Info("unmounted", "mountpoint", req.Mountpoint)
+	return nil
+}
+
+// mountSpec builds spec's client graph and mounts it at req.Mountpoint.
+func mountSpec(spec volume.Spec, req mountRequest, log *slog.Logger) (*fuse.Server, *volume.Graph, error) {
+	graph, err := volume.Build(spec, volume.BuildOptions{Logger: log})
+	if err != nil {
+		return nil, nil, fmt.Errorf("volume %s: %w", spec.Name, err)
+	}
+	srv, err := fusebridge.Mount(req.Mountpoint, graph.Top, fuseOptions(spec, req, log))
+	if err != nil {
+		graph.Close()
+		return nil, nil, fmt.Errorf("mount %s at %s: %w", req.Source, req.Mountpoint, err)
+	}
+	return srv, graph, nil
+}
+
+// fuseOptions takes the cache timeouts from -o, else from the volume's
+// options.
+func fuseOptions(spec volume.Spec, req mountRequest, log *slog.Logger) fusebridge.Options {
+	pick := func(o *time.Duration, key string, def time.Duration) time.Duration {
+		d := spec.DurationOption(key, def)
+		if o != nil {
+			d = *o
+		}
+		if d == 0 {
+			return -1 // fusebridge: negative disables the cache, zero is its default
+		}
+		return d
+	}
+	return fusebridge.Options{
+		FsName:          req.Source,
+		AttrTimeout:     pick(req.Opts.AttrTimeout, mgmt.OptAttrTimeout, time.Second),
+		EntryTimeout:    pick(req.Opts.EntryTimeout, mgmt.OptEntryTimeout, time.Second),
+		NegativeTimeout: pick(req.Opts.NegativeTimeout, mgmt.OptNegativeTimeout, 0),
+		AllowOther:      os.Geteuid() == 0,
+		Debug:           req.Opts.Debug,
+		Logger:          log,
+	}
+}
+
+// serveUntilUnmounted waits until the file system is unmounted; a signal
+// unmounts it (a busy mount stays, and the next signal tries again).
+func serveUntilUnmounted(srv *fuse.Server, sigs <-chan os.Signal, mountpoint string, log *slog.Logger) {
+	done := make(chan struct{})
+	go func() {
+		srv.Wait()
+		close(done)
+	}()
+	for {
+		select {
+		case <-done:
+			return
+		case sig := <-sigs:
+			log.Info("unmounting", "signal", sig.String(), "mountpoint", mountpoint)
+			if err := srv.Unmount(); err != nil {
+				log.Error("unmount failed; is the mount busy? send the signal again to retry", "mountpoint", mountpoint, "err", err)
+			}
+		}
+	}
+}
+
+// unmountOnExit is for callers that own a mount in-process: it unmounts,
+// retrying a busy mount a few times and detaching it lazily at last.
+func unmountOnExit(srv *fuse.Server, mountpoint string, log *slog.Logger) {
+	for i := 0; i < 5; i++ {
+		err := srv.Unmount()
+		if err == nil {
+			return
+		}
+		log.Warn("unmount failed; retrying", "mountpoint", mountpoint, "err", err)
+		time.Sleep(time.Second)
+	}
+	if err := syscall.Unmount(mountpoint, syscall.MNT_DETACH); err != nil {
+		log.Error("lazy unmount failed", "mountpoint", mountpoint, "err", err)
+	}
+}

@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mortarfs/mortar/mgmt"
+)
+
+func newServerCommand() *cobra.Command {
+	var cfg mgmt.Config
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:   "server [--data DIR] [--listen ADDR] [--advertise HOST:PORT]",
+		Short: "Run this machine's mortar node (management daemon and bricks) in the foreground",
+		Long: `Run this machine's mortar node in the foreground until SIGINT or SIGTERM.
+
+The node keeps the cluster state (volumes, bricks, options) in --data, serves
+the management API that the "mortar volume" commands and clients use, and
+serves the bricks of started volumes. Management API and bricks share one TCP
+port (--listen, default ` + mgmt.DefaultListen + `). Started volumes are
+started again when the node restarts.
+
+--advertise is the address others use to reach this node; by default it is
+derived from --listen and the machine's host name or addresses.
+
+Logs go to stderr (--log-level debug|info|warn|error).`,
+		Example: `  mortar server --data /var/lib/mortar
+  mortar server --data /srv/mortar --listen 10.0.0.5:7420`,
+		Args: usageArgs(0, 0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log, err := newLogger(os.Stderr, logLevel)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = log
+			return runServer(cmd, cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data", "/var/lib/mortar", "directory for the node's state")
+	f.StringVar(&cfg.Listen, "listen", mgmt.DefaultListen, "TCP address to listen on (management API and bricks)")
+	f.StringVar(&cfg.Advertise, "advertise", "", "host:port others use to reach this node (default: derived)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
+
+func runServer(cmd *cobra.Command, cfg mgmt.Config) error {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	n, err := mgmt.Start(cfg)
+	if err != nil {
+		return fmt.Errorf("mortar server: %w", err)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "mortar server: node %s listening on %s, advertised as %s, state in %s\n",
+		n.ID(), n.ListenAddr(), n.Addr(), cfg.DataDir)
+	sig := <-sigs
+	cfg.Logger.Info("shutting down", "signal", sig.String())
+	if err := n.Close(); err != nil {
+		return fmt.Errorf("mortar server: shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package mgmt
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// maxRequestBody bounds the JSON body of an API request.
+const maxRequestBody = 1 << 20
+
+// The HTTP API, version 1. Every answer is JSON; failures are
+// {"error": "...", "kind": "..."} with a matching HTTP status.
+//
+//	GET    /v1/node                          NodeInfo
+//	GET    /v1/volumes                       []VolumeInfo
+//	POST   /v1/volumes                       CreateVolumeRequest → VolumeInfo (201)
+//	GET    /v1/volumes/{name}                VolumeInfo
+//	DELETE /v1/volumes/{name}                {}
+//	POST   /v1/volumes/{name}/start          StartRequest → VolumeInfo
+//	POST   /v1/volumes/{name}/stop           VolumeInfo
+//	GET    /v1/volumes/{name}/status         VolumeStatus
+//	PUT    /v1/volumes/{name}/options/{key}  SetOptionRequest → VolumeInfo
+//	GET    /v1/volumes/{name}/spec           volume.Spec (started volumes only)
+func (n *Node) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/node", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, NodeInfo{ID: n.id, Addr: n.addr})
+	})
+	mux.HandleFunc("GET /v1/volumes", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, n.list())
+	})
+	mux.HandleFunc("POST /v1/volumes", func(w http.ResponseWriter, r *http.Request) {
+		var req CreateVolumeRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		vi, err := n.createVolume(r.Context(), req)
+		n.reply(w, r, http.StatusCreated, vi, err)
+	})
+	mux.HandleFunc("GET /v1/volumes/{name}", func(w http.ResponseWriter, r *http.Request) {
+		vi, err := n.info(r.PathValue("name"))
+		n.reply(w, r, http.StatusOK, vi, err)
+	})
+	mux.HandleFunc("DELETE /v1/volumes/{name}", func(w http.ResponseWriter, r *http.Request) {
+		err := n.deleteVolume(r.PathValue("name"))
+		n.reply(w, r, http.StatusOK, struct{}{}, err)
+	})
+	mux.HandleFunc("POST /v1/volumes/{name}/start", func(w http.ResponseWriter, r *http.Request) {
+		var req StartRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		vi, err := n.startVolume(r.PathValue("name"), req.Force)
+		n.reply(w, r, http.StatusOK, vi, err)
+	})
+	mux.HandleFunc("POST /v1/volumes/{name}/stop", func(w http.ResponseWriter, r *http.Request) {
+		vi, err := n.stopVolume(r.PathValue("name"))
+		n.reply(w, r, http.StatusOK, vi, err)
+	})
+	mux.HandleFunc("GET /v1/volumes/{name}/status", func(w http.ResponseWriter, r *http.Request) {
+		vs, err := n.status(r.PathValue("name"))
+		n.reply(w, r, http.StatusOK, vs, err)
+	})
+	mux.HandleFunc("PUT /v1/volumes/{name}/options/{key}", func(w http.ResponseWriter, r *http.Request) {
+		var req SetOptionRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		vi, err := n.setOption(r.PathValue("name"), r.PathValue("key"), req.Value)
+		n.reply(w, r, http.StatusOK, vi, err)
+	})
+	mux.HandleFunc("GET /v1/volumes/{name}/spec", func(w http.ResponseWriter, r *http.Request) {
+		spec, err := n.spec(r.PathValue("name"))
+		n.reply(w, r, http.StatusOK, spec, err)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, errorBody{Error: fmt.Sprintf("no such API endpoint: %s %s", r.Method, r.URL.Path)})
+	})
+	return n.logRequests(mux)
+}
+
+// logRequests logs every request at debug level.
+func (n *Node) logRequests(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		h.ServeHTTP(w, r)
+		n.log.Debug("api request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "took", time.Since(start))
+	})
+}
+
+// reply writes v with status ok, or err as an error body.
+func (n *Node) reply(w http.ResponseWriter, r *http.Request, ok int, v any, err error) {
+	if err == nil {
+		writeJSON(w, ok, v)
+		return
+	}
+	code := statusFor(err)
+	if code == http.StatusInternalServerError {
+		n.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	} else {
+		n.log.Info("api request refused", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeJSON(w, code, errorBody{Error: err.Error(), Kind: markerName(err)})
+}
+
+// statusFor maps an error to its HTTP status.
+func statusFor(err error) int {
+	switch {
+	case errors.Is(err, ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, ErrExists), errors.Is(err, ErrState):
+		return http.StatusConflict
+	case errors.Is(err, ErrUnsupported):
+		return http.StatusNotImplemented
+	}
+	return http.StatusInternalServerError
+}
+
+// readJSON decodes the request body into v (an empty body leaves v
+// zero); on failure it answers 400 and returns false.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: "bad request body: " + err.Error(), Kind: "invalid"})
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v) //nolint:errcheck // the client went away; nothing to do
+}

@@ -1,0 +1,178 @@
+package mgmt
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"syscall"
+	"time"
+
+	"github.com/mortarfs/mortar/volume"
+)
+
+// Client talks to a node's management API.
+type Client struct {
+	addr string // host:port
+	http *http.Client
+}
+
+// NewClient returns a client for the node at addr ("host" or "host:port";
+// the port defaults to DefaultPort).
+func NewClient(addr string) *Client {
+	host, port := splitHostPortDefault(addr)
+	return &Client{
+		addr: net.JoinHostPort(host, port),
+		http: &http.Client{Transport: &http.Transport{
+			Proxy:               nil, // the API is never reached through a proxy
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 4,
+			IdleConnTimeout:     30 * time.Second,
+		}},
+	}
+}
+
+// Addr returns the host:port the client talks to.
+func (c *Client) Addr() string { return c.addr }
+
+// Node describes the node that answers.
+func (c *Client) Node(ctx context.Context) (NodeInfo, error) {
+	var out NodeInfo
+	err := c.do(ctx, http.MethodGet, "/v1/node", nil, &out)
+	return out, err
+}
+
+// Spec returns the spec of a started volume, for mounting it.
+func (c *Client) Spec(ctx context.Context, name string) (volume.Spec, error) {
+	var out volume.Spec
+	err := c.do(ctx, http.MethodGet, volPath(name, "spec"), nil, &out)
+	return out, err
+}
+
+// CreateVolume creates a volume.
+func (c *Client) CreateVolume(ctx context.Context, req CreateVolumeRequest) (VolumeInfo, error) {
+	var out VolumeInfo
+	err := c.do(ctx, http.MethodPost, "/v1/volumes", req, &out)
+	return out, err
+}
+
+// Start starts a volume; with force, it restarts the offline bricks of a
+// volume that is already started.
+func (c *Client) Start(ctx context.Context, name string, force bool) (VolumeInfo, error) {
+	var out VolumeInfo
+	err := c.do(ctx, http.MethodPost, volPath(name, "start"), StartRequest{Force: force}, &out)
+	return out, err
+}
+
+// Stop stops a volume.
+func (c *Client) Stop(ctx context.Context, name string) (VolumeInfo, error) {
+	var out VolumeInfo
+	err := c.do(ctx, http.MethodPost, volPath(name, "stop"), nil, &out)
+	return out, err
+}
+
+// Delete deletes a stopped volume; the data on its bricks stays.
+func (c *Client) Delete(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, volPath(name, ""), nil, nil)
+}
+
+// Info describes a volume.
+func (c *Client) Info(ctx context.Context, name string) (VolumeInfo, error) {
+	var out VolumeInfo
+	err := c.do(ctx, http.MethodGet, volPath(name, ""), nil, &out)
+	return out, err
+}
+
+// Status reports the live state of a volume's bricks.
+func (c *Client) Status(ctx context.Context, name string) (VolumeStatus, error) {
+	var out VolumeStatus
+	err := c.do(ctx, http.MethodGet, volPath(name, "status"), nil, &out)
+	return out, err
+}
+
+// List describes every volume.
+func (c *Client) List(ctx context.Context) ([]VolumeInfo, error) {
+	var out []VolumeInfo
+	err := c.do(ctx, http.MethodGet, "/v1/volumes", nil, &out)
+	return out, err
+}
+
+// Set sets volume option key to value.
+func (c *Client) Set(ctx context.Context, name, key, value string) (VolumeInfo, error) {
+	var out VolumeInfo
+	p := volPath(name, "options") + "/" + url.PathEscape(key)
+	err := c.do(ctx, http.MethodPut, p, SetOptionRequest{Value: value}, &out)
+	return out, err
+}
+
+func volPath(name, sub string) string {
+	p := "/v1/volumes/" + url.PathEscape(name)
+	if sub != "" {
+		p += "/" + sub
+	}
+	return p
+}
+
+// do sends one request with body (if not nil) as JSON and decodes the
+// answer into out (if not nil).
+func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.addr+path, rd)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return c.transportError(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("mortar server %s: reading answer: %w", c.addr, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return decodeError(resp.StatusCode, data)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("mortar server %s: bad answer to %s %s: %w", c.addr, method, path, err)
+	}
+	return nil
+}
+
+// transportError explains a failure to reach the server.
+func (c *Client) transportError(err error) error {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("cannot reach mortar server at %s: %w (is `mortar server` running there?)", c.addr, syscall.ECONNREFUSED)
+	}
+	return fmt.Errorf("cannot reach mortar server at %s: %w", c.addr, err)
+}
+
+// decodeError rebuilds the server's error, with its marker.
+func decodeError(code int, data []byte) error {
+	var eb errorBody
+	if err := json.Unmarshal(data, &eb); err != nil || eb.Error == "" {
+		return fmt.Errorf("mortar server answered %d %s: %s", code, http.StatusText(code), bytes.TrimSpace(data))
+	}
+	if m := markerByName(eb.Kind); m != nil {
+		return &markedError{msg: eb.Error, marker: m}
+	}
+	return errors.New(eb.Error)
+}

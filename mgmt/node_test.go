@@ -1,0 +1,353 @@
+package mgmt
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mortarfs/mortar/brick/posix"
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/protocol"
+)
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// startNode starts a node on 127.0.0.1 with its state in dataDir.
+func startNode(t *testing.T, dataDir string) (*Node, *Client) {
+	t.Helper()
+	n, err := Start(Config{DataDir: dataDir, Listen: "127.0.0.1:0", Logger: testLogger(t)})
+	if err != nil {
+		t.Fatalf("start node: %v", err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n, NewClient(n.ListenAddr())
+}
+
+// brickDirs makes n empty directories and returns their paths.
+func brickDirs(t *testing.T, n int) []string {
+	t.Helper()
+	root := t.TempDir()
+	var dirs []string
+	for i := range n {
+		d := filepath.Join(root, "b"+string(rune('1'+i)))
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, d)
+	}
+	return dirs
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestVolumeLifecycle(t *testing.T) {
+	n, c := startNode(t, t.TempDir())
+	ctx := ctxT(t)
+	dirs := brickDirs(t, 2)
+	vi, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: []string{"localhost:" + dirs[0], "127.0.0.1:" + dirs[1]}})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if vi.Status != StatusCreated || vi.Type != "distribute" || len(vi.Bricks) != 2 || vi.Bricks[1].Name() != "127.0.0.1:"+dirs[1] {
+		t.Fatalf("created volume: %+v", vi)
+	}
+	if mark, err := posix.ReadMark(dirs[0]); err != nil || mark != vi.ID {
+		t.Fatalf("brick mark = %q, %v; want %s", mark, err, vi.ID)
+	}
+	if _, err := c.Spec(ctx, "gv0"); !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "not started") {
+		t.Fatalf("spec of a created volume: %v", err)
+	}
+	if _, err := c.Start(ctx, "gv0", false); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	if _, err := c.Start(ctx, "gv0", false); !errors.Is(err, ErrState) {
+		t.Fatalf("second start: %v", err)
+	}
+	st, err := c.Status(ctx, "gv0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range st.Bricks {
+		if !b.Online || b.Disk == nil || b.Disk.Total == 0 || b.Addr != n.Addr() {
+			t.Fatalf("brick status: %+v (node addr %s)", b, n.Addr())
+		}
+	}
+	spec, err := c.Spec(ctx, "gv0")
+	if err != nil || spec.ID != vi.ID || len(spec.Bricks) != 2 || spec.Bricks[0].Addr != n.Addr() {
+		t.Fatalf("spec = %+v, %v", spec, err)
+	}
+	if vi, err = c.Set(ctx, "gv0", OptAttrTimeout, "2.5"); err != nil || vi.Options[OptAttrTimeout] != "2.5" || vi.SpecVersion != spec.Version+1 {
+		t.Fatalf("set: %+v, %v", vi, err)
+	}
+	list, err := c.List(ctx)
+	if err != nil || len(list) != 1 || list[0].Name != "gv0" {
+		t.Fatalf("list = %+v, %v", list, err)
+	}
+	if _, err := c.Stop(ctx, "gv0"); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if st, _ := c.Status(ctx, "gv0"); st.Bricks[0].Online {
+		t.Fatalf("brick online after stop: %+v", st.Bricks[0])
+	}
+	keep := filepath.Join(dirs[0], "keep")
+	if err := os.WriteFile(keep, []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, "gv0"); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := c.Info(ctx, "gv0"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("info after delete: %v", err)
+	}
+	if mark, _ := posix.ReadMark(dirs[0]); mark != "" {
+		t.Fatalf("brick still marked %q after delete", mark)
+	}
+	if data, err := os.ReadFile(keep); err != nil || string(data) != "data" {
+		t.Fatalf("brick data after delete: %q, %v", data, err)
+	}
+	// The directories can make a new volume.
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv1", Bricks: []string{"localhost:" + dirs[0]}}); err != nil {
+		t.Fatalf("create again on the same brick: %v", err)
+	}
+}
+
+func TestCreateRefusals(t *testing.T) {
+	_, c := startNode(t, t.TempDir())
+	ctx := ctxT(t)
+	dirs := brickDirs(t, 3)
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "taken", Bricks: []string{"localhost:" + dirs[0]}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Start(ctx, "taken", false); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dirs[2], "file")
+	os.WriteFile(file, nil, 0o644)
+	cases := []struct {
+		name   string
+		req    CreateVolumeRequest
+		marker error
+		msg    string
+	}{
+		{"missing dir", CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:" + dirs[1] + "/nope"}}, ErrInvalid, "does not exist"},
+		{"not a dir", CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:" + file}}, ErrInvalid, "not a directory"},
+		{"in another volume", CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:" + dirs[0]}}, ErrInvalid, "already part of volume taken"},
+		{"inside another brick", CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:" + dirs[0] + "/sub"}}, ErrInvalid, "nested"},
+		{"foreign host", CreateVolumeRequest{Name: "v", Bricks: []string{"192.0.2.7:" + dirs[1]}}, ErrInvalid, "host 192.0.2.7 is not part of this cluster (peer probe is not supported yet)"},
+		{"bad name", CreateVolumeRequest{Name: "a/b", Bricks: []string{"localhost:" + dirs[1]}}, ErrInvalid, "may contain only"},
+		{"long name", CreateVolumeRequest{Name: strings.Repeat("x", 65), Bricks: []string{"localhost:" + dirs[1]}}, ErrInvalid, "longer than 64"},
+		{"duplicate brick", CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:" + dirs[1], "127.0.0.1:" + dirs[1] + "/"}}, ErrInvalid, "duplicate brick"},
+		{"no bricks", CreateVolumeRequest{Name: "v"}, ErrInvalid, "no bricks"},
+		{"relative path", CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:data"}}, ErrInvalid, "absolute"},
+		{"existing name", CreateVolumeRequest{Name: "taken", Bricks: []string{"localhost:" + dirs[1]}}, ErrExists, "volume taken already exists"},
+		{"replica", CreateVolumeRequest{Name: "v", Replica: 3, Bricks: []string{"localhost:" + dirs[1]}}, ErrUnsupported, "replicated volumes are not supported yet"},
+		{"arbiter", CreateVolumeRequest{Name: "v", Replica: 3, Arbiter: 1, Bricks: []string{"localhost:" + dirs[1]}}, ErrUnsupported, "arbiter volumes are not supported yet"},
+		{"disperse", CreateVolumeRequest{Name: "v", Disperse: 3, Bricks: []string{"localhost:" + dirs[1]}}, ErrUnsupported, "dispersed volumes are not supported yet"},
+	}
+	for _, tc := range cases {
+		_, err := c.CreateVolume(ctx, tc.req)
+		if !errors.Is(err, tc.marker) || err == nil || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: got %v; want %v containing %q", tc.name, err, tc.marker, tc.msg)
+		}
+	}
+	// "/" is refused without force (on a node without other bricks, which
+	// "/" would contain).
+	_, c2 := startNode(t, t.TempDir())
+	if _, err := c2.CreateVolume(ctx, CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:/"}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "use force") {
+		t.Errorf("brick on / without force: %v", err)
+	}
+	// A refused create leaves no mark behind on the bricks it had checked.
+	if mark, _ := posix.ReadMark(dirs[1]); mark != "" {
+		t.Errorf("%s marked %q after refused creates", dirs[1], mark)
+	}
+	if err := c.Delete(ctx, "taken"); !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "stop it first") {
+		t.Errorf("delete of a started volume: %v", err)
+	}
+	if _, err := c.Set(ctx, "taken", "performance.nonsense", "1"); err == nil || !strings.Contains(err.Error(), OptPingTimeout) {
+		t.Errorf("unknown option: %v (want the list of known options)", err)
+	}
+	if _, err := c.Set(ctx, "taken", OptPingTimeout, "-1"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("bad option value: %v", err)
+	}
+	if _, err := c.Start(ctx, "nope", false); !errors.Is(err, ErrNotFound) {
+		t.Errorf("start of a missing volume: %v", err)
+	}
+}
+
+func TestRestartKeepsVolumes(t *testing.T) {
+	data := t.TempDir()
+	n, c := startNode(t, data)
+	ctx := ctxT(t)
+	dirs := brickDirs(t, 2)
+	for _, name := range []string{"up", "down"} {
+		i := map[string]int{"up": 0, "down": 1}[name]
+		if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: name, Bricks: []string{"localhost:" + dirs[i]}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Start(ctx, "up", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Set(ctx, "down", OptEntryTimeout, "3"); err != nil {
+		t.Fatal(err)
+	}
+	oldID := n.ID()
+	if err := n.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	n2, c2 := startNode(t, data)
+	if n2.ID() != oldID {
+		t.Fatalf("node id changed over a restart: %s → %s", oldID, n2.ID())
+	}
+	st, err := c2.Status(ctx, "up")
+	if err != nil || st.Status != StatusStarted || !st.Bricks[0].Online {
+		t.Fatalf("started volume after restart: %+v, %v", st, err)
+	}
+	spec, err := c2.Spec(ctx, "up")
+	if err != nil || spec.Bricks[0].Addr != n2.Addr() {
+		t.Fatalf("spec after restart: %+v, %v (node at %s)", spec, err, n2.Addr())
+	}
+	vi, err := c2.Info(ctx, "down")
+	if err != nil || vi.Status != StatusCreated || vi.Options[OptEntryTimeout] != "3" {
+		t.Fatalf("created volume after restart: %+v, %v", vi, err)
+	}
+	if st, _ := c2.Status(ctx, "down"); st.Bricks[0].Online {
+		t.Fatal("brick of a volume never started is online")
+	}
+}
+
+func TestDataDirLocked(t *testing.T) {
+	data := t.TempDir()
+	startNode(t, data)
+	_, err := Start(Config{DataDir: data, Listen: "127.0.0.1:0"})
+	if err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("second node on one data dir: %v", err)
+	}
+}
+
+// TestOnePort checks that HTTP and the brick protocol share the port: a
+// plain HTTP request and a protocol client (whose connections start with
+// wire.Magic) both get answers.
+func TestOnePort(t *testing.T) {
+	n, c := startNode(t, t.TempDir())
+	ctx := ctxT(t)
+	resp, err := http.Get("http://" + n.ListenAddr() + "/v1/node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), n.ID()) {
+		t.Fatalf("GET /v1/node: %d %s", resp.StatusCode, body)
+	}
+	dirs := brickDirs(t, 1)
+	vi, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: []string{"localhost:" + dirs[0]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Start(ctx, "gv0", false); err != nil {
+		t.Fatal(err)
+	}
+	pc := protocol.New(protocol.Config{Addr: n.ListenAddr(), BrickID: vi.Bricks[0].ID, VolumeID: vi.ID, Logger: testLogger(t)})
+	defer pc.Close()
+	var lerr error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var attr layer.Attr
+		attr, lerr = pc.Lookup(ctx, "/")
+		if lerr == nil {
+			if !attr.IsDir() {
+				t.Fatalf("root of the brick is not a directory: %+v", attr)
+			}
+			return
+		}
+	}
+	t.Fatalf("lookup / over the wire on the shared port: %v", lerr)
+}
+
+// TestSniffGarbage: a connection that is neither HTTP nor the brick
+// protocol, sent in pieces, gets an HTTP error.
+func TestSniffGarbage(t *testing.T) {
+	n, _ := startNode(t, t.TempDir())
+	conn, err := net.Dial("tcp", n.ListenAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.Write([]byte("XX"))
+	time.Sleep(20 * time.Millisecond)
+	conn.Write([]byte("XX\r\n\r\n"))
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 64)
+	m, _ := conn.Read(buf)
+	if !strings.HasPrefix(string(buf[:m]), "HTTP/1.1 400") {
+		t.Fatalf("garbage got %q, want an HTTP 400", buf[:m])
+	}
+}
+
+// TestCloseWithIdleConnection: a connection that never sends its first
+// bytes does not hold up Close.
+func TestCloseWithIdleConnection(t *testing.T) {
+	n, err := Start(Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", n.ListenAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	time.Sleep(50 * time.Millisecond) // let the node accept it
+	start := time.Now()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("Close took %v with an idle connection open", d)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	bad := []Config{
+		{},
+		{DataDir: "d", Listen: "nope"},
+		{DataDir: "d", Advertise: ":7420"},
+		{DataDir: "d", Advertise: "0.0.0.0:7420"},
+		{DataDir: "d", Advertise: "host:0"},
+		{DataDir: "d", Advertise: "host"},
+	}
+	for _, c := range bad {
+		if err := c.Validate(); err == nil {
+			t.Errorf("Validate(%+v) = nil", c)
+		}
+	}
+	if err := (Config{DataDir: "d", Advertise: "server1:7420"}).Validate(); err != nil {
+		t.Errorf("good config: %v", err)
+	}
+	if got := deriveAdvertise("127.0.0.1:7420"); got != "127.0.0.1:7420" {
+		t.Errorf("deriveAdvertise(127.0.0.1:7420) = %s", got)
+	}
+	got := deriveAdvertise("[::]:7420")
+	if host, port, err := net.SplitHostPort(got); err != nil || port != "7420" || host == "" || isUnspecified(host) {
+		t.Errorf("deriveAdvertise([::]:7420) = %s", got)
+	}
+	if !isLocalHost(t.Context(), "localhost", "") || !isLocalHost(t.Context(), "127.0.0.2", "") || isLocalHost(t.Context(), "192.0.2.1", "") {
+		t.Error("isLocalHost misjudges localhost, 127.0.0.2 or 192.0.2.1")
+	}
+	if name, err := os.Hostname(); err == nil && !isLocalHost(t.Context(), name, "") {
+		t.Errorf("isLocalHost(%q) (the host name) = false", name)
+	}
+}

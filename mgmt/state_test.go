@@ -1,0 +1,189 @@
+package mgmt
+
+import (
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func testVolume(name, id string, paths ...string) *VolumeState {
+	v := &VolumeState{Name: name, ID: id, Type: "distribute"}
+	for i, p := range paths {
+		v.Bricks = append(v.Bricks, BrickState{ID: id + "-b" + string(rune('1'+i)), Node: "n1", Host: "localhost", Path: p})
+	}
+	return v
+}
+
+func mustApply(t *testing.T, s *State, cmds ...Command) {
+	t.Helper()
+	for _, c := range cmds {
+		if err := s.Apply(c); err != nil {
+			t.Fatalf("apply %+v: %v", c, err)
+		}
+	}
+}
+
+func TestStateLifecycle(t *testing.T) {
+	s := NewState()
+	mustApply(t, s,
+		Command{Op: OpSetNode, Node: &NodeState{ID: "n1", Addr: "h:1"}},
+		Command{Op: OpCreateVolume, Volume: testVolume("gv0", "v1", "/b1", "/b2")},
+	)
+	v := s.Volumes["gv0"]
+	if v.Status != StatusCreated || v.SpecVersion != 1 || s.Index != 2 {
+		t.Fatalf("after create: status %s spec %d index %d", v.Status, v.SpecVersion, s.Index)
+	}
+	refusals := []struct {
+		cmd    Command
+		marker error
+	}{
+		{Command{Op: OpCreateVolume, Volume: testVolume("gv0", "v2", "/b3")}, ErrExists},
+		{Command{Op: OpCreateVolume, Volume: testVolume("gv1", "v2", "/b1")}, ErrInvalid},
+		{Command{Op: OpCreateVolume, Volume: testVolume("gv1", "v2", "/b3", "/b3")}, ErrInvalid},
+		{Command{Op: OpSetStatus, Name: "gv0", Status: StatusStopped}, ErrState},
+		{Command{Op: OpSetStatus, Name: "nope", Status: StatusStarted}, ErrNotFound},
+		{Command{Op: OpSetOption, Name: "nope", Key: "k", Value: "v"}, ErrNotFound},
+	}
+	for _, r := range refusals {
+		before := s.Clone()
+		if err := s.Apply(r.cmd); !errors.Is(err, r.marker) {
+			t.Errorf("apply %+v: got %v, want %v", r.cmd, err, r.marker)
+		}
+		if !reflect.DeepEqual(before, s) {
+			t.Errorf("apply %+v failed but changed the state", r.cmd)
+		}
+	}
+	mustApply(t, s, Command{Op: OpSetStatus, Name: "gv0", Status: StatusStarted})
+	if err := s.Apply(Command{Op: OpDeleteVolume, Name: "gv0"}); !errors.Is(err, ErrState) {
+		t.Fatalf("delete started volume: %v", err)
+	}
+	mustApply(t, s, Command{Op: OpSetOption, Name: "gv0", Key: OptAttrTimeout, Value: "2"})
+	if got := s.Volumes["gv0"].SpecVersion; got != 2 {
+		t.Fatalf("spec version after set = %d, want 2", got)
+	}
+	mustApply(t, s, Command{Op: OpSetNode, Node: &NodeState{ID: "n1", Addr: "h:2"}})
+	if got := s.Volumes["gv0"].SpecVersion; got != 3 {
+		t.Fatalf("spec version after node moved = %d, want 3", got)
+	}
+	spec := s.Spec(s.Volumes["gv0"])
+	if spec.Bricks[0].Addr != "h:2" || spec.Options[OptAttrTimeout] != "2" || spec.Version != 3 {
+		t.Fatalf("spec = %+v", spec)
+	}
+	mustApply(t, s,
+		Command{Op: OpSetStatus, Name: "gv0", Status: StatusStopped},
+		Command{Op: OpDeleteVolume, Name: "gv0"},
+	)
+	if len(s.Volumes) != 0 {
+		t.Fatalf("volumes after delete: %v", s.VolumeNames())
+	}
+}
+
+// TestStateDeterministic replays a command log, through JSON, on a fresh
+// state and expects the same result: what a replicated log relies on.
+func TestStateDeterministic(t *testing.T) {
+	cmds := []Command{
+		{Op: OpSetNode, Node: &NodeState{ID: "n1", Addr: "h:1"}},
+		{Op: OpCreateVolume, Volume: testVolume("a", "v1", "/a1", "/a2")},
+		{Op: OpCreateVolume, Volume: testVolume("b", "v2", "/b1")},
+		{Op: OpSetStatus, Name: "a", Status: StatusStarted},
+		{Op: OpSetOption, Name: "b", Key: OptPingTimeout, Value: "3"},
+		{Op: OpCreateVolume, Volume: testVolume("c", "v3", "/a1")}, // refused
+		{Op: OpDeleteVolume, Name: "b"},
+	}
+	run := func() *State {
+		s := NewState()
+		for _, c := range cmds {
+			data, err := json.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back Command
+			if err := json.Unmarshal(data, &back); err != nil {
+				t.Fatal(err)
+			}
+			s.Apply(back) //nolint:errcheck // refusals are part of the log
+		}
+		return s
+	}
+	a, b := run(), run()
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("two replays differ:\n%+v\n%+v", a, b)
+	}
+	if a.Index != 6 || len(a.Volumes) != 1 || a.Volumes["a"].Status != StatusStarted {
+		t.Fatalf("replayed state: index %d volumes %v", a.Index, a.VolumeNames())
+	}
+}
+
+func TestFileStorePersists(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	st, err := openFileStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Apply(Command{Op: OpSetNode, Node: &NodeState{ID: "n1", Addr: "h:1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Apply(Command{Op: OpCreateVolume, Volume: testVolume("gv0", "v1", "/b1")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Apply(Command{Op: OpDeleteVolume, Name: "zzz"}); err == nil {
+		t.Fatal("delete of a missing volume succeeded")
+	}
+	again, err := openFileStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(st.State(), again.State()) {
+		t.Fatalf("reloaded state differs:\n%+v\n%+v", st.State(), again.State())
+	}
+}
+
+func TestCheckVolumeName(t *testing.T) {
+	good := []string{"gv0", "a", "A-b_c.d", strings.Repeat("v", 64)}
+	for _, n := range good {
+		if err := CheckVolumeName(n); err != nil {
+			t.Errorf("CheckVolumeName(%q) = %v", n, err)
+		}
+	}
+	bad := []string{"", ".", "..", "a/b", "a b", "gv0!", "é", strings.Repeat("v", 65)}
+	for _, n := range bad {
+		if err := CheckVolumeName(n); !errors.Is(err, ErrInvalid) {
+			t.Errorf("CheckVolumeName(%q) = %v, want ErrInvalid", n, err)
+		}
+	}
+}
+
+func TestParseBrick(t *testing.T) {
+	cases := []struct{ in, host, path string }{
+		{"localhost:/data/b1", "localhost", "/data/b1"},
+		{"h:/data//b1/", "h", "/data/b1"},
+		{"[::1]:/b", "::1", "/b"},
+		{"10.0.0.1:/", "10.0.0.1", "/"},
+	}
+	for _, c := range cases {
+		h, p, err := ParseBrick(c.in)
+		if err != nil || h != c.host || p != c.path {
+			t.Errorf("ParseBrick(%q) = %q, %q, %v", c.in, h, p, err)
+		}
+	}
+	for _, in := range []string{"nohost", ":/b", "h:rel/path", "[::1]/b", "h:"} {
+		if _, _, err := ParseBrick(in); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseBrick(%q) = %v, want ErrInvalid", in, err)
+		}
+	}
+}
+
+func TestCheckOption(t *testing.T) {
+	if err := checkOption(OptAttrTimeout, "0.5"); err != nil {
+		t.Error(err)
+	}
+	if err := checkOption(OptPingTimeout, "0"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("ping-timeout 0: %v", err)
+	}
+	if err := checkOption(OptEntryTimeout, "soon"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("entry-timeout soon: %v", err)
+	}
+}

@@ -1,0 +1,342 @@
+package mgmt
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/mortarfs/mortar/brick/posix"
+	"github.com/mortarfs/mortar/volume"
+)
+
+// MaxVolumeName is the longest volume name.
+const MaxVolumeName = 64
+
+var volumeNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+// CheckVolumeName reports whether name can name a volume: 1 to 64 of
+// A-Z a-z 0-9 _ . - and not "." or "..".
+func CheckVolumeName(name string) error {
+	switch {
+	case name == "":
+		return errorf(ErrInvalid, "volume name is empty")
+	case len(name) > MaxVolumeName:
+		return errorf(ErrInvalid, "volume name %q is longer than %d characters", name, MaxVolumeName)
+	case !volumeNameRE.MatchString(name):
+		return errorf(ErrInvalid, "volume name %q may contain only letters, digits, '_', '.' and '-'", name)
+	case name == "." || name == "..":
+		return errorf(ErrInvalid, "volume name %q is not allowed", name)
+	}
+	return nil
+}
+
+// ParseBrick splits "host:/path" into host and a clean absolute path.
+// IPv6 hosts are written in brackets: "[::1]:/data/b1".
+func ParseBrick(s string) (host, path string, err error) {
+	var rest string
+	if strings.HasPrefix(s, "[") {
+		end := strings.Index(s, "]")
+		if end < 0 || !strings.HasPrefix(s[end+1:], ":") {
+			return "", "", errorf(ErrInvalid, "brick %q: want host:/path", s)
+		}
+		host, rest = s[1:end], s[end+2:]
+	} else {
+		var ok bool
+		host, rest, ok = strings.Cut(s, ":")
+		if !ok {
+			return "", "", errorf(ErrInvalid, "brick %q: want host:/path", s)
+		}
+	}
+	if host == "" {
+		return "", "", errorf(ErrInvalid, "brick %q: host is missing (want host:/path)", s)
+	}
+	if !strings.HasPrefix(rest, "/") {
+		return "", "", errorf(ErrInvalid, "brick %q: the path must be absolute (want host:/path)", s)
+	}
+	return host, filepath.Clean(rest), nil
+}
+
+// checkUnsupported refuses the volume types mortar does not have yet.
+func checkUnsupported(req CreateVolumeRequest) error {
+	switch {
+	case req.Arbiter != 0:
+		return errorf(ErrUnsupported, "arbiter volumes are not supported yet; create a distribute volume (no replica/arbiter/disperse keywords)")
+	case req.Replica != 0:
+		return errorf(ErrUnsupported, "replicated volumes are not supported yet; create a distribute volume (no replica/arbiter/disperse keywords)")
+	case req.Disperse != 0 || req.DisperseData != 0 || req.Redundancy != 0:
+		return errorf(ErrUnsupported, "dispersed volumes are not supported yet; create a distribute volume (no replica/arbiter/disperse keywords)")
+	}
+	return nil
+}
+
+// planBricks turns the request's "host:/path" list into bricks of this
+// node, refusing foreign hosts, duplicates and paths another volume uses.
+func (n *Node) planBricks(ctx context.Context, st *State, req CreateVolumeRequest) ([]BrickState, error) {
+	if len(req.Bricks) == 0 {
+		return nil, errorf(ErrInvalid, "volume %s: no bricks given (want host:/path ...)", req.Name)
+	}
+	advHost, _ := splitHostPortDefault(n.addr)
+	var bricks []BrickState
+	for _, s := range req.Bricks {
+		host, path, err := ParseBrick(s)
+		if err != nil {
+			return nil, err
+		}
+		if !isLocalHost(ctx, host, advHost) {
+			return nil, errorf(ErrInvalid, "host %s is not part of this cluster (peer probe is not supported yet)", host)
+		}
+		b := BrickState{ID: newID(), Node: n.id, Host: host, Path: path}
+		for _, o := range bricks {
+			if o.Path == path {
+				return nil, errorf(ErrInvalid, "duplicate brick %s (same directory as %s)", b.Name(), o.Name())
+			}
+			if nested(o.Path, path) {
+				return nil, errorf(ErrInvalid, "bricks %s and %s are nested; bricks must not contain each other", o.Name(), b.Name())
+			}
+		}
+		if err := checkBrickUnused(st, b); err != nil {
+			return nil, err
+		}
+		bricks = append(bricks, b)
+	}
+	return bricks, nil
+}
+
+// checkBrickUnused refuses a brick whose directory is (inside) a brick of
+// an existing volume on the same node.
+func checkBrickUnused(st *State, b BrickState) error {
+	for _, name := range st.VolumeNames() {
+		for _, o := range st.Volumes[name].Bricks {
+			if o.Node != b.Node {
+				continue
+			}
+			if o.Path == b.Path {
+				return errorf(ErrInvalid, "brick %s is already part of volume %s", b.Name(), name)
+			}
+			if nested(o.Path, b.Path) {
+				return errorf(ErrInvalid, "brick %s and brick %s of volume %s are nested; bricks must not contain each other", b.Name(), o.Name(), name)
+			}
+		}
+	}
+	return nil
+}
+
+// nested reports whether one of a and b is inside the other.
+func nested(a, b string) bool {
+	under := func(p, dir string) bool { return dir == "/" || strings.HasPrefix(p, dir+"/") }
+	return under(a, b) || under(b, a)
+}
+
+// createVolume checks and marks the bricks, then records the volume.
+func (n *Node) createVolume(ctx context.Context, req CreateVolumeRequest) (VolumeInfo, error) {
+	if err := CheckVolumeName(req.Name); err != nil {
+		return VolumeInfo{}, err
+	}
+	if err := checkUnsupported(req); err != nil {
+		return VolumeInfo{}, err
+	}
+	n.opMu.Lock()
+	defer n.opMu.Unlock()
+	st := n.store.State()
+	if _, ok := st.Volumes[req.Name]; ok {
+		return VolumeInfo{}, errorf(ErrExists, "volume %s already exists", req.Name)
+	}
+	bricks, err := n.planBricks(ctx, st, req)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	v := &VolumeState{Name: req.Name, ID: newID(), Type: volume.Distribute, Bricks: bricks}
+	var marked []BrickState
+	for _, b := range bricks {
+		if err := posix.Mark(b.Path, v.ID, req.Force); err != nil {
+			n.unmarkAll(marked)
+			return VolumeInfo{}, errorf(ErrInvalid, "volume %s: %w", req.Name, err)
+		}
+		marked = append(marked, b)
+	}
+	if err := n.store.Apply(Command{Op: OpCreateVolume, Volume: v}); err != nil {
+		n.unmarkAll(marked)
+		return VolumeInfo{}, err
+	}
+	n.log.Info("volume created", "volume", v.Name, "id", v.ID, "bricks", len(bricks))
+	return n.info(v.Name)
+}
+
+// unmarkAll undoes posix.Mark on bricks, logging failures.
+func (n *Node) unmarkAll(bricks []BrickState) {
+	for _, b := range bricks {
+		if err := posix.Unmark(b.Path); err != nil {
+			n.log.Warn("unmarking brick failed", "brick", b.Name(), "err", err)
+		}
+	}
+}
+
+// startVolume serves the volume's bricks and marks it started. With force
+// it starts the bricks that do not run on a volume already started.
+func (n *Node) startVolume(name string, force bool) (VolumeInfo, error) {
+	n.opMu.Lock()
+	defer n.opMu.Unlock()
+	v, err := n.store.State().volume(name)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	if v.Status == StatusStarted && !force {
+		return VolumeInfo{}, errorf(ErrState, "volume %s is already started (use force to restart its offline bricks)", name)
+	}
+	if err := n.startBricks(v); err != nil {
+		return VolumeInfo{}, err
+	}
+	if v.Status != StatusStarted {
+		if err := n.store.Apply(Command{Op: OpSetStatus, Name: name, Status: StatusStarted}); err != nil {
+			n.stopBricks(v)
+			return VolumeInfo{}, err
+		}
+	}
+	n.log.Info("volume started", "volume", name)
+	return n.info(name)
+}
+
+// stopVolume marks the volume stopped and stops serving its bricks.
+func (n *Node) stopVolume(name string) (VolumeInfo, error) {
+	n.opMu.Lock()
+	defer n.opMu.Unlock()
+	v, err := n.store.State().volume(name)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	if err := n.store.Apply(Command{Op: OpSetStatus, Name: name, Status: StatusStopped}); err != nil {
+		return VolumeInfo{}, err
+	}
+	n.stopBricks(v)
+	n.log.Info("volume stopped", "volume", name)
+	return n.info(name)
+}
+
+// deleteVolume forgets a volume that is not started. Its bricks lose the
+// volume mark; their data stays.
+func (n *Node) deleteVolume(name string) error {
+	n.opMu.Lock()
+	defer n.opMu.Unlock()
+	v, err := n.store.State().volume(name)
+	if err != nil {
+		return err
+	}
+	if v.Status == StatusStarted {
+		return errorf(ErrState, "volume %s is started; stop it first (mortar volume stop %s)", name, name)
+	}
+	var unmarked []BrickState
+	for _, b := range v.Bricks {
+		if b.Node != n.id {
+			continue
+		}
+		if err := posix.Unmark(b.Path); err != nil {
+			if _, serr := os.Stat(b.Path); errors.Is(serr, fs.ErrNotExist) {
+				n.log.Warn("brick directory is gone; deleting the volume anyway", "volume", name, "brick", b.Name())
+				continue
+			}
+			n.remarkAll(v, unmarked)
+			return errorf(ErrInvalid, "cannot delete volume %s: brick %s: %w", name, b.Name(), err)
+		}
+		unmarked = append(unmarked, b)
+	}
+	if err := n.store.Apply(Command{Op: OpDeleteVolume, Name: name}); err != nil {
+		n.remarkAll(v, unmarked)
+		return err
+	}
+	n.log.Info("volume deleted; brick data kept", "volume", name, "id", v.ID)
+	return nil
+}
+
+// remarkAll restores the marks of bricks unmarked by a delete that failed.
+func (n *Node) remarkAll(v *VolumeState, bricks []BrickState) {
+	for _, b := range bricks {
+		if err := posix.Mark(b.Path, v.ID, true); err != nil {
+			n.log.Error("re-marking brick failed", "volume", v.Name, "brick", b.Name(), "err", err)
+		}
+	}
+}
+
+// setOption sets a volume option after checking it.
+func (n *Node) setOption(name, key, value string) (VolumeInfo, error) {
+	if err := checkOption(key, value); err != nil {
+		return VolumeInfo{}, err
+	}
+	n.opMu.Lock()
+	defer n.opMu.Unlock()
+	if err := n.store.Apply(Command{Op: OpSetOption, Name: name, Key: key, Value: value}); err != nil {
+		return VolumeInfo{}, err
+	}
+	n.log.Info("volume option set", "volume", name, "key", key, "value", value)
+	return n.info(name)
+}
+
+// info describes one volume.
+func (n *Node) info(name string) (VolumeInfo, error) {
+	st := n.store.State()
+	v, err := st.volume(name)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	return volumeInfo(st, v), nil
+}
+
+// list describes every volume, by name.
+func (n *Node) list() []VolumeInfo {
+	st := n.store.State()
+	out := []VolumeInfo{}
+	for _, name := range st.VolumeNames() {
+		out = append(out, volumeInfo(st, st.Volumes[name]))
+	}
+	return out
+}
+
+// status reports the live state of a volume's bricks.
+func (n *Node) status(name string) (VolumeStatus, error) {
+	st := n.store.State()
+	v, err := st.volume(name)
+	if err != nil {
+		return VolumeStatus{}, err
+	}
+	vs := VolumeStatus{Name: v.Name, ID: v.ID, Status: v.Status, Bricks: []BrickStatus{}}
+	for _, b := range v.Bricks {
+		vs.Bricks = append(vs.Bricks, n.brickStatus(st, v, b))
+	}
+	return vs, nil
+}
+
+// spec returns the spec of a started volume.
+func (n *Node) spec(name string) (volume.Spec, error) {
+	st := n.store.State()
+	v, err := st.volume(name)
+	if err != nil {
+		return volume.Spec{}, err
+	}
+	if v.Status != StatusStarted {
+		return volume.Spec{}, errorf(ErrState, "volume %s is not started (mortar volume start %s)", name, name)
+	}
+	return st.Spec(v), nil
+}
+
+func volumeInfo(st *State, v *VolumeState) VolumeInfo {
+	vi := VolumeInfo{
+		Name:        v.Name,
+		ID:          v.ID,
+		Type:        v.Type,
+		Status:      v.Status,
+		Options:     v.Options,
+		SpecVersion: v.SpecVersion,
+		Bricks:      []BrickInfo{},
+	}
+	for _, b := range v.Bricks {
+		vi.Bricks = append(vi.Bricks, brickInfo(st, b))
+	}
+	return vi
+}
+
+func brickInfo(st *State, b BrickState) BrickInfo {
+	return BrickInfo{ID: b.ID, Host: b.Host, Path: b.Path, Addr: st.Nodes[b.Node].Addr}
+}
