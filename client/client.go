@@ -1,0 +1,115 @@
+// Package client is mortar's Go client library — the equivalent of
+// GlusterFS's gfapi: it opens a volume by "host:/name" and does file
+// operations on it directly, without FUSE or a kernel mount.
+//
+//	vol, err := client.Open(ctx, "localhost:/gv0", client.Options{})
+//	if err != nil { ... }
+//	defer vol.Close()
+//	err = vol.WriteFile(ctx, "docs/hello.txt", []byte("hi\n"), 0o644)
+//	data, err := vol.ReadFile(ctx, "docs/hello.txt")
+//
+// Names are slash-separated paths relative to the volume root ("a/b" and
+// "/a/b" are the same file); they may not climb above the root. Errors are
+// *fs.PathError values wrapping the syscall.Errno the volume returned, so
+// errors.Is(err, fs.ErrNotExist) works as with the os package.
+//
+// Operations run as the calling process's user and group for ownership of
+// new files; permission checks are the server's (the brick runs as root),
+// so a library user has the rights of root on the volume, as gfapi users do.
+package client
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"strings"
+	"syscall"
+
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/volume"
+)
+
+// Options tune how a volume is opened.
+type Options struct {
+	Logger *slog.Logger
+	// Build passes connection settings (e.g. Dial) to the graph.
+	Build volume.BuildOptions
+}
+
+// Volume is an open volume. Its methods may be called concurrently.
+type Volume struct {
+	g   *volume.Graph
+	top layer.Layer
+	uid uint32
+	gid uint32
+}
+
+// ParseTarget splits "host:/name" or "host:port:/name" into the management
+// address and the volume name.
+func ParseTarget(target string) (addr, name string, err error) {
+	i := strings.LastIndex(target, ":/")
+	if i <= 0 || i+2 >= len(target) || strings.Contains(target[i+2:], "/") {
+		return "", "", fmt.Errorf("volume %q: want SERVER:/NAME (SERVER is host or host:port)", target)
+	}
+	return target[:i], target[i+2:], nil
+}
+
+// Open fetches the volume's spec from the server named in target and
+// connects to its bricks.
+func Open(ctx context.Context, target string, opts Options) (*Volume, error) {
+	addr, name, err := ParseTarget(target)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := mgmt.NewClient(addr).Spec(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("volume %s: %w", target, err)
+	}
+	return OpenSpec(spec, opts)
+}
+
+// OpenSpec connects to the bricks of a volume whose spec the caller has.
+func OpenSpec(spec volume.Spec, opts Options) (*Volume, error) {
+	if opts.Build.Logger == nil {
+		opts.Build.Logger = opts.Logger
+	}
+	g, err := volume.Build(spec, opts.Build)
+	if err != nil {
+		return nil, err
+	}
+	return &Volume{g: g, top: g.Top, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}, nil
+}
+
+// Close disconnects from the bricks.
+func (v *Volume) Close() error { return v.g.Close() }
+
+// Layer returns the volume's top layer, for callers that want the raw
+// file-operation contract.
+func (v *Volume) Layer() layer.Layer { return v.top }
+
+// resolve turns a name into a clean volume path.
+func resolve(op, name string) (string, error) {
+	p := path.Clean("/" + name)
+	if strings.Contains(name, "\x00") {
+		return "", &fs.PathError{Op: op, Path: name, Err: syscall.EINVAL}
+	}
+	if err := layer.CheckPath(p); err != nil {
+		return "", &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	return p, nil
+}
+
+func pathErr(op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &fs.PathError{Op: op, Path: name, Err: layer.ToErrno(err)}
+}
+
+func (v *Volume) owner() layer.Owner {
+	return layer.Owner{Uid: v.uid, Gid: v.gid, Gfid: layer.NewGfid()}
+}
