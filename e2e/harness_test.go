@@ -1,0 +1,250 @@
+// Package e2e tests the real mortar binary end to end: server processes on
+// 127.0.0.1, volumes created with the CLI, FUSE mounts made with
+// `mortar mount` and `mount -t mortar`, and real programs (cp, tar, git,
+// sqlite3) working on them.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mortarfs/mortar/fusebridge/posixtest"
+)
+
+// mortarBin is the binary under test, built once by TestMain.
+var mortarBin string
+
+func TestMain(m *testing.M) {
+	posixtest.HelperMain()
+	dir, err := os.MkdirTemp("", "mortar-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	mortarBin = filepath.Join(dir, "mortar")
+	build := exec.Command("go", "build", "-o", mortarBin, "../cmd/mortar")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building mortar:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// node is a `mortar server` process.
+type node struct {
+	t    *testing.T
+	data string
+	addr string
+	cmd  *exec.Cmd
+	exit chan error
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startNode starts a server on a fresh data directory.
+func startNode(t *testing.T) *node {
+	t.Helper()
+	n := &node{t: t, data: t.TempDir(), addr: freeAddr(t)}
+	n.start()
+	t.Cleanup(n.stop)
+	return n
+}
+
+func (n *node) start() {
+	n.t.Helper()
+	log, err := os.OpenFile(filepath.Join(n.data, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer log.Close()
+	n.cmd = exec.Command(mortarBin, "server", "--data", filepath.Join(n.data, "state"), "--listen", n.addr, "--log-level", "debug")
+	n.cmd.Stdout, n.cmd.Stderr = log, log
+	if err := n.cmd.Start(); err != nil {
+		n.t.Fatal(err)
+	}
+	n.exit = make(chan error, 1)
+	go func(c *exec.Cmd, exit chan error) { exit <- c.Wait() }(n.cmd, n.exit)
+	n.waitReady()
+}
+
+// waitReady polls the management API: a starting process has no event to
+// wait on.
+func (n *node) waitReady() {
+	n.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-n.exit:
+			n.t.Fatalf("mortar server exited: %v\n%s", err, n.log())
+		default:
+		}
+		resp, err := http.Get("http://" + n.addr + "/v1/node")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	n.t.Fatalf("mortar server at %s not ready\n%s", n.addr, n.log())
+}
+
+func (n *node) log() string {
+	b, _ := os.ReadFile(filepath.Join(n.data, "server.log"))
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// kill stops the server with SIGKILL, as a crash would.
+func (n *node) kill() {
+	if n.cmd == nil {
+		return
+	}
+	n.cmd.Process.Kill()
+	<-n.exit
+	n.cmd = nil
+}
+
+func (n *node) stop() {
+	if n.cmd == nil {
+		return
+	}
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.exit:
+	case <-time.After(10 * time.Second):
+		n.t.Errorf("mortar server did not stop on SIGTERM\n%s", n.log())
+		n.kill()
+	}
+	n.cmd = nil
+}
+
+// mortar runs the CLI against this node and returns its output.
+func (n *node) mortar(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, mortarBin, args...)
+	cmd.Env = append(os.Environ(), "MORTAR_SERVER="+n.addr)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (n *node) must(args ...string) string {
+	n.t.Helper()
+	out, err := n.mortar(args...)
+	if err != nil {
+		n.t.Fatalf("mortar %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// volume creates and starts a distribute volume over nbricks bricks.
+func (n *node) volume(name string, nbricks int) []string {
+	n.t.Helper()
+	args := []string{"volume", "create", name}
+	var bricks []string
+	for i := 1; i <= nbricks; i++ {
+		b := filepath.Join(n.data, fmt.Sprintf("%s-b%d", name, i))
+		if err := os.MkdirAll(b, 0o755); err != nil {
+			n.t.Fatal(err)
+		}
+		bricks = append(bricks, b)
+		args = append(args, "127.0.0.1:"+b)
+	}
+	n.must(args...)
+	n.must("volume", "start", name)
+	return bricks
+}
+
+func (n *node) target(vol string) string { return n.addr + ":/" + vol }
+
+// mountDir makes a mountpoint that uid 65534 can reach (the POSIX suite
+// checks permissions as that user).
+func mountDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "mortar-mnt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	t.Cleanup(func() { os.Remove(dir) })
+	return dir
+}
+
+// mount mounts a volume with `mortar mount` (in the background, as a user
+// would) and unmounts it at cleanup.
+func (n *node) mount(vol string, opts ...string) string {
+	n.t.Helper()
+	mnt := mountDir(n.t)
+	args := []string{"mount", "--log-file", filepath.Join(n.data, "mount-"+filepath.Base(mnt)+".log")}
+	for _, o := range opts {
+		args = append(args, "-o", o)
+	}
+	n.must(append(args, n.target(vol), mnt)...)
+	n.t.Cleanup(func() { unmount(n.t, mnt) })
+	return mnt
+}
+
+// unmount unmounts mnt, lazily if it is busy.
+func unmount(t *testing.T, mnt string) {
+	if !isMounted(mnt) {
+		return
+	}
+	if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+		t.Logf("umount %s: %v %s; unmounting lazily", mnt, err, out)
+		exec.Command("umount", "-l", mnt).Run()
+	}
+}
+
+func isMounted(dir string) bool {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return false
+	}
+	return bytes.Contains(b, []byte(" "+dir+" "))
+}
+
+// sh runs a shell command line in dir and fails the test on error.
+func sh(t *testing.T, dir, script string) string {
+	t.Helper()
+	cmd := exec.Command("sh", "-ec", script)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out)
+	}
+	return string(out)
+}
+
+func need(t *testing.T, cmds ...string) {
+	t.Helper()
+	for _, c := range cmds {
+		if _, err := exec.LookPath(c); err != nil {
+			t.Fatalf("%s is not installed (scripts/test installs it)", c)
+		}
+	}
+}
