@@ -248,3 +248,5 @@ func need(t *testing.T, cmds ...string) {
 		}
 	}
 }
+
+func fmtSscan(s string, v *int) (int, error) { return fmt.Sscan(s, v) }
