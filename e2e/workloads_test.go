@@ -95,3 +95,25 @@ func installMountHelper(t *testing.T) string {
 	})
 	return helper
 }
+
+// An /etc/fstab line mounts the volume (tested with mount -T on a private
+// fstab file, so the machine's own is not touched).
+func TestFstabLine(t *testing.T) {
+	n := startNode(t)
+	n.volume("tab", 2)
+	installMountHelper(t)
+	mnt := mountDir(t)
+	fstab := filepath.Join(t.TempDir(), "fstab")
+	line := n.target("tab") + " " + mnt + " mortar defaults,_netdev,log-file=" + filepath.Join(n.data, "fstab.log") + " 0 0\n"
+	if err := os.WriteFile(fstab, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-T", fstab, mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount -T %s %s: %v\n%s", fstab, mnt, err, out)
+	}
+	t.Cleanup(func() { unmount(t, mnt) })
+	sh(t, mnt, "echo via-fstab > f && test \"$(cat f)\" = via-fstab")
+	if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v %s", err, out)
+	}
+}
