@@ -6,6 +6,7 @@ import (
 
 	"github.com/mortarfs/mortar/brick/posix"
 	"github.com/mortarfs/mortar/layer/locks"
+	"github.com/mortarfs/mortar/layer/readahead"
 )
 
 // runningBrick is a brick this node serves.
@@ -14,8 +15,8 @@ type runningBrick struct {
 	store  *posix.Store
 }
 
-// startBrick opens brick b of volume v and serves it: posix storage with
-// the locks layer on top.
+// startBrick opens brick b of volume v and serves it: posix storage, the
+// locks layer, and read-ahead for sequential O_DIRECT reads on top.
 func (n *Node) startBrick(v *VolumeState, b BrickState) error {
 	st, err := posix.New(b.Path, posix.Options{
 		VolumeID: v.ID,
@@ -26,7 +27,7 @@ func (n *Node) startBrick(v *VolumeState, b BrickState) error {
 	}
 	n.runMu.Lock()
 	defer n.runMu.Unlock()
-	n.bricks.Add(b.ID, v.ID, locks.New(st))
+	n.bricks.Add(b.ID, v.ID, readahead.New(locks.New(st)))
 	n.running[b.ID] = &runningBrick{volume: v.Name, store: st}
 	delete(n.failed, b.ID)
 	n.log.Info("brick started", "volume", v.Name, "brick", b.Name(), "id", b.ID)
