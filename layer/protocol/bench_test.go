@@ -121,3 +121,33 @@ func BenchmarkProtocolVsTCP(b *testing.B) {
 	b.ReportMetric(serial/raw, "serial/tcp")
 	b.ReportMetric(piped/raw, "pipelined/tcp")
 }
+
+// BenchmarkLookupRoundTrip measures one small request's round trip to a
+// posix brick over loopback (a lookup of a missing name).
+func BenchmarkLookupRoundTrip(b *testing.B) {
+	dir := b.TempDir()
+	if err := posixMark(dir); err != nil {
+		b.Fatal(err)
+	}
+	st, err := posixNew(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	srv := brick.NewServer(nil)
+	srv.Add("b", testVolume, st)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Serve(l)
+	defer func() { l.Close(); srv.Close() }()
+	c := New(Config{Addr: l.Addr().String(), BrickID: "b", VolumeID: testVolume})
+	defer c.Close()
+	ctx := context.Background()
+	c.Lookup(ctx, "/")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c.Lookup(ctx, "/missing")
+	}
+}

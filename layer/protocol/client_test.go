@@ -282,3 +282,9 @@ func handshake() []byte {
 	(&wire.Header{Len: uint32(len(e.B)), Kind: wire.KindRequest, Op: wire.OpHandshake}).Put(b[:])
 	return append(append([]byte(wire.Magic), b[:]...), e.B...)
 }
+
+func posixMark(dir string) error { return posix.Mark(dir, testVolume, false) }
+
+func posixNew(dir string) (*posix.Store, error) {
+	return posix.New(dir, posix.Options{VolumeID: testVolume})
+}
