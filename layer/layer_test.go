@@ -71,11 +71,11 @@ func TestGfidIno(t *testing.T) {
 
 func TestToErrno(t *testing.T) {
 	for err, want := range map[error]syscall.Errno{
-		syscall.ENOENT: syscall.ENOENT,
+		syscall.ENOENT:                           syscall.ENOENT,
 		fmt.Errorf("wrapped: %w", syscall.EXDEV): syscall.EXDEV,
-		context.Canceled:         syscall.EINTR,
-		context.DeadlineExceeded: syscall.ETIMEDOUT,
-		errors.New("anything"):   syscall.EIO,
+		context.Canceled:                         syscall.EINTR,
+		context.DeadlineExceeded:                 syscall.ETIMEDOUT,
+		errors.New("anything"):                   syscall.EIO,
 	} {
 		if got := ToErrno(err); got != want {
 			t.Errorf("ToErrno(%v) = %v, want %v", err, got, want)
