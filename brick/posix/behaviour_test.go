@@ -43,9 +43,14 @@ func TestLinktoRoundTrip(t *testing.T) {
 	if len(page.Entries) != 1 || page.Entries[0].Attr.Linkto != "vol-client-3" {
 		t.Fatalf("readdir: %+v", page.Entries)
 	}
-	f, err := s.Open(ctx, "/p", syscall.O_RDONLY)
-	if err != nil {
-		t.Fatal(err)
+	// Open refuses a pointer (it holds no data) with EREMOTE, so that
+	// distribute follows it; Create on the name opens it and says so.
+	if _, err := s.Open(ctx, "/p", syscall.O_RDONLY); err != syscall.EREMOTE {
+		t.Fatalf("open of a pointer: %v, want EREMOTE", err)
+	}
+	f, ca, err := s.Create(ctx, "/p", layer.CreateIn{Flags: syscall.O_RDWR, Mode: 0o644})
+	if err != nil || ca.Linkto != "vol-client-3" {
+		t.Fatalf("create over a pointer: linkto %q, %v", ca.Linkto, err)
 	}
 	if fa, _ := f.Getattr(ctx); fa.Linkto != "vol-client-3" {
 		t.Fatalf("File.Getattr linkto %q", fa.Linkto)

@@ -42,7 +42,7 @@ func (s *Store) Create(ctx context.Context, path string, in layer.CreateIn) (lay
 			return f, attr, err
 		}
 		// It exists: open it, unless it vanished meanwhile.
-		f, err = s.openAt(a, flags)
+		f, _, err = s.openAt(a, flags)
 		if err == unix.ENOENT {
 			continue
 		}
@@ -97,38 +97,47 @@ func (s *Store) Open(ctx context.Context, path string, flags uint32) (layer.File
 		return nil, err
 	}
 	defer a.close()
-	f, err := s.openAt(a, int(flags)&openFlags)
+	f, ptr, err := s.openAt(a, int(flags)&openFlags)
 	if err != nil {
 		return nil, err
+	}
+	if ptr {
+		// A distribute pointer file holds no data: opening it would show
+		// an empty file. EREMOTE tells distribute to follow the pointer.
+		if v, err := fgetxattr(f.fd, XattrLinkto); err == nil && len(v) > 0 {
+			f.close()
+			return nil, unix.EREMOTE
+		}
 	}
 	return f, nil
 }
 
-// openAt opens the existing regular file or directory a names. It checks
-// the type first so that fifos and devices on the brick are never opened.
-func (s *Store) openAt(a at, flags int) (*file, error) {
+// openAt opens the existing regular file or directory a names, and says
+// whether its mode is that of a distribute pointer file. It checks the type
+// first so that fifos and devices on the brick are never opened.
+func (s *Store) openAt(a at, flags int) (*file, bool, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(a.dir, a.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	isDir := false
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 	case unix.S_IFDIR:
 		if flags&unix.O_ACCMODE != unix.O_RDONLY {
-			return nil, unix.EISDIR
+			return nil, false, unix.EISDIR
 		}
 		isDir = true
 	case unix.S_IFLNK:
-		return nil, unix.ELOOP
+		return nil, false, unix.ELOOP
 	default:
-		return nil, unix.ENXIO
+		return nil, false, unix.ENXIO
 	}
 	fd, err := unix.Openat(a.dir, a.name, flags&^unix.O_DIRECT|alwaysFlags, 0)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return s.newFile(fd, flags, isDir), nil
+	return s.newFile(fd, flags, isDir), isLinkto(st.Mode), nil
 }
 
 // file is an open file of the store. With O_DIRECT, I/O that the brick

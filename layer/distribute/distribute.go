@@ -262,7 +262,18 @@ func (d *Distribute) Readlink(ctx context.Context, path string) (string, error) 
 	return d.child(l.cached).Readlink(ctx, path)
 }
 
+// Open opens the name on its hashed child in one round trip: a file lives
+// there unless a pointer does, and storage refuses to open a pointer
+// (EREMOTE); only then is the pointer followed.
 func (d *Distribute) Open(ctx context.Context, path string, flags uint32) (layer.File, error) {
+	h, err := d.hashedChild(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := d.child(h).Open(ctx, path, flags)
+	if !errors.Is(err, syscall.EREMOTE) {
+		return f, err
+	}
 	l, err := d.find(ctx, path)
 	if err != nil {
 		return nil, err

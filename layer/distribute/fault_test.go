@@ -77,6 +77,28 @@ func TestMissingNameTouchesOneChild(t *testing.T) {
 	if counts[3].Count("Lookup") != 1 || counts[1].Count("Lookup") != 1 || total() != 2 {
 		t.Errorf("lookup via pointer made %d calls", total())
 	}
+	// Opening a file on its hashed child is one call; through a pointer,
+	// the refused open, the lookups and the open where the data is.
+	c := r.name("/dir", "c", 2)
+	r.write(c, "y")
+	reset()
+	f, err := r.d.Open(r.ctx, c, syscall.O_RDONLY)
+	r.ok(err, "open")
+	f.Release(r.ctx)
+	if n := total(); n != 2 || counts[2].Count("Open") != 1 { // Open, Release
+		t.Errorf("open on the hashed child made %d calls", n)
+	}
+	reset()
+	f, err = r.d.Open(r.ctx, b, syscall.O_RDONLY)
+	r.ok(err, "open via pointer")
+	f.Release(r.ctx)
+	if counts[3].Count("Open") != 1 || counts[1].Count("Open") != 1 {
+		t.Errorf("open via pointer: %d opens on the hashed child, %d where the data is",
+			counts[3].Count("Open"), counts[1].Count("Open"))
+	}
+	if got := r.read(b); got != "x" {
+		t.Errorf("read via pointer: %q", got)
+	}
 }
 
 // slow delays Readdir, to show that children are listed concurrently.
