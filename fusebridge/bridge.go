@@ -148,8 +148,10 @@ func (o *Options) mountOptions() *fuse.MountOptions {
 		EnableLocks:   true,
 		AllowOther:    o.AllowOther,
 		Options:       []string{"default_permissions"},
-		// O_TRUNC arrives with OPEN instead of as a separate SETATTR.
-		ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
+		// O_TRUNC arrives with OPEN instead of as a separate SETATTR;
+		// asynchronous direct I/O (libaio, iodepth > 1) reaches us with
+		// several requests in flight instead of one at a time.
+		ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC | fuse.CAP_ASYNC_DIO,
 		Debug:             o.Debug,
 		Logger:            slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug),
 	}
