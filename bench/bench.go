@@ -105,7 +105,17 @@ type Result struct {
 // Failure is an experiment that could not run on a target.
 type Failure struct {
 	Experiment, Target, Layout string
+	Params                     string // set when only some parameters failed
 	Err                        error
+}
+
+// Note is a line an experiment adds to its section of the report: how a
+// target was measured ("fio: libaio, direct=1"), why a row means what it
+// means ("local: no network, the baseline"), or a measured property of the
+// set-up ("link measured: 11.9 MB/s"). Target and Layout may be empty.
+type Note struct {
+	Experiment, Target, Layout string
+	Text                       string
 }
 
 // Experiment is one paper's experiment.
@@ -129,6 +139,7 @@ type Runner struct {
 	exp      string
 	results  []Result
 	failures []Failure
+	notes    []Note
 	versions map[string]string
 	started  time.Time
 }

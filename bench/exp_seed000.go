@@ -1,9 +1,103 @@
 package bench
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
 
 func seed000() Experiment {
-	return Experiment{Name: "seed000", Title: "TODO", Run: func(ctx context.Context, r *Runner) error {
-		return Unsupported("not implemented yet")
-	}}
+	return Experiment{
+		Name:  "seed000",
+		Title: "200 files of 1 MB written and read, encryption off and on (paper 000)",
+		Paper: "200 identical ~1 MB files (195 MB) written then read as a batch, elapsed seconds, " +
+			"with encryption off and on; a 3-node GlusterFS against an HTTP object store.",
+		Run: runSeed000,
+	}
+}
+
+func runSeed000(ctx context.Context, r *Runner) error {
+	n := 200
+	if r.Quick {
+		n = 50
+	}
+	const size = 1 << 20
+	content := make([]byte, size)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
+	for i := range content {
+		content[i] = byte(rng.Uint32())
+	}
+	r.Note("", "", "%d files of %d bytes (one random content, made once per run; every file the same, as in the paper), "+
+		"written from Go (create, write, close) followed by one sync(2), then read back after dropping caches; "+
+		"seconds for the whole batch", n, size)
+	r.Note("", "", "encryption=on: no target has encryption at rest here; the rows say why")
+	layout := Layout{Kind: "distribute", Bricks: 3}
+	err := r.EachParams(ctx, layout, "encryption=off", SetupOptions{}, func(ctx context.Context, t Target, m Mount) error {
+		for rep := 1; rep <= r.Reps; rep++ {
+			w, rd, err := batchWriteRead(ctx, filepath.Join(m.Dir(), "batch"+strconv.Itoa(rep)), n, content)
+			if err != nil {
+				return err
+			}
+			for _, v := range []struct {
+				metric string
+				s      float64
+			}{{"write", w}, {"read", rd}} {
+				r.Record(Result{Target: t.Name(), Layout: labelFor(t.Name(), layout), Params: "encryption=off",
+					Metric: v.metric, Value: v.s, Unit: "s", Repetition: rep})
+				r.Progress("  %s #%d: %s %.2f s", t.Name(), rep, v.metric, v.s)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return r.EachParams(ctx, layout, "encryption=on", SetupOptions{Encryption: true}, func(ctx context.Context, t Target, m Mount) error {
+		return fmt.Errorf("%s mounted with encryption but the suite has no encrypted measurement yet", t.Name())
+	})
+}
+
+// batchWriteRead writes n files of content into dir, syncs, drops caches
+// and reads them back; it returns both batch times in seconds.
+func batchWriteRead(ctx context.Context, dir string, n int, content []byte) (write, read float64, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, 0, err
+	}
+	defer os.RemoveAll(dir)
+	name := func(i int) string { return filepath.Join(dir, fmt.Sprintf("file%04d", i)) }
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if err := ctx.Err(); err != nil {
+			return 0, 0, err
+		}
+		if err := os.WriteFile(name(i), content, 0o644); err != nil {
+			return 0, 0, fmt.Errorf("write: %w", err)
+		}
+	}
+	syscall.Sync()
+	write = elapsedSince(start)
+	if err := DropCaches(ctx); err != nil {
+		return 0, 0, err
+	}
+	buf := make([]byte, 1<<20)
+	start = time.Now()
+	for i := 0; i < n; i++ {
+		f, err := os.Open(name(i))
+		if err != nil {
+			return 0, 0, fmt.Errorf("read: %w", err)
+		}
+		got, err := io.CopyBuffer(io.Discard, f, buf)
+		f.Close()
+		if err != nil || got != int64(len(content)) {
+			return 0, 0, fmt.Errorf("read %s: %d of %d bytes: %v", name(i), got, len(content), err)
+		}
+	}
+	read = elapsedSince(start)
+	return write, read, nil
 }

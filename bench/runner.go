@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -17,9 +18,27 @@ func (r *Runner) Record(res Result) {
 
 // Fail records that the running experiment could not run on a target.
 func (r *Runner) Fail(target string, layout Layout, err error) {
-	r.failures = append(r.failures, Failure{Experiment: r.exp, Target: target, Layout: layout.String(), Err: err})
-	r.Progress("  %s %s: %v", target, layout, err)
+	r.FailParams(target, layout, "", err)
 }
+
+// FailParams records that the running experiment could not run on a
+// target for one set of parameters (a row of the report with params).
+func (r *Runner) FailParams(target string, layout Layout, params string, err error) {
+	f := Failure{Experiment: r.exp, Target: target, Layout: labelFor(target, layout), Params: params, Err: err}
+	r.failures = append(r.failures, f)
+	r.Progress("  %s: %v", strings.TrimSpace(target+" "+f.Layout+" "+params), err)
+}
+
+// Note adds a line to the running experiment's section of the report;
+// target and layout may be empty.
+func (r *Runner) Note(target, layout, format string, args ...any) {
+	n := Note{Experiment: r.exp, Target: target, Layout: layout, Text: fmt.Sprintf(format, args...)}
+	r.notes = append(r.notes, n)
+	r.Progress("  note: %s", n.Text)
+}
+
+// Notes returns the notes every experiment added, in order.
+func (r *Runner) Notes() []Note { return r.notes }
 
 // Progress prints a line for the person watching.
 func (r *Runner) Progress(format string, args ...any) {
@@ -33,6 +52,13 @@ func (r *Runner) Progress(format string, args ...any) {
 // failure and the others go on; Each returns an error only if ctx ends.
 func (r *Runner) Each(ctx context.Context, layout Layout, opts SetupOptions,
 	fn func(ctx context.Context, t Target, m Mount) error) error {
+	return r.EachParams(ctx, layout, "", opts, fn)
+}
+
+// EachParams is Each for one point of an experiment's parameters (the
+// row a failure is shown in: "servers=3").
+func (r *Runner) EachParams(ctx context.Context, layout Layout, params string, opts SetupOptions,
+	fn func(ctx context.Context, t Target, m Mount) error) error {
 	for _, t := range r.Targets {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -41,14 +67,14 @@ func (r *Runner) Each(ctx context.Context, layout Layout, opts SetupOptions,
 		if err := os.MkdirAll(work, 0o755); err != nil {
 			return err
 		}
-		r.Progress("%s on %s (%s)", r.exp, t.Name(), layout)
+		r.Progress("%s on %s (%s)", r.exp, t.Name(), labelFor(t.Name(), layout))
 		err := r.runOne(ctx, t, work, layout, opts, fn)
 		os.RemoveAll(work)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			r.Fail(t.Name(), layout, err)
+			r.FailParams(t.Name(), layout, params, err)
 		}
 	}
 	return nil

@@ -58,6 +58,7 @@ Then:        mortar server, mortar volume ..., mortar mount`,
 		newVolumeCommand(),
 		newMountCommand(),
 		newDevCommand(),
+		newBenchCommand(),
 		newInstallCommand(),
 		newVersionCommand(),
 	)

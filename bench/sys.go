@@ -1,0 +1,215 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// This file holds the operating-system helpers the targets and the
+// experiments share: running commands (optionally in a network namespace),
+// dropping caches, timing shell loops, mounts.
+
+// nsCommand returns a command that runs name with args, inside the network
+// namespace /run/netns/<netns> when netns is not empty. The command is not
+// tied to a context: long-lived processes (servers, mounts) are stopped by
+// their owner. It runs in a process group of its own, so a Ctrl-C on the
+// terminal reaches the benchmark, which then tears down in order, and not
+// the servers under it.
+func nsCommand(netns, name string, args ...string) *exec.Cmd {
+	if netns != "" {
+		args = append([]string{"--net=/run/netns/" + netns, name}, args...)
+		name = "nsenter"
+	}
+	cmd := exec.Command(name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	return cmd
+}
+
+// execIn runs a short command (in netns if not empty) and returns its
+// combined output; the error carries the command line and its output.
+func execIn(ctx context.Context, netns, name string, args ...string) (string, error) {
+	cmd := nsCommand(netns, name, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := startAndWait(ctx, cmd); err != nil {
+		return out.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err,
+			strings.TrimSpace(lastLines(out.String(), 6)))
+	}
+	return out.String(), nil
+}
+
+// execOut runs a short command in the benchmark's own namespace.
+func execOut(ctx context.Context, name string, args ...string) (string, error) {
+	return execIn(ctx, "", name, args...)
+}
+
+// startAndWait runs cmd, killing its process group if ctx ends first.
+func startAndWait(ctx context.Context, cmd *exec.Cmd) error {
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		return ctx.Err()
+	}
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// DropCaches writes back dirty pages and drops the page, dentry and inode
+// caches, so that the next read comes from the bricks' disk (cold).
+func DropCaches(ctx context.Context) error {
+	syscall.Sync()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0); err != nil {
+		return fmt.Errorf("dropping caches (needs root): %w", err)
+	}
+	return ctx.Err()
+}
+
+// timeShell runs script with sh in dir and returns how long it took.
+func timeShell(ctx context.Context, dir, script string) (time.Duration, error) {
+	cmd := nsCommand("", "sh", "-c", script)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := startAndWait(ctx, cmd)
+	d := time.Since(start)
+	if err != nil {
+		return 0, fmt.Errorf("sh -c %q in %s: %w: %s", shorten(script, 60), dir, err, lastLines(out.String(), 4))
+	}
+	return d, nil
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// freePort returns a TCP port on 127.0.0.1 that nothing listens on now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// isMounted reports whether dir is a mount point (per /proc/self/mounts).
+func isMounted(dir string) bool {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return false
+	}
+	return bytes.Contains(b, []byte(" "+dir+" "))
+}
+
+// unmountUnder lazily unmounts every mount below dir (left by a target
+// whose tear-down failed), so that removing dir cannot reach into a
+// mounted volume.
+func unmountUnder(dir string) {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
+			syscall.Unmount(f[1], syscall.MNT_DETACH)
+		}
+	}
+}
+
+// unmount unmounts dir, lazily if a plain umount fails (busy or dead).
+func unmount(dir string) error {
+	if !isMounted(dir) {
+		return nil
+	}
+	var err error
+	for i := 0; i < 5; i++ {
+		if err = syscall.Unmount(dir, 0); err == nil || errors.Is(err, syscall.EINVAL) {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if lerr := syscall.Unmount(dir, syscall.MNT_DETACH); lerr != nil {
+		return fmt.Errorf("umount %s: %v; lazy umount: %w", dir, err, lerr)
+	}
+	return nil
+}
+
+// stopProcess sends SIGTERM to cmd's process and waits up to limit for
+// exit (done is closed by whoever waits on cmd), then kills it.
+func stopProcess(cmd *exec.Cmd, done <-chan struct{}, limit time.Duration) error {
+	if cmd == nil || cmd.Process == nil {
+		return nil
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+		return nil
+	case <-time.After(limit):
+		cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("%s did not stop within %v of SIGTERM; killed", filepath.Base(cmd.Path), limit)
+	}
+}
+
+// labelFor is the layout column of a target's rows: the local disk has
+// no layout.
+func labelFor(target string, l Layout) string {
+	if target == "local" {
+		return "local disk"
+	}
+	return l.String()
+}
+
+// eachLayout runs fn on every target for each layout in turn (target by
+// target), through Runner.Each so set-up failures are recorded; the local
+// target, which has no layouts, runs once, with the first.
+func eachLayout(ctx context.Context, r *Runner, layouts []Layout, opts SetupOptions,
+	fn func(ctx context.Context, t Target, l Layout, m Mount) error) error {
+	all := r.Targets
+	defer func() { r.Targets = all }()
+	for _, t := range all {
+		ls := layouts
+		if t.Name() == "local" {
+			ls = layouts[:1]
+		}
+		for _, l := range ls {
+			r.Targets = []Target{t}
+			err := r.Each(ctx, l, opts, func(ctx context.Context, t Target, m Mount) error {
+				return fn(ctx, t, l, m)
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
