@@ -79,7 +79,8 @@ func writeEnv(b *strings.Builder, in ReportInput) {
 		}
 	}
 	b.WriteString("\nEvery number below was measured in this run, on this machine; all targets' bricks are " +
-		"directories under the same parent on the same disk. Cells are mean (min–max) over the repetitions. " +
+		"directories under the same parent on the same disk. Cells are mean (min–max) over the repetitions; " +
+		"with 5 or more repetitions the mean leaves out the lowest and the highest value (trimmed mean). " +
 		"Ratios divide mortar's mean by the other target's: above 1 means mortar's figure is higher " +
 		"(better for ops/s and MB/s, worse for seconds).\n\n")
 }
@@ -147,7 +148,16 @@ func (a *agg) add(v float64) {
 	a.n++
 }
 
-func (a *agg) mean() float64 { return a.sum / float64(a.n) }
+// trimFrom is the repetition count from which the mean drops the lowest
+// and the highest value (a trimmed mean, as seed 001's authors used).
+const trimFrom = 5
+
+func (a *agg) mean() float64 {
+	if a.n >= trimFrom {
+		return (a.sum - a.min - a.max) / float64(a.n-2)
+	}
+	return a.sum / float64(a.n)
+}
 
 // table is one experiment's results arranged for the report.
 type table struct {

@@ -142,3 +142,19 @@ func TestCSVRoundTrip(t *testing.T) {
 		t.Errorf("round trip: %+v", out)
 	}
 }
+
+func TestTrimmedMean(t *testing.T) {
+	var a agg
+	for _, v := range []float64{1, 2, 3} {
+		a.add(v)
+	}
+	if a.mean() != 2 {
+		t.Fatalf("plain mean of 3 values: %v", a.mean())
+	}
+	for _, v := range []float64{4, 100} {
+		a.add(v)
+	}
+	if a.mean() != 3 || a.min != 1 || a.max != 100 {
+		t.Fatalf("trimmed mean of 1..4,100: %v (min %v max %v), want 3", a.mean(), a.min, a.max)
+	}
+}

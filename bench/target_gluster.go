@@ -391,7 +391,9 @@ func (m *glusterMount) mountAt(ctx context.Context, dir, logName string) error {
 	}
 	o := "log-file=" + filepath.Join(m.work, logName)
 	if m.noCache {
-		o += ",attribute-timeout=0,entry-timeout=0"
+		// direct-io-mode=enable: no kernel page cache at all (GlusterFS keeps
+		// it across opens by default, so rereads never crossed the network).
+		o += ",attribute-timeout=0,entry-timeout=0,direct-io-mode=enable"
 	}
 	_, err := execIn(ctx, m.clientNS, "mount", "-t", "glusterfs", "-o", o, m.nodes[0].addr+":/"+m.name, dir)
 	if err != nil {
