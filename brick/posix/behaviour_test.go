@@ -28,7 +28,7 @@ func TestPlainFilesOnBrick(t *testing.T) {
 }
 
 func TestLinktoRoundTrip(t *testing.T) {
-	s, _ := newBrick(t, "")
+	s, dir := newBrick(t, "")
 	a, err := s.Mknod(ctx, "/p", layer.MknodIn{Mode: 0o644, Linkto: "vol-client-3"})
 	if err != nil {
 		t.Fatal(err)
@@ -61,8 +61,14 @@ func TestLinktoRoundTrip(t *testing.T) {
 	if l, err := s.Lookup(ctx, "/q"); err != nil || l.Linkto != "" {
 		t.Fatalf("plain 01000 file: linkto %q, %v", l.Linkto, err)
 	}
+	// Setattr refuses a pointer like Open does.
+	if _, err := s.Setattr(ctx, "/p", layer.SetattrIn{Valid: layer.SetMode, Mode: 0o644}); err != syscall.EREMOTE {
+		t.Fatalf("setattr of a pointer: %v, want EREMOTE", err)
+	}
 	// Other modes never report a linkto.
-	s.Setattr(ctx, "/p", layer.SetattrIn{Valid: layer.SetMode, Mode: 0o644})
+	if err := os.Chmod(filepath.Join(dir, "p"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if l, _ := s.Lookup(ctx, "/p"); l.Linkto != "" {
 		t.Fatalf("chmodded pointer still reports linkto %q", l.Linkto)
 	}

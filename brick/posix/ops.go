@@ -27,6 +27,9 @@ func (s *Store) Setattr(ctx context.Context, path string, in layer.SetattrIn) (l
 		return layer.Attr{}, err
 	}
 	defer a.close()
+	if err := refusePointer(a); err != nil {
+		return layer.Attr{}, err
+	}
 	if in.Valid&(layer.SetUid|layer.SetGid) != 0 {
 		uid, gid := chownArgs(in)
 		if err := unix.Fchownat(a.dir, a.name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -49,6 +52,23 @@ func (s *Store) Setattr(ctx context.Context, path string, in layer.SetattrIn) (l
 		}
 	}
 	return s.attrAt(a)
+}
+
+// refusePointer fails with EREMOTE if a names a distribute pointer file:
+// changing a pointer's attributes would not change the file, so distribute
+// is told to follow the pointer instead.
+func refusePointer(a at) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(a.dir, a.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	if !isLinkto(st.Mode) {
+		return nil
+	}
+	if v, err := getxattrString(procAt(a.dir, a.name), XattrLinkto, false); err == nil && v != "" {
+		return unix.EREMOTE
+	}
+	return nil
 }
 
 // chownArgs returns the uid and gid arguments of chown(2) for in.

@@ -281,20 +281,31 @@ func (d *Distribute) Open(ctx context.Context, path string, flags uint32) (layer
 	return d.child(l.cached).Open(ctx, path, flags)
 }
 
+// Setattr changes the name on its hashed child in one round trip: a file
+// lives there unless a pointer does (storage refuses a pointer with
+// EREMOTE, and only then is it followed); a directory, found there, is then
+// changed on every other child too.
 func (d *Distribute) Setattr(ctx context.Context, path string, in layer.SetattrIn) (layer.Attr, error) {
-	l, err := d.find(ctx, path)
+	h, err := d.hashedChild(ctx, path)
 	if err != nil {
 		return layer.Attr{}, err
 	}
-	if !l.attr.IsDir() {
-		return d.child(l.cached).Setattr(ctx, path, in)
-	}
-	var attr layer.Attr
-	err = d.dirUpdate(ctx, path, l.hashed, func(i int, first bool) error {
-		a, err := d.child(i).Setattr(ctx, path, in)
-		if first {
-			attr = a
+	attr, err := d.child(h).Setattr(ctx, path, in)
+	switch {
+	case errors.Is(err, syscall.EREMOTE):
+		l, err := d.find(ctx, path)
+		if err != nil {
+			return layer.Attr{}, err
 		}
+		return d.child(l.cached).Setattr(ctx, path, in)
+	case err != nil || !attr.IsDir():
+		return attr, err
+	}
+	err = d.dirUpdate(ctx, path, h, func(i int, first bool) error {
+		if first {
+			return nil // done above
+		}
+		_, err := d.child(i).Setattr(ctx, path, in)
 		return err
 	})
 	return attr, err

@@ -99,6 +99,22 @@ func TestMissingNameTouchesOneChild(t *testing.T) {
 	if got := r.read(b); got != "x" {
 		t.Errorf("read via pointer: %q", got)
 	}
+	// Setattr likewise: one call on the hashed child; through a pointer the
+	// change lands on the data, not on the pointer.
+	reset()
+	_, err = r.d.Setattr(r.ctx, c, layer.SetattrIn{Valid: layer.SetMode, Mode: 0o600})
+	r.ok(err, "chmod")
+	if n := total(); n != 1 {
+		t.Errorf("chmod on the hashed child made %d calls", n)
+	}
+	a2, err := r.d.Setattr(r.ctx, b, layer.SetattrIn{Valid: layer.SetMode, Mode: 0o640})
+	r.ok(err, "chmod via pointer")
+	if a2.Mode&0o7777 != 0o640 || a2.Linkto != "" {
+		t.Errorf("chmod via pointer: mode %#o linkto %q", a2.Mode, a2.Linkto)
+	}
+	if la, _ := r.d.Lookup(r.ctx, b); la.Mode&0o7777 != 0o640 {
+		t.Errorf("after chmod via pointer, lookup says %#o", la.Mode)
+	}
 }
 
 // slow delays Readdir, to show that children are listed concurrently.
