@@ -8,12 +8,15 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/mortarfs/mortar/layer/layertest"
 
 	"github.com/mortarfs/mortar/brick/posix"
 	"github.com/mortarfs/mortar/fusebridge/posixtest"
@@ -362,5 +365,32 @@ func TestDebugLog(t *testing.T) {
 	}
 	if out := buf.String(); !strings.Contains(out, "LOOKUP") || !strings.Contains(out, "nothing-here") {
 		t.Fatalf("debug log: %q", out)
+	}
+}
+
+// ACL xattrs are refused by the bridge itself: no round trip to a brick
+// that would refuse them too.
+func TestACLRefusedLocally(t *testing.T) {
+	needFuse(t)
+	counts := layertest.NewCounting(newStore(t))
+	mnt := mount(t, counts, Options{})
+	f := filepath.Join(mnt, "f")
+	if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	counts.Reset()
+	// version 2; user::rw-, group::r--, other::r-- (what cp -a sends)
+	acl := []byte{2, 0, 0, 0,
+		0x01, 0, 6, 0, 0xff, 0xff, 0xff, 0xff,
+		0x04, 0, 4, 0, 0xff, 0xff, 0xff, 0xff,
+		0x20, 0, 4, 0, 0xff, 0xff, 0xff, 0xff}
+	if err := unix.Setxattr(f, "system.posix_acl_access", acl, 0); err != syscall.EOPNOTSUPP {
+		t.Fatalf("setxattr of an ACL: %v, want EOPNOTSUPP", err)
+	}
+	if _, err := unix.Getxattr(f, "system.posix_acl_access", make([]byte, 64)); err != syscall.EOPNOTSUPP {
+		t.Fatalf("getxattr of an ACL: %v, want EOPNOTSUPP", err)
+	}
+	if n := counts.Count("Setxattr") + counts.Count("Getxattr"); n != 0 {
+		t.Fatalf("ACL xattrs reached the layer %d times", n)
 	}
 }

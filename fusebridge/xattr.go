@@ -1,6 +1,9 @@
 package fusebridge
 
 import (
+	"strings"
+	"syscall"
+
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
@@ -8,11 +11,19 @@ import (
 // write.
 const xattrCapability = "security.capability"
 
+// aclPrefix names the POSIX ACL xattrs. mortar has no ACLs (the mount does
+// not negotiate them), so they are refused here instead of costing a round
+// trip to a brick that would refuse them too; `cp -a` tries one per file.
+const aclPrefix = "system.posix_acl_"
+
 // GetXAttr answers the size of the value for a zero-sized buffer (a size
 // probe) and ERANGE with the size for a buffer too small.
 func (b *bridge) GetXAttr(cancel <-chan struct{}, in *fuse.InHeader, name string, dest []byte) (uint32, fuse.Status) {
 	if name == xattrCapability && !b.opts.FileCapabilities {
 		return 0, fuse.ENODATA // see Options.FileCapabilities
+	}
+	if strings.HasPrefix(name, aclPrefix) {
+		return 0, fuse.Status(syscall.EOPNOTSUPP)
 	}
 	p, err := b.nodes.pathOf(in.NodeId)
 	if err != nil {
@@ -53,6 +64,9 @@ func sized(dest, v []byte) (uint32, fuse.Status) {
 }
 
 func (b *bridge) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, name string, data []byte) fuse.Status {
+	if strings.HasPrefix(name, aclPrefix) {
+		return fuse.Status(syscall.EOPNOTSUPP)
+	}
 	p, err := b.nodes.pathOf(in.NodeId)
 	if err != nil {
 		return errStatus(err)
