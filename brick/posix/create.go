@@ -44,41 +44,33 @@ func refuseRoot(a at) error {
 // creates a distribute pointer file: mode S_IFREG|01000 and the linkto
 // xattr.
 func (s *Store) Mknod(ctx context.Context, path string, in layer.MknodIn) (layer.Attr, error) {
-	a, err := s.resolve(path, true)
-	if err != nil {
-		return layer.Attr{}, err
-	}
-	defer a.close()
-	if err := refuseRoot(a); err != nil {
-		return layer.Attr{}, err
-	}
 	mode := in.Mode
 	if in.Linkto != "" {
 		mode = linktoMode
 	} else if mode&unix.S_IFMT == 0 {
 		mode |= unix.S_IFREG
 	}
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG, unix.S_IFIFO, unix.S_IFCHR, unix.S_IFBLK, unix.S_IFSOCK:
-	default:
-		return layer.Attr{}, unix.EINVAL
-	}
-	o, err := ownerIn(a.dir, in.Owner)
-	if err != nil {
-		return layer.Attr{}, err
-	}
-	if err := unix.Mknodat(a.dir, a.name, mode&^07777|0o600, int(in.Rdev)); err != nil {
-		return layer.Attr{}, err
-	}
-	attr, err := s.initAt(a, o, mode&07777, in.Linkto)
-	if err != nil {
-		unix.Unlinkat(a.dir, a.name, 0)
-	}
-	return attr, err
+	return s.makeAt(path, in.Owner, mode&07777, in.Linkto, func(a at) error {
+		switch mode & unix.S_IFMT {
+		case unix.S_IFREG, unix.S_IFIFO, unix.S_IFCHR, unix.S_IFBLK, unix.S_IFSOCK:
+		default:
+			return unix.EINVAL
+		}
+		return unix.Mknodat(a.dir, a.name, mode&^07777|0o600, int(in.Rdev))
+	})
 }
 
 // Symlink creates a symbolic link; its target is stored as given.
 func (s *Store) Symlink(ctx context.Context, path string, in layer.SymlinkIn) (layer.Attr, error) {
+	return s.makeAt(path, in.Owner, noChmod, "", func(a at) error {
+		return unix.Symlinkat(in.Target, a.dir, a.name)
+	})
+}
+
+// makeAt creates the non-directory inode at path with mk, then gives it its
+// owner, mode, gfid and linkto (initAt); if that fails the inode is removed
+// again.
+func (s *Store) makeAt(path string, owner layer.Owner, mode uint32, linkto string, mk func(at) error) (layer.Attr, error) {
 	a, err := s.resolve(path, true)
 	if err != nil {
 		return layer.Attr{}, err
@@ -87,14 +79,14 @@ func (s *Store) Symlink(ctx context.Context, path string, in layer.SymlinkIn) (l
 	if err := refuseRoot(a); err != nil {
 		return layer.Attr{}, err
 	}
-	o, err := ownerIn(a.dir, in.Owner)
+	o, err := ownerIn(a.dir, owner)
 	if err != nil {
 		return layer.Attr{}, err
 	}
-	if err := unix.Symlinkat(in.Target, a.dir, a.name); err != nil {
+	if err := mk(a); err != nil {
 		return layer.Attr{}, err
 	}
-	attr, err := s.initAt(a, o, noChmod, "")
+	attr, err := s.initAt(a, o, mode, linkto)
 	if err != nil {
 		unix.Unlinkat(a.dir, a.name, 0)
 	}

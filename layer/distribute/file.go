@@ -87,20 +87,16 @@ func (d *Distribute) Mknod(ctx context.Context, path string, in layer.MknodIn) (
 	if in.Linkto != "" {
 		return layer.Attr{}, syscall.EINVAL // pointer files are distribute's own
 	}
-	h, err := d.hashedChild(ctx, path)
-	if err != nil {
-		return layer.Attr{}, err
-	}
-	var a layer.Attr
-	err = d.createAt(ctx, h, path, func() error {
-		var err error
-		a, err = d.child(h).Mknod(ctx, path, in)
-		return err
-	})
-	return a, err
+	return d.makeOnHashed(ctx, path, func(c layer.Layer) (layer.Attr, error) { return c.Mknod(ctx, path, in) })
 }
 
 func (d *Distribute) Symlink(ctx context.Context, path string, in layer.SymlinkIn) (layer.Attr, error) {
+	return d.makeOnHashed(ctx, path, func(c layer.Layer) (layer.Attr, error) { return c.Symlink(ctx, path, in) })
+}
+
+// makeOnHashed creates a non-directory inode with mk on the name's hashed
+// child (healing a missing parent directory there, see createAt).
+func (d *Distribute) makeOnHashed(ctx context.Context, path string, mk func(layer.Layer) (layer.Attr, error)) (layer.Attr, error) {
 	h, err := d.hashedChild(ctx, path)
 	if err != nil {
 		return layer.Attr{}, err
@@ -108,7 +104,7 @@ func (d *Distribute) Symlink(ctx context.Context, path string, in layer.SymlinkI
 	var a layer.Attr
 	err = d.createAt(ctx, h, path, func() error {
 		var err error
-		a, err = d.child(h).Symlink(ctx, path, in)
+		a, err = mk(d.child(h))
 		return err
 	})
 	return a, err
