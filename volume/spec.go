@@ -10,7 +10,12 @@ import (
 
 // Types of volume.
 const (
+	// Distribute spreads files over the bricks by name hash.
 	Distribute = "distribute"
+	// Replicate groups the bricks in sets of Replica consecutive bricks,
+	// every set holding a copy of its files; files are distributed over
+	// the sets (distributed-replicate when there is more than one set).
+	Replicate = "replicate"
 )
 
 // Brick is one brick of a volume.
@@ -18,7 +23,9 @@ type Brick struct {
 	ID   string `json:"id"`   // unique id, also stored in the brick directory
 	Host string `json:"host"` // host as the operator named it
 	Path string `json:"path"` // directory on that host
-	Addr string `json:"addr"` // host:port where the node serving it listens
+	Addr string `json:"addr"` // host:port where the brick is served
+	// Arbiter bricks hold names and metadata but no file data.
+	Arbiter bool `json:"arbiter,omitempty"`
 }
 
 // Name returns the brick as the operator writes it, host:/path.
@@ -30,6 +37,9 @@ type Spec struct {
 	ID      string            `json:"id"`
 	Type    string            `json:"type"`
 	Bricks  []Brick           `json:"bricks"`
+	// Replica is the size of a replica set (Replicate volumes). The sets
+	// are Bricks[0:Replica], Bricks[Replica:2*Replica], ...
+	Replica int `json:"replica,omitempty"`
 	Options map[string]string `json:"options,omitempty"`
 	// Version increases with every change to the spec.
 	Version uint64 `json:"version"`
@@ -64,11 +74,57 @@ func (s *Spec) Validate() error {
 	if s.Name == "" || s.ID == "" {
 		return fmt.Errorf("volume spec without name or id")
 	}
-	if s.Type != Distribute {
-		return fmt.Errorf("volume %s: type %q is not supported", s.Name, s.Type)
-	}
 	if len(s.Bricks) == 0 {
 		return fmt.Errorf("volume %s has no bricks", s.Name)
 	}
+	switch s.Type {
+	case Distribute:
+		for _, b := range s.Bricks {
+			if b.Arbiter {
+				return fmt.Errorf("volume %s: arbiter brick %s in a distribute volume", s.Name, b.Name())
+			}
+		}
+		return nil
+	case Replicate:
+		return s.validateSets()
+	}
+	return fmt.Errorf("volume %s: type %q is not supported", s.Name, s.Type)
+}
+
+// MaxReplica is the largest replica set (pending work is a 64-bit mask).
+const MaxReplica = 16
+
+func (s *Spec) validateSets() error {
+	if s.Replica < 2 || s.Replica > MaxReplica {
+		return fmt.Errorf("volume %s: replica count %d is out of range 2..%d", s.Name, s.Replica, MaxReplica)
+	}
+	if len(s.Bricks)%s.Replica != 0 {
+		return fmt.Errorf("volume %s: %d bricks do not make sets of %d", s.Name, len(s.Bricks), s.Replica)
+	}
+	for _, set := range s.Sets() {
+		data := 0
+		for _, b := range set {
+			if !b.Arbiter {
+				data++
+			}
+		}
+		if data == 0 {
+			return fmt.Errorf("volume %s: replica set of %s has no data brick", s.Name, set[0].Name())
+		}
+	}
 	return nil
+}
+
+// Sets returns the replica sets of a Replicate volume, or one set per
+// brick for a Distribute volume.
+func (s *Spec) Sets() [][]Brick {
+	n := s.Replica
+	if s.Type != Replicate || n < 1 {
+		n = 1
+	}
+	var sets [][]Brick
+	for i := 0; i+n <= len(s.Bricks); i += n {
+		sets = append(sets, s.Bricks[i:i+n])
+	}
+	return sets
 }

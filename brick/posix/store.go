@@ -47,6 +47,9 @@ type Options struct {
 	VolumeID string
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
+	// Arbiter makes an arbiter brick: names, metadata and heal records,
+	// but writes of file data are accepted and dropped.
+	Arbiter bool
 }
 
 // Store is the posix storage of one brick. It implements layer.Layer.
