@@ -129,7 +129,7 @@ func (c *conn) request(h wire.Header) error {
 // readPayload reads a request's payload. A write's data lands in its own
 // aligned buffer (returned as buf) so the brick can do direct I/O from it.
 func (c *conn) readPayload(h wire.Header) (payload, buf []byte, err error) {
-	const writeHead = 16 // fh, offset
+	const writeHead = wire.WriteHead
 	if h.Op == wire.OpWrite && h.Len >= writeHead {
 		payload = make([]byte, writeHead)
 		if _, err = io.ReadFull(c.nc, payload); err != nil {

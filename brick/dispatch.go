@@ -13,6 +13,12 @@ const maxXattrName = 255
 
 // dispatch runs a request on the brick's layer and encodes its result.
 func (c *conn) dispatch(ctx context.Context, r *wire.Request, e *wire.Enc) error {
+	if isHealOp(r.Op) {
+		return c.healOp(ctx, r, e)
+	}
+	if r.Pending != 0 {
+		ctx = layer.WithTxn(ctx, layer.Txn{Pending: r.Pending})
+	}
 	if isFileOp(r.Op) {
 		return c.fileOp(ctx, r, e)
 	}
@@ -169,4 +175,43 @@ func checkPaths(r *wire.Request) error {
 		return layer.CheckPath(r.Path2)
 	}
 	return nil
+}
+
+func isHealOp(op uint8) bool { return op >= wire.OpHealIndex && op <= wire.OpDropHealEntry }
+
+// maxHealIndex bounds one HealIndex answer.
+const maxHealIndex = 4096
+
+// healOp runs replicate's bookkeeping operations (layer.HealStore).
+func (c *conn) healOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
+	h, ok := c.l.(layer.HealStore)
+	if !ok {
+		return syscall.ENOTSUP
+	}
+	if r.Op != wire.OpHealIndex && r.Op != wire.OpDropHealEntry {
+		if err := layer.CheckPath(r.Path); err != nil {
+			return err
+		}
+	}
+	switch r.Op {
+	case wire.OpHealIndex:
+		entries, err := h.HealIndex(ctx, r.Gfid, int(min(max(r.Max, 1), maxHealIndex)))
+		if err != nil {
+			return err
+		}
+		e.U32(uint32(len(entries)))
+		for _, en := range entries {
+			e.Gfid(en.Gfid)
+			e.Str(en.Path)
+			e.U64(en.Pending)
+		}
+		return nil
+	case wire.OpMarkPending:
+		return h.MarkPending(ctx, r.Path, r.Gfid, r.Pending)
+	case wire.OpClearPending:
+		return h.ClearPending(ctx, r.Path, r.Gfid, r.Pending, r.Ctime)
+	case wire.OpDropHealEntry:
+		return h.DropHealEntry(ctx, r.Gfid)
+	}
+	return syscall.ENOSYS
 }

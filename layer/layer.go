@@ -106,6 +106,10 @@ type Attr struct {
 	// brick that holds the data. Distribute resolves and hides these; no
 	// other layer should see a non-empty Linkto.
 	Linkto string
+	// Pending is set by storage: the replicas of the set that this copy
+	// knows are behind it (see HealStore). Replicate consumes and clears
+	// it; no layer above should see a non-zero Pending.
+	Pending uint64
 }
 
 // IsDir reports whether a is a directory.

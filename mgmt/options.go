@@ -2,6 +2,7 @@ package mgmt
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,12 +17,28 @@ type Option struct {
 	check func(value string) string
 }
 
-// Option keys that clients read from the spec.
+// Option keys that clients (and the heal daemon) read from the spec. The
+// spec carries only the options that were set; readers apply the defaults
+// listed in knownOptions (see KnownOptions).
 const (
 	OptAttrTimeout     = "performance.attr-timeout"
 	OptEntryTimeout    = "performance.entry-timeout"
 	OptNegativeTimeout = "performance.negative-timeout"
 	OptPingTimeout     = "network.ping-timeout"
+	// OptQuorumType: "auto" (a majority of each replica set must be up to
+	// write; with an even count, half including the set's first brick),
+	// "fixed" (OptQuorumCount bricks), "none".
+	OptQuorumType = "cluster.quorum-type"
+	// OptQuorumCount is the number of bricks of a set that must be up to
+	// write when OptQuorumType is "fixed".
+	OptQuorumCount = "cluster.quorum-count"
+	// OptFavoriteChildPolicy resolves a split-brain automatically:
+	// "none", "mtime" (the newest copy), "size" (the biggest), "majority"
+	// (the copy most bricks agree on).
+	OptFavoriteChildPolicy = "cluster.favorite-child-policy"
+	// OptHealInterval is the number of seconds between scans of the heal
+	// index.
+	OptHealInterval = "cluster.heal-interval"
 )
 
 var knownOptions = []Option{
@@ -29,6 +46,10 @@ var knownOptions = []Option{
 	{OptEntryTimeout, "1", "seconds the kernel may cache name lookups", seconds(0)},
 	{OptNegativeTimeout, "0", "seconds the kernel may cache failed lookups", seconds(0)},
 	{OptPingTimeout, "5", "seconds without an answer before a brick counts as down", seconds(1)},
+	{OptQuorumType, "auto", "auto, fixed or none: how many bricks of a replica set must be up to write", oneOf("auto", "fixed", "none")},
+	{OptQuorumCount, "", "bricks of a replica set that must be up to write, with quorum-type fixed", atLeast(1)},
+	{OptFavoriteChildPolicy, "none", "none, mtime, size or majority: which copy wins a split-brain", oneOf("none", "mtime", "size", "majority")},
+	{OptHealInterval, "2", "seconds between scans of the heal index", seconds(0.1)},
 }
 
 // KnownOptions returns the options that `volume set` accepts, sorted by key.
@@ -50,6 +71,39 @@ func seconds(min float64) func(string) string {
 		}
 		return ""
 	}
+}
+
+// oneOf accepts one of values.
+func oneOf(values ...string) func(string) string {
+	return func(v string) string {
+		if slices.Contains(values, v) {
+			return ""
+		}
+		return "must be one of " + strings.Join(values, ", ")
+	}
+}
+
+// atLeast accepts an integer of at least min.
+func atLeast(min int) func(string) string {
+	return func(v string) string {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < min {
+			return "must be an integer of at least " + strconv.Itoa(min)
+		}
+		return ""
+	}
+}
+
+// checkVolumeOption checks what depends on the volume as well as the
+// value: a fixed quorum cannot exceed the replica count.
+func checkVolumeOption(v *VolumeState, key, value string) error {
+	if key != OptQuorumCount || v.Replica == 0 {
+		return nil
+	}
+	if n, _ := strconv.Atoi(value); n > v.Replica {
+		return errorf(ErrInvalid, "option %s: %s is more than the replica count %d of volume %s", key, value, v.Replica, v.Name)
+	}
+	return nil
 }
 
 // checkOption validates a `volume set` key and value.

@@ -3,8 +3,10 @@ package mgmt
 import (
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"sort"
+	"strconv"
 
 	"github.com/mortarfs/mortar/volume"
 )
@@ -36,9 +38,12 @@ type NodeState struct {
 
 // VolumeState is one volume as the cluster keeps it.
 type VolumeState struct {
-	Name    string            `json:"name"`
-	ID      string            `json:"id"`
-	Type    string            `json:"type"`
+	Name string `json:"name"`
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	// Replica is the size of a replica set (Replicate volumes): the sets
+	// are Bricks[0:Replica], Bricks[Replica:2*Replica], ...
+	Replica int               `json:"replica,omitempty"`
 	Bricks  []BrickState      `json:"bricks"`
 	Options map[string]string `json:"options"`
 	Status  string            `json:"status"`
@@ -52,6 +57,12 @@ type BrickState struct {
 	Node string `json:"node"` // id of the node that serves it
 	Host string `json:"host"` // host as the operator named it
 	Path string `json:"path"`
+	// Arbiter bricks hold names and metadata but no file data.
+	Arbiter bool `json:"arbiter,omitempty"`
+	// Port is the TCP port the brick listens on, chosen when it first
+	// starts and kept, so that clients find it again after a restart
+	// (0: never started).
+	Port int `json:"port,omitempty"`
 }
 
 // Name returns the brick as the operator writes it, host:/path.
@@ -69,6 +80,9 @@ const (
 	OpSetOption = "set-option"
 	// OpDeleteVolume removes volume Name, which must not be started.
 	OpDeleteVolume = "delete-volume"
+	// OpSetBrickPort records Port as the port of brick Brick of volume
+	// Name.
+	OpSetBrickPort = "set-brick-port"
 )
 
 // Command is one change to the State. Commands are plain data, so that
@@ -81,6 +95,8 @@ type Command struct {
 	Status string       `json:"status,omitempty"`
 	Key    string       `json:"key,omitempty"`
 	Value  string       `json:"value,omitempty"`
+	Brick  string       `json:"brick,omitempty"`
+	Port   int          `json:"port,omitempty"`
 }
 
 // NewState returns an empty state.
@@ -145,6 +161,8 @@ func (s *State) Apply(cmd Command) error {
 		err = s.setOption(cmd.Name, cmd.Key, cmd.Value)
 	case OpDeleteVolume:
 		err = s.deleteVolume(cmd.Name)
+	case OpSetBrickPort:
+		err = s.setBrickPort(cmd.Name, cmd.Brick, cmd.Port)
 	default:
 		err = fmt.Errorf("unknown command %q", cmd.Op)
 	}
@@ -195,6 +213,10 @@ func (s *State) createVolume(v *VolumeState) error {
 		if other, _, ok := s.BrickAt(b.Node, b.Path); ok {
 			return errorf(ErrInvalid, "brick %s is already part of volume %s", b.Name(), other.Name)
 		}
+	}
+	spec := layoutSpec(v)
+	if err := spec.Validate(); err != nil {
+		return errorf(ErrInvalid, "%w", err)
 	}
 	c := v.Clone()
 	c.Status = StatusCreated
@@ -247,6 +269,25 @@ func (s *State) setOption(name, key, value string) error {
 	return nil
 }
 
+func (s *State) setBrickPort(name, brick string, port int) error {
+	v, err := s.volume(name)
+	if err != nil {
+		return err
+	}
+	if port <= 0 || port > 65535 {
+		return fmt.Errorf("set-brick-port %s: bad port %d", name, port)
+	}
+	i := slices.IndexFunc(v.Bricks, func(b BrickState) bool { return b.ID == brick })
+	if i < 0 {
+		return errorf(ErrNotFound, "volume %s has no brick %s", name, brick)
+	}
+	if v.Bricks[i].Port != port {
+		v.Bricks[i].Port = port
+		v.SpecVersion++
+	}
+	return nil
+}
+
 func (s *State) deleteVolume(name string) error {
 	v, err := s.volume(name)
 	if err != nil {
@@ -260,17 +301,34 @@ func (s *State) deleteVolume(name string) error {
 }
 
 // Spec returns the spec clients use to mount v, with each brick's address
-// taken from the node that serves it.
+// made of the host of the node that serves it and the brick's own port.
 func (s *State) Spec(v *VolumeState) volume.Spec {
-	spec := volume.Spec{
-		Name:    v.Name,
-		ID:      v.ID,
-		Type:    v.Type,
-		Options: maps.Clone(v.Options),
-		Version: v.SpecVersion,
-	}
-	for _, b := range v.Bricks {
-		spec.Bricks = append(spec.Bricks, volume.Brick{ID: b.ID, Host: b.Host, Path: b.Path, Addr: s.Nodes[b.Node].Addr})
+	spec := layoutSpec(v)
+	spec.Options = maps.Clone(v.Options)
+	spec.Version = v.SpecVersion
+	for i, b := range v.Bricks {
+		spec.Bricks[i].Addr = brickAddr(s.Nodes[b.Node].Addr, b.Port)
 	}
 	return spec
+}
+
+// layoutSpec returns the part of v's spec that does not depend on where
+// the bricks run: name, id, type, replica sets and arbiters.
+func layoutSpec(v *VolumeState) volume.Spec {
+	spec := volume.Spec{Name: v.Name, ID: v.ID, Type: v.Type, Replica: v.Replica}
+	for _, b := range v.Bricks {
+		spec.Bricks = append(spec.Bricks, volume.Brick{ID: b.ID, Host: b.Host, Path: b.Path, Arbiter: b.Arbiter})
+	}
+	return spec
+}
+
+// brickAddr is where a brick listening on port of the node advertised as
+// nodeAddr is reached: the node's host with the brick's port, or "" for a
+// brick that never started.
+func brickAddr(nodeAddr string, port int) string {
+	if port == 0 || nodeAddr == "" {
+		return ""
+	}
+	host, _ := splitHostPortDefault(nodeAddr)
+	return net.JoinHostPort(host, strconv.Itoa(port))
 }

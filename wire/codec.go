@@ -64,6 +64,7 @@ func (e *Enc) Attr(a *layer.Attr) {
 	e.Time(a.Mtime)
 	e.Time(a.Ctime)
 	e.Str(a.Linkto)
+	e.U64(a.Pending)
 }
 
 func (e *Enc) Owner(o layer.Owner) {
@@ -211,6 +212,7 @@ func (d *Dec) Attr() (a layer.Attr) {
 	a.Mtime = d.Time()
 	a.Ctime = d.Time()
 	a.Linkto = d.Str()
+	a.Pending = d.U64()
 	return a
 }
 

@@ -7,7 +7,7 @@ import (
 )
 
 // Version is the protocol version a client offers in its handshake.
-const Version = 1
+const Version = 2
 
 // Operations.
 const (
@@ -40,13 +40,18 @@ const (
 	OpGetlk
 	OpSetlk
 	OpRelease
+	OpHealIndex
+	OpMarkPending
+	OpClearPending
+	OpDropHealEntry
 	opMax
 )
 
 var opNames = [...]string{"", "handshake", "lookup", "setattr", "mknod", "mkdir", "symlink",
 	"readlink", "unlink", "rmdir", "rename", "link", "create", "open", "readdir", "statfs",
 	"getxattr", "setxattr", "listxattr", "removexattr", "read", "write", "fgetattr",
-	"fsetattr", "fsync", "fallocate", "flush", "getlk", "setlk", "release"}
+	"fsetattr", "fsync", "fallocate", "flush", "getlk", "setlk", "release",
+	"healindex", "markpending", "clearpending", "drophealentry"}
 
 // OpName names an operation for logs and metrics.
 func OpName(op uint8) string {
@@ -83,9 +88,18 @@ type Request struct {
 	VolumeID  string
 	BrickID   string
 	Version   uint32
+	// Pending is replicate's Txn.Pending for modifying operations, and
+	// the mask of MarkPending and ClearPending.
+	Pending uint64
+	Gfid    layer.Gfid
+	Ctime   layer.Timespec
 	// Data is the raw tail of a write request (not part of the schema).
 	Data []byte
 }
+
+// WriteHead is the size of a write request's fields (fh, offset, pending),
+// which come before its data.
+const WriteHead = 24
 
 type field uint8
 
@@ -112,39 +126,47 @@ const (
 	fVolume
 	fBrick
 	fVersion
+	fPending
+	fGfid
+	fCtime
 )
 
 var schema = [opMax][]field{
-	OpHandshake:   {fVersion, fVolume, fBrick},
-	OpLookup:      {fPath},
-	OpSetattr:     {fPath, fSetattr},
-	OpMknod:       {fPath, fOwner, fMode, fRdev, fLinkto},
-	OpMkdir:       {fPath, fOwner, fMode},
-	OpSymlink:     {fPath, fOwner, fTarget},
-	OpReadlink:    {fPath},
-	OpUnlink:      {fPath},
-	OpRmdir:       {fPath},
-	OpRename:      {fPath, fPath2, fFlags},
-	OpLink:        {fPath, fPath2},
-	OpCreate:      {fPath, fOwner, fFlags, fMode},
-	OpOpen:        {fPath, fFlags},
-	OpReaddir:     {fPath, fCookie, fMax},
-	OpStatfs:      {fPath},
-	OpGetxattr:    {fPath, fName},
-	OpSetxattr:    {fPath, fName, fValue, fFlags},
-	OpListxattr:   {fPath},
-	OpRemovexattr: {fPath, fName},
-	OpRead:        {fFh, fOff, fLen},
-	OpWrite:       {fFh, fOff}, // data follows
-	OpFgetattr:    {fFh},
-	OpFsetattr:    {fFh, fSetattr},
-	OpFsync:       {fFh, fFlags},
-	OpFallocate:   {fFh, fMode, fOff, fLen},
-	OpFlush:       {fFh, fLockOwner},
-	OpGetlk:       {fFh, fLockOwner, fLock},
-	OpSetlk:       {fFh, fLockOwner, fLock, fWait},
-	OpRelease:     {fFh},
+	OpHandshake:     {fVersion, fVolume, fBrick},
+	OpLookup:        {fPath},
+	OpSetattr:       {fPath, fSetattr, fPending},
+	OpMknod:         {fPath, fOwner, fMode, fRdev, fLinkto, fPending},
+	OpMkdir:         {fPath, fOwner, fMode, fPending},
+	OpSymlink:       {fPath, fOwner, fTarget, fPending},
+	OpReadlink:      {fPath},
+	OpUnlink:        {fPath, fPending},
+	OpRmdir:         {fPath, fPending},
+	OpRename:        {fPath, fPath2, fFlags, fPending},
+	OpLink:          {fPath, fPath2, fPending},
+	OpCreate:        {fPath, fOwner, fFlags, fMode, fPending},
+	OpOpen:          {fPath, fFlags},
+	OpReaddir:       {fPath, fCookie, fMax},
+	OpStatfs:        {fPath},
+	OpGetxattr:      {fPath, fName},
+	OpSetxattr:      {fPath, fName, fValue, fFlags, fPending},
+	OpListxattr:     {fPath},
+	OpRemovexattr:   {fPath, fName, fPending},
+	OpRead:          {fFh, fOff, fLen},
+	OpWrite:         {fFh, fOff, fPending}, // data follows
+	OpFgetattr:      {fFh},
+	OpFsetattr:      {fFh, fSetattr, fPending},
+	OpFsync:         {fFh, fFlags},
+	OpFallocate:     {fFh, fMode, fOff, fLen, fPending},
+	OpFlush:         {fFh, fLockOwner},
+	OpGetlk:         {fFh, fLockOwner, fLock},
+	OpSetlk:         {fFh, fLockOwner, fLock, fWait},
+	OpRelease:       {fFh},
+	OpHealIndex:     {fGfid, fMax},
+	OpMarkPending:   {fPath, fGfid, fPending},
+	OpClearPending:  {fPath, fGfid, fPending, fCtime},
+	OpDropHealEntry: {fGfid},
 }
+
 
 // Encode appends the request's schema fields (not Data) to e.
 func (r *Request) Encode(e *Enc) {
@@ -194,6 +216,12 @@ func (r *Request) Encode(e *Enc) {
 			e.Str(r.BrickID)
 		case fVersion:
 			e.U32(r.Version)
+		case fPending:
+			e.U64(r.Pending)
+		case fGfid:
+			e.Gfid(r.Gfid)
+		case fCtime:
+			e.Time(r.Ctime)
 		}
 	}
 }
@@ -264,5 +292,11 @@ func (r *Request) decodeField(d *Dec, f field) {
 		r.BrickID = d.Str()
 	case fVersion:
 		r.Version = d.U32()
+	case fPending:
+		r.Pending = d.U64()
+	case fGfid:
+		r.Gfid = d.Gfid()
+	case fCtime:
+		r.Ctime = d.Time()
 	}
 }

@@ -149,3 +149,11 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestWriteHead(t *testing.T) {
+	var e Enc
+	(&Request{Op: OpWrite, Fh: 1, Off: 2, Pending: 3}).Encode(&e)
+	if len(e.B) != WriteHead {
+		t.Fatalf("write fields take %d bytes, WriteHead says %d", len(e.B), WriteHead)
+	}
+}

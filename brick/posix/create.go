@@ -50,7 +50,7 @@ func (s *Store) Mknod(ctx context.Context, path string, in layer.MknodIn) (layer
 	} else if mode&unix.S_IFMT == 0 {
 		mode |= unix.S_IFREG
 	}
-	return s.makeAt(path, in.Owner, mode&07777, in.Linkto, func(a at) error {
+	return s.makeAt(ctx, path, in.Owner, mode&07777, in.Linkto, func(a at) error {
 		switch mode & unix.S_IFMT {
 		case unix.S_IFREG, unix.S_IFIFO, unix.S_IFCHR, unix.S_IFBLK, unix.S_IFSOCK:
 		default:
@@ -62,7 +62,7 @@ func (s *Store) Mknod(ctx context.Context, path string, in layer.MknodIn) (layer
 
 // Symlink creates a symbolic link; its target is stored as given.
 func (s *Store) Symlink(ctx context.Context, path string, in layer.SymlinkIn) (layer.Attr, error) {
-	return s.makeAt(path, in.Owner, noChmod, "", func(a at) error {
+	return s.makeAt(ctx, path, in.Owner, noChmod, "", func(a at) error {
 		return unix.Symlinkat(in.Target, a.dir, a.name)
 	})
 }
@@ -70,7 +70,7 @@ func (s *Store) Symlink(ctx context.Context, path string, in layer.SymlinkIn) (l
 // makeAt creates the non-directory inode at path with mk, then gives it its
 // owner, mode, gfid and linkto (initAt); if that fails the inode is removed
 // again.
-func (s *Store) makeAt(path string, owner layer.Owner, mode uint32, linkto string, mk func(at) error) (layer.Attr, error) {
+func (s *Store) makeAt(ctx context.Context, path string, owner layer.Owner, mode uint32, linkto string, mk func(at) error) (layer.Attr, error) {
 	a, err := s.resolve(path, true)
 	if err != nil {
 		return layer.Attr{}, err
@@ -79,6 +79,11 @@ func (s *Store) makeAt(path string, owner layer.Owner, mode uint32, linkto strin
 	if err := refuseRoot(a); err != nil {
 		return layer.Attr{}, err
 	}
+	unlock, err := s.pend(ctx, parent(a, path))
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	defer unlock()
 	o, err := ownerIn(a.dir, owner)
 	if err != nil {
 		return layer.Attr{}, err
@@ -136,6 +141,11 @@ func (s *Store) Mkdir(ctx context.Context, path string, in layer.MkdirIn) (layer
 	if err := refuseRoot(a); err != nil {
 		return layer.Attr{}, err
 	}
+	unlock, err := s.pend(ctx, parent(a, path))
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	defer unlock()
 	o, err := ownerIn(a.dir, in.Owner)
 	if err != nil {
 		return layer.Attr{}, err

@@ -36,8 +36,16 @@ func (s *Store) Create(ctx context.Context, path string, in layer.CreateIn) (lay
 		}
 		return nil, layer.Attr{}, unix.EISDIR
 	}
+	unlock, err := s.pend(ctx, parent(a, path))
+	if err != nil {
+		return nil, layer.Attr{}, err
+	}
+	defer unlock()
 	for i := 0; ; i++ {
 		f, attr, err := s.createNew(a, flags, in)
+		if f != nil {
+			f.path = path
+		}
 		if err != unix.EEXIST || flags&unix.O_EXCL != 0 || i == 4 {
 			return f, attr, err
 		}
@@ -53,6 +61,7 @@ func (s *Store) Create(ctx context.Context, path string, in layer.CreateIn) (lay
 			f.close()
 			return nil, layer.Attr{}, unix.EISDIR
 		}
+		f.path = path
 		if attr, err = s.attrFd(f.fd); err != nil {
 			f.close()
 			return nil, layer.Attr{}, err
@@ -109,6 +118,7 @@ func (s *Store) Open(ctx context.Context, path string, flags uint32) (layer.File
 			return nil, unix.EREMOTE
 		}
 	}
+	f.path = path
 	return f, nil
 }
 
@@ -149,6 +159,7 @@ type file struct {
 	flags  int
 	direct bool
 	isDir  bool
+	path   string // volume path at open, for heal index entries
 
 	mu  sync.Mutex
 	buf int // buffered descriptor, -1 until needed
@@ -244,8 +255,20 @@ func (f *file) Read(ctx context.Context, p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// Write writes all of p at off (at the end of file with O_APPEND).
+// ino names the open file for pending marks.
+func (f *file) ino() inode { return inode{fd: f.fd, path: f.path} }
+
+// Write writes all of p at off (at the end of file with O_APPEND). An
+// arbiter brick drops the data.
 func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	unlock, err := f.s.pend(ctx, f.ino())
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	if f.s.arbiter {
+		return len(p), nil
+	}
 	n := 0
 	for n < len(p) {
 		m, err := f.io(unix.Pwrite, p[n:], off+int64(n))
@@ -267,6 +290,14 @@ func (f *file) Getattr(ctx context.Context) (layer.Attr, error) { return f.s.att
 
 // Setattr changes attributes through the descriptor.
 func (f *file) Setattr(ctx context.Context, in layer.SetattrIn) (layer.Attr, error) {
+	unlock, err := f.s.pend(ctx, f.ino())
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	defer unlock()
+	if f.s.arbiter {
+		in.Valid &^= layer.SetSize
+	}
 	if in.Valid&(layer.SetUid|layer.SetGid) != 0 {
 		uid, gid := chownArgs(in)
 		if err := unix.Fchown(f.fd, uid, gid); err != nil {
@@ -320,6 +351,14 @@ func (f *file) Fsync(ctx context.Context, datasync bool) error {
 }
 
 func (f *file) Fallocate(ctx context.Context, mode uint32, off, length int64) error {
+	unlock, err := f.s.pend(ctx, f.ino())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if f.s.arbiter {
+		return nil
+	}
 	return unix.Fallocate(f.fd, mode, off, length)
 }
 

@@ -30,6 +30,14 @@ func (s *Store) Setattr(ctx context.Context, path string, in layer.SetattrIn) (l
 	if err := refusePointer(a); err != nil {
 		return layer.Attr{}, err
 	}
+	unlock, err := s.pend(ctx, self(a, path))
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	defer unlock()
+	if in.Valid&layer.SetSize != 0 && s.arbiter {
+		in.Valid &^= layer.SetSize // arbiters hold no data
+	}
 	if in.Valid&(layer.SetUid|layer.SetGid) != 0 {
 		uid, gid := chownArgs(in)
 		if err := unix.Fchownat(a.dir, a.name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -191,6 +199,11 @@ func (s *Store) Unlink(ctx context.Context, path string) error {
 	if a.isRoot() {
 		return unix.EISDIR
 	}
+	unlock, err := s.pend(ctx, parent(a, path))
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	return unix.Unlinkat(a.dir, a.name, 0)
 }
 
@@ -204,6 +217,11 @@ func (s *Store) Rmdir(ctx context.Context, path string) error {
 	if a.isRoot() {
 		return unix.EBUSY
 	}
+	unlock, err := s.pend(ctx, parent(a, path))
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	return unix.Unlinkat(a.dir, a.name, unix.AT_REMOVEDIR)
 }
 
@@ -234,6 +252,11 @@ func (s *Store) Rename(ctx context.Context, oldpath, newpath string, flags uint3
 	if from.isRoot() || to.isRoot() {
 		return unix.EBUSY
 	}
+	unlock, err := s.pend(ctx, parent(from, oldpath), parent(to, newpath))
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	var rflags uint
 	if flags&layer.RenameNoReplace != 0 {
 		rflags = unix.RENAME_NOREPLACE
@@ -259,6 +282,11 @@ func (s *Store) Link(ctx context.Context, oldpath, newpath string) (layer.Attr, 
 	if to.isRoot() {
 		return layer.Attr{}, unix.EEXIST
 	}
+	unlock, err := s.pend(ctx, parent(to, newpath))
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	defer unlock()
 	if err := unix.Linkat(from.dir, from.name, to.dir, to.name, 0); err != nil {
 		return layer.Attr{}, err
 	}

@@ -96,7 +96,11 @@ func (s *Store) attrAt(a at) (layer.Attr, error) {
 	if err := unix.Fstatat(a.dir, a.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return layer.Attr{}, err
 	}
-	return s.fillAt(a.dir, a.name, &st)
+	attr, err := s.fillAt(a.dir, a.name, &st)
+	if err == nil {
+		attr.Pending, err = self(a, "").pending()
+	}
+	return attr, err
 }
 
 // fillAt converts st, the stat of name in dir, and adds its gfid (assigning
@@ -134,7 +138,8 @@ func (s *Store) attrFd(fd int) (layer.Attr, error) {
 		}
 		attr.Linkto = string(v)
 	}
-	return attr, nil
+	attr.Pending, err = inode{fd: fd}.pending()
+	return attr, err
 }
 
 // gfidOf reads the gfid of path (not following it) or, when fd >= 0, of fd.

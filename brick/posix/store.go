@@ -22,6 +22,7 @@ package posix
 
 import (
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"strconv"
 
@@ -54,9 +55,12 @@ type Options struct {
 
 // Store is the posix storage of one brick. It implements layer.Layer.
 type Store struct {
-	root   string
-	rootfd int // O_PATH|O_DIRECTORY
-	log    *slog.Logger
+	root    string
+	rootfd  int // O_PATH|O_DIRECTORY
+	healfd  int // the heal index directory, O_PATH|O_DIRECTORY
+	log     *slog.Logger
+	arbiter bool
+	marks   markLocks
 }
 
 var _ layer.Layer = (*Store)(nil)
@@ -103,14 +107,28 @@ func New(root string, opts Options) (*Store, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("brick %s: set root gfid: %w", root, err)
 	}
-	return &Store{root: root, rootfd: fd, log: log}, nil
+	if err := unix.Mkdirat(fd, HealDir, 0o700); err != nil && err != unix.EEXIST {
+		unix.Close(fd)
+		return nil, fmt.Errorf("brick %s: create %s: %w", root, HealDir, err)
+	}
+	healfd, err := unix.Openat(fd, HealDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("brick %s: open %s: %w", root, HealDir, err)
+	}
+	s := &Store{root: root, rootfd: fd, healfd: healfd, log: log, arbiter: opts.Arbiter}
+	s.marks.seed = maphash.MakeSeed()
+	return s, nil
 }
 
 // Root returns the brick directory.
 func (s *Store) Root() string { return s.root }
 
 // Close releases the brick root. Files still open stay usable.
-func (s *Store) Close() error { return unix.Close(s.rootfd) }
+func (s *Store) Close() error {
+	unix.Close(s.healfd)
+	return unix.Close(s.rootfd)
+}
 
 // procFd is the /proc path of an open descriptor; following it reaches the
 // descriptor's inode (also for O_PATH descriptors).

@@ -119,6 +119,11 @@ func (s *Store) Setxattr(ctx context.Context, path, name string, value []byte, f
 		return err
 	}
 	defer a.close()
+	unlock, err := s.pend(ctx, self(a, path))
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	return unix.Lsetxattr(procAt(a.dir, a.name), name, value, int(flags))
 }
 
@@ -152,5 +157,10 @@ func (s *Store) Removexattr(ctx context.Context, path, name string) error {
 		return err
 	}
 	defer a.close()
+	unlock, err := s.pend(ctx, self(a, path))
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	return unix.Lremovexattr(procAt(a.dir, a.name), name)
 }

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/wire"
 )
 
@@ -166,6 +167,9 @@ func (c *Client) serve(s *session) {
 	case <-c.ctx.Done():
 		s.fail(context.Canceled)
 	}
+	// The session may have died before it was published, when drop
+	// could not unpublish it yet.
+	c.drop(s)
 	if err := <-pingErr; err != nil {
 		c.log.Warn("brick connection lost", "err", err)
 	} else if c.ctx.Err() == nil {
@@ -214,6 +218,9 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 // roundTrip sends req on s and waits for the answer. data is appended raw
 // (writes); dest receives a read's data.
 func (c *Client) roundTrip(ctx context.Context, s *session, req *wire.Request, data, dest []byte) (*call, error) {
+	if req.Pending == 0 {
+		req.Pending = layer.TxnFrom(ctx).Pending
+	}
 	var e wire.Enc
 	req.Encode(&e)
 	cl := &call{dest: dest, done: make(chan struct{})}

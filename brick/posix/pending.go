@@ -1,0 +1,351 @@
+package posix
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"hash/maphash"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// Pending marks (see layer.HealStore). An inode that some replicas of its
+// set are known to miss carries XattrPending, a little-endian uint64 mask
+// of those replicas, and has an entry in the heal index: a file named by
+// its gfid in HealDir whose content is the inode's path when it was
+// marked.
+//
+// A modifying operation with pending replicas marks its inode (the inode
+// itself for attribute, xattr and data changes; the parent directory, or
+// both parents for a rename, for changes of names) before it runs, and
+// holds the inode's mark lock until it is done. ClearPending takes the same
+// lock and clears only if the inode's ctime is the one the healer saw, so a
+// change that lands while the healer copies is never lost.
+
+// XattrPending holds an inode's pending mask.
+const XattrPending = "trusted.mortar.pending"
+
+// HealDir is the heal index, inside the hidden directory.
+const HealDir = HiddenDir + "/heal"
+
+// markLocks serialises marking against clearing, per inode.
+type markLocks struct {
+	seed  maphash.Seed
+	locks [64]sync.Mutex
+}
+
+func (m *markLocks) of(g layer.Gfid) *sync.Mutex {
+	return &m.locks[maphash.Bytes(m.seed, g[:])%uint64(len(m.locks))]
+}
+
+// lockBoth locks the mark locks of two inodes in a fixed order and returns
+// the unlock function.
+func (m *markLocks) lockBoth(a, b layer.Gfid) func() {
+	la, lb := m.of(a), m.of(b)
+	if la == lb {
+		la.Lock()
+		return la.Unlock
+	}
+	if uintptrOf(la) > uintptrOf(lb) {
+		la, lb = lb, la
+	}
+	la.Lock()
+	lb.Lock()
+	return func() { lb.Unlock(); la.Unlock() }
+}
+
+func noop() {}
+
+func uintptrOf(m *sync.Mutex) uintptr { return uintptr(unsafe.Pointer(m)) }
+
+// inode names an inode for marking, by its /proc path (which reaches it
+// without following a final symlink through the l* calls) or, if fd >= 0,
+// by an open descriptor; path is its volume path.
+type inode struct {
+	proc string
+	fd   int
+	path string
+}
+
+func (ino inode) gfid(s *Store) (layer.Gfid, error) { return s.gfidOf(ino.proc, ino.fd) }
+
+// pending reads the inode's mask (0 if unmarked).
+func (ino inode) pending() (uint64, error) {
+	var b [8]byte
+	var n int
+	var err error
+	if ino.fd >= 0 {
+		n, err = unix.Fgetxattr(ino.fd, XattrPending, b[:])
+	} else {
+		n, err = unix.Lgetxattr(ino.proc, XattrPending, b[:])
+	}
+	switch {
+	case err == unix.ENODATA:
+		return 0, nil
+	case err != nil:
+		return 0, err
+	case n != 8:
+		return 0, nil // not ours: treated as unmarked
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
+}
+
+// setPending writes the inode's mask, removing the xattr for 0.
+func (ino inode) setPending(m uint64) error {
+	if m == 0 {
+		var err error
+		if ino.fd >= 0 {
+			err = unix.Fremovexattr(ino.fd, XattrPending)
+		} else {
+			err = unix.Lremovexattr(ino.proc, XattrPending)
+		}
+		if err == unix.ENODATA {
+			return nil
+		}
+		return err
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], m)
+	if ino.fd >= 0 {
+		return unix.Fsetxattr(ino.fd, XattrPending, b[:], 0)
+	}
+	return unix.Lsetxattr(ino.proc, XattrPending, b[:], 0)
+}
+
+// markLocked adds mask to the marks of ino, whose gfid is g, and lists it
+// in the heal index. The caller holds g's mark lock.
+func (s *Store) markLocked(ino inode, g layer.Gfid, mask uint64) error {
+	cur, err := ino.pending()
+	if err != nil {
+		return err
+	}
+	if cur|mask != cur {
+		if err := ino.setPending(cur | mask); err != nil {
+			return err
+		}
+	}
+	return s.indexAdd(g, ino.path, cur != 0)
+}
+
+// indexAdd lists g in the heal index. If it was marked already its entry
+// exists (or is being rewritten by the healer) and only a missing one is
+// made.
+func (s *Store) indexAdd(g layer.Gfid, path string, marked bool) error {
+	name := hex.EncodeToString(g[:])
+	fd, err := unix.Openat(s.healfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err == unix.EEXIST {
+		if marked {
+			return nil
+		}
+		// A stale entry from before: record the current path.
+		fd, err = unix.Openat(s.healfd, name, unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	_, err = unix.Write(fd, []byte(path))
+	return err
+}
+
+// pend marks the inodes an operation changes for the Txn in ctx, and
+// returns the function that unlocks them when the operation is done. With
+// no pending replicas it costs nothing.
+func (s *Store) pend(ctx context.Context, inodes ...inode) (func(), error) {
+	mask := layer.TxnFrom(ctx).Pending
+	if mask == 0 {
+		return noop, nil
+	}
+	gfids := make([]layer.Gfid, len(inodes))
+	for i, ino := range inodes {
+		g, err := ino.gfid(s)
+		if err != nil {
+			return noop, err
+		}
+		gfids[i] = g
+	}
+	var unlock func()
+	switch len(inodes) {
+	case 1:
+		l := s.marks.of(gfids[0])
+		l.Lock()
+		unlock = l.Unlock
+	case 2:
+		unlock = s.marks.lockBoth(gfids[0], gfids[1])
+	default:
+		panic("pend: one or two inodes")
+	}
+	for i, ino := range inodes {
+		if err := s.markLocked(ino, gfids[i], mask); err != nil {
+			unlock()
+			return noop, err
+		}
+	}
+	return unlock, nil
+}
+
+// self is the inode a names, for operations that change it.
+func self(a at, path string) inode { return inode{proc: procAt(a.dir, a.name), fd: -1, path: path} }
+
+// parent is the directory holding a's name, for operations that change
+// names in it.
+func parent(a at, path string) inode {
+	dir, _ := layer.Split(path)
+	if a.isRoot() {
+		dir = "/"
+	}
+	return inode{proc: procFd(a.dir) + "/.", fd: -1, path: dir}
+}
+
+// HealIndex lists up to max entries of the heal index after gfid after.
+func (s *Store) HealIndex(ctx context.Context, after layer.Gfid, max int) ([]layer.HealEntry, error) {
+	names, err := s.indexNames()
+	if err != nil {
+		return nil, err
+	}
+	start := ""
+	if !after.IsZero() {
+		start = hex.EncodeToString(after[:])
+	}
+	var out []layer.HealEntry
+	for _, name := range names {
+		if name <= start && start != "" {
+			continue
+		}
+		var g layer.Gfid
+		if b, err := hex.DecodeString(name); err != nil || len(b) != len(g) {
+			continue // not ours
+		} else {
+			copy(g[:], b)
+		}
+		e := layer.HealEntry{Gfid: g, Path: s.indexPath(name)}
+		e.Pending = s.currentMark(e.Path, g)
+		out = append(out, e)
+		if len(out) >= max {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) indexNames() ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(s.root, HealDir))
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(ents))
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// indexPath reads the path an index entry records ("" if unreadable).
+func (s *Store) indexPath(name string) string {
+	fd, err := unix.Openat(s.healfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, layer.PathMax+1)
+	n, err := unix.Read(fd, buf)
+	if err != nil || n > layer.PathMax || layer.CheckPath(string(buf[:n])) != nil {
+		return ""
+	}
+	return string(buf[:n])
+}
+
+// currentMark returns the marks of the inode at path if it still is g.
+func (s *Store) currentMark(path string, g layer.Gfid) uint64 {
+	if path == "" {
+		return 0
+	}
+	a, err := s.resolve(path, false)
+	if err != nil {
+		return 0
+	}
+	defer a.close()
+	ino := self(a, path)
+	if cur, err := ino.gfid(s); err != nil || cur != g {
+		return 0
+	}
+	m, _ := ino.pending()
+	return m
+}
+
+// MarkPending adds mask to the marks of the inode at path.
+func (s *Store) MarkPending(ctx context.Context, path string, g layer.Gfid, mask uint64) error {
+	a, err := s.resolve(path, false)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	ino := self(a, path)
+	cur, err := ino.gfid(s)
+	if err != nil {
+		return err
+	}
+	if !g.IsZero() && cur != g {
+		return unix.ESTALE
+	}
+	l := s.marks.of(cur)
+	l.Lock()
+	defer l.Unlock()
+	return s.markLocked(ino, cur, mask)
+}
+
+// ClearPending removes mask from the marks of the inode at path if it is
+// still g with ctime ctime.
+func (s *Store) ClearPending(ctx context.Context, path string, g layer.Gfid, mask uint64, ctime layer.Timespec) error {
+	a, err := s.resolve(path, false)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	ino := self(a, path)
+	cur, err := ino.gfid(s)
+	if err != nil {
+		return err
+	}
+	if cur != g {
+		return unix.ESTALE
+	}
+	l := s.marks.of(g)
+	l.Lock()
+	defer l.Unlock()
+	var st unix.Stat_t
+	if err := unix.Fstatat(a.dir, a.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	if st.Ctim.Sec != ctime.Sec || uint32(st.Ctim.Nsec) != ctime.Nsec {
+		return unix.ESTALE
+	}
+	m, err := ino.pending()
+	if err != nil {
+		return err
+	}
+	if left := m &^ mask; left != 0 {
+		return ino.setPending(left)
+	}
+	if err := ino.setPending(0); err != nil {
+		return err
+	}
+	return s.DropHealEntry(ctx, g)
+}
+
+// DropHealEntry removes g's heal index entry.
+func (s *Store) DropHealEntry(ctx context.Context, g layer.Gfid) error {
+	err := unix.Unlinkat(s.healfd, hex.EncodeToString(g[:]), 0)
+	if err == unix.ENOENT {
+		return nil
+	}
+	return err
+}

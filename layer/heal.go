@@ -1,0 +1,110 @@
+package layer
+
+import (
+	"context"
+	"syscall"
+)
+
+// Replication bookkeeping. Replicate sends every modifying operation to all
+// the replicas of a set in parallel. The replicas it knows will not get the
+// operation (down, or not open) travel with the request as a Txn, and the
+// storage that does the operation records them as *pending* on the inode it
+// changes — in the same round trip, before the change — and lists the inode
+// in its heal index. The healer later copies what the pending replicas
+// missed and clears the marks.
+//
+// Pending marks are bit masks over the replicas of a set: bit i is replica
+// i of the set (its position in the volume spec). A brick never needs to
+// know its own position.
+
+// Txn is what a modifying operation carries for replicate.
+type Txn struct {
+	// Pending has bit i set for each replica i of the set that will miss
+	// this operation.
+	Pending uint64
+}
+
+type txnKey struct{}
+
+// WithTxn returns ctx carrying t to the storage below.
+func WithTxn(ctx context.Context, t Txn) context.Context {
+	return context.WithValue(ctx, txnKey{}, t)
+}
+
+// TxnFrom returns the Txn ctx carries (zero if none).
+func TxnFrom(ctx context.Context) Txn {
+	t, _ := ctx.Value(txnKey{}).(Txn)
+	return t
+}
+
+// HealEntry is one inode in a brick's heal index.
+type HealEntry struct {
+	Gfid Gfid
+	// Path is where the inode was when it was marked; a rename since may
+	// have moved it.
+	Path string
+	// Pending is the inode's current mark (0 when only the index entry
+	// is left, for instance after the inode was removed).
+	Pending uint64
+}
+
+// HealStore is implemented by storage that keeps pending marks and a heal
+// index (brick/posix), and passed through by the layers above it on the
+// brick and by the network client.
+//
+// Attr.Pending reports an inode's marks on Lookup, Setattr and Getattr.
+type HealStore interface {
+	// HealIndex lists up to max entries of the heal index, starting after
+	// the entry whose gfid is after (zero: from the start).
+	HealIndex(ctx context.Context, after Gfid, max int) ([]HealEntry, error)
+	// MarkPending adds mask to the pending marks of the inode at path,
+	// which must have gfid g (ESTALE otherwise; g zero: any).
+	MarkPending(ctx context.Context, path string, g Gfid, mask uint64) error
+	// ClearPending removes mask from the marks of the inode at path if it
+	// still has gfid g and ctime ctime (ESTALE if not: it changed since
+	// the healer looked, and must be looked at again). When no mark is
+	// left the index entry goes too.
+	ClearPending(ctx context.Context, path string, g Gfid, mask uint64, ctime Timespec) error
+	// DropHealEntry removes the index entry of g whatever its marks; the
+	// healer uses it for inodes that no longer exist.
+	DropHealEntry(ctx context.Context, g Gfid) error
+}
+
+// healStoreOf returns l as a HealStore, or an error-returning stand-in.
+func healStoreOf(l Layer) HealStore {
+	if h, ok := l.(HealStore); ok {
+		return h
+	}
+	return noHeal{}
+}
+
+type noHeal struct{}
+
+func (noHeal) HealIndex(context.Context, Gfid, int) ([]HealEntry, error) {
+	return nil, syscall.ENOTSUP
+}
+func (noHeal) MarkPending(context.Context, string, Gfid, uint64) error { return syscall.ENOTSUP }
+func (noHeal) ClearPending(context.Context, string, Gfid, uint64, Timespec) error {
+	return syscall.ENOTSUP
+}
+func (noHeal) DropHealEntry(context.Context, Gfid) error { return syscall.ENOTSUP }
+
+// HealIndex passes to the child if it keeps a heal index.
+func (b Base) HealIndex(ctx context.Context, after Gfid, max int) ([]HealEntry, error) {
+	return healStoreOf(b.Child).HealIndex(ctx, after, max)
+}
+
+// MarkPending passes to the child if it keeps a heal index.
+func (b Base) MarkPending(ctx context.Context, path string, g Gfid, mask uint64) error {
+	return healStoreOf(b.Child).MarkPending(ctx, path, g, mask)
+}
+
+// ClearPending passes to the child if it keeps a heal index.
+func (b Base) ClearPending(ctx context.Context, path string, g Gfid, mask uint64, ctime Timespec) error {
+	return healStoreOf(b.Child).ClearPending(ctx, path, g, mask, ctime)
+}
+
+// DropHealEntry passes to the child if it keeps a heal index.
+func (b Base) DropHealEntry(ctx context.Context, g Gfid) error {
+	return healStoreOf(b.Child).DropHealEntry(ctx, g)
+}

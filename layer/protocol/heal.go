@@ -1,0 +1,40 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/wire"
+)
+
+var _ layer.HealStore = (*Client)(nil)
+
+// HealIndex lists the brick's heal index.
+func (c *Client) HealIndex(ctx context.Context, after layer.Gfid, max int) ([]layer.HealEntry, error) {
+	d, err := c.call(ctx, &wire.Request{Op: wire.OpHealIndex, Gfid: after, Max: uint32(max)})
+	if err != nil {
+		return nil, err
+	}
+	n := d.U32()
+	var out []layer.HealEntry
+	for i := uint32(0); i < n && d.Err == nil; i++ {
+		out = append(out, layer.HealEntry{Gfid: d.Gfid(), Path: d.Str(), Pending: d.U64()})
+	}
+	return out, decoded(d)
+}
+
+// MarkPending adds mask to the pending marks of the inode at path.
+func (c *Client) MarkPending(ctx context.Context, path string, g layer.Gfid, mask uint64) error {
+	return c.noReply(ctx, &wire.Request{Op: wire.OpMarkPending, Path: path, Gfid: g, Pending: mask})
+}
+
+// ClearPending removes mask from the marks of the inode at path if it is
+// unchanged since ctime.
+func (c *Client) ClearPending(ctx context.Context, path string, g layer.Gfid, mask uint64, ctime layer.Timespec) error {
+	return c.noReply(ctx, &wire.Request{Op: wire.OpClearPending, Path: path, Gfid: g, Pending: mask, Ctime: ctime})
+}
+
+// DropHealEntry removes the heal index entry of g.
+func (c *Client) DropHealEntry(ctx context.Context, g layer.Gfid) error {
+	return c.noReply(ctx, &wire.Request{Op: wire.OpDropHealEntry, Gfid: g})
+}
