@@ -3,8 +3,12 @@ package mgmt
 // The types of the HTTP API, shared by the server and the Client.
 
 // CreateVolumeRequest asks for a new volume. The counts are GlusterFS's
-// volume-type keywords (Disperse -1: "disperse" without a count); mortar
-// refuses them until it has those volume types.
+// volume-type keywords: Replica N makes replica sets of N consecutive
+// bricks (distributed-replicate with more than one set); Arbiter 1 with
+// Replica 3 (or GlusterFS's older "replica 2 arbiter 1") makes the third
+// brick of every set an arbiter. Disperse (-1: "disperse" without a
+// count), DisperseData and Redundancy are refused until mortar has
+// dispersed volumes.
 type CreateVolumeRequest struct {
 	Name string `json:"name"`
 	// Bricks are "host:/path"; every host must name a node of the cluster.
@@ -34,7 +38,8 @@ type SetOptionRequest struct {
 type VolumeInfo struct {
 	Name        string            `json:"name"`
 	ID          string            `json:"id"`
-	Type        string            `json:"type"`
+	Type        string            `json:"type"` // "distribute" or "replicate"
+	Replica     int               `json:"replica,omitempty"`
 	Status      string            `json:"status"`
 	Bricks      []BrickInfo       `json:"bricks"`
 	Options     map[string]string `json:"options,omitempty"`
@@ -46,7 +51,11 @@ type BrickInfo struct {
 	ID   string `json:"id"`
 	Host string `json:"host"`
 	Path string `json:"path"`
-	Addr string `json:"addr"` // where the node serving it listens
+	// Addr is where clients reach the brick: the advertised host of its
+	// node and the brick's own Port ("" until the brick first starts).
+	Addr    string `json:"addr"`
+	Port    int    `json:"port,omitempty"`
+	Arbiter bool   `json:"arbiter,omitempty"`
 }
 
 // Name returns the brick as the operator writes it, host:/path.
@@ -64,7 +73,11 @@ type VolumeStatus struct {
 type BrickStatus struct {
 	BrickInfo
 	Online bool `json:"online"`
-	// Error says why a brick that should run does not.
+	// PID is the brick's process (0 when offline, or when the node runs
+	// its bricks in-process).
+	PID int `json:"pid,omitempty"`
+	// Error says why a brick that should run does not: why it did not
+	// start, or how its process ended.
 	Error string     `json:"error,omitempty"`
 	Disk  *DiskUsage `json:"disk,omitempty"`
 }

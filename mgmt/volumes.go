@@ -60,28 +60,53 @@ func ParseBrick(s string) (host, path string, err error) {
 	return host, filepath.Clean(rest), nil
 }
 
-// checkUnsupported refuses the volume types mortar does not have yet.
-func checkUnsupported(req CreateVolumeRequest) error {
-	switch {
-	case req.Arbiter != 0:
-		return errorf(ErrUnsupported, "arbiter volumes are not supported yet; create a distribute volume (no replica/arbiter/disperse keywords)")
-	case req.Replica != 0:
-		return errorf(ErrUnsupported, "replicated volumes are not supported yet; create a distribute volume (no replica/arbiter/disperse keywords)")
-	case req.Disperse != 0 || req.DisperseData != 0 || req.Redundancy != 0:
-		return errorf(ErrUnsupported, "dispersed volumes are not supported yet; create a distribute volume (no replica/arbiter/disperse keywords)")
+// layout is a volume's type as its create request asks for it.
+type layout struct {
+	typ     string
+	replica int  // size of a replica set (Replicate)
+	arbiter bool // the third brick of every set is an arbiter
+}
+
+// planLayout checks the volume-type keywords of req (GlusterFS's) and
+// the brick count against them.
+func planLayout(req CreateVolumeRequest) (layout, error) {
+	if req.Disperse != 0 || req.DisperseData != 0 || req.Redundancy != 0 {
+		return layout{}, errorf(ErrUnsupported, "dispersed volumes are not supported yet; create a distribute or replicated volume (no disperse/redundancy keywords)")
 	}
-	return nil
+	lay := layout{typ: volume.Distribute}
+	switch {
+	case req.Arbiter != 0 && req.Replica == 0:
+		return lay, errorf(ErrInvalid, "arbiter needs a replicated volume: write \"replica 3 arbiter 1\"")
+	case req.Arbiter != 0 && req.Arbiter != 1:
+		return lay, errorf(ErrInvalid, "arbiter count %d: only \"arbiter 1\" is supported (replica 3 arbiter 1)", req.Arbiter)
+	case req.Arbiter == 1 && req.Replica != 2 && req.Replica != 3:
+		return lay, errorf(ErrInvalid, "arbiter volumes are replica 3 (two data bricks and an arbiter per set): write \"replica 3 arbiter 1\", not replica %d", req.Replica)
+	case req.Replica == 0:
+		return lay, nil
+	case req.Replica < 2 || req.Replica > volume.MaxReplica:
+		return lay, errorf(ErrInvalid, "replica count %d is out of range: a replica set has 2 to %d bricks", req.Replica, volume.MaxReplica)
+	}
+	lay.typ, lay.replica, lay.arbiter = volume.Replicate, req.Replica, req.Arbiter == 1
+	if lay.arbiter {
+		// "replica 2 arbiter 1" is GlusterFS's older spelling of
+		// "replica 3 arbiter 1": two data bricks and an arbiter.
+		lay.replica = 3
+	}
+	if n := len(req.Bricks); n > 0 && n%lay.replica != 0 {
+		return lay, errorf(ErrInvalid, "%d bricks do not make replica sets of %d: give a multiple of %d bricks (consecutive bricks form a set)", n, lay.replica, lay.replica)
+	}
+	return lay, nil
 }
 
 // planBricks turns the request's "host:/path" list into bricks of this
 // node, refusing foreign hosts, duplicates and paths another volume uses.
-func (n *Node) planBricks(ctx context.Context, st *State, req CreateVolumeRequest) ([]BrickState, error) {
+func (n *Node) planBricks(ctx context.Context, st *State, req CreateVolumeRequest, lay layout) ([]BrickState, error) {
 	if len(req.Bricks) == 0 {
 		return nil, errorf(ErrInvalid, "volume %s: no bricks given (want host:/path ...)", req.Name)
 	}
 	advHost, _ := splitHostPortDefault(n.addr)
 	var bricks []BrickState
-	for _, s := range req.Bricks {
+	for i, s := range req.Bricks {
 		host, path, err := ParseBrick(s)
 		if err != nil {
 			return nil, err
@@ -89,7 +114,7 @@ func (n *Node) planBricks(ctx context.Context, st *State, req CreateVolumeReques
 		if !isLocalHost(ctx, host, advHost) {
 			return nil, errorf(ErrInvalid, "host %s is not part of this cluster (peer probe is not supported yet)", host)
 		}
-		b := BrickState{ID: newID(), Node: n.id, Host: host, Path: path}
+		b := BrickState{ID: newID(), Node: n.id, Host: host, Path: path, Arbiter: lay.arbiter && i%lay.replica == lay.replica-1}
 		for _, o := range bricks {
 			if o.Path == path {
 				return nil, errorf(ErrInvalid, "duplicate brick %s (same directory as %s)", b.Name(), o.Name())
@@ -136,7 +161,8 @@ func (n *Node) createVolume(ctx context.Context, req CreateVolumeRequest) (Volum
 	if err := CheckVolumeName(req.Name); err != nil {
 		return VolumeInfo{}, err
 	}
-	if err := checkUnsupported(req); err != nil {
+	lay, err := planLayout(req)
+	if err != nil {
 		return VolumeInfo{}, err
 	}
 	n.opMu.Lock()
@@ -145,11 +171,11 @@ func (n *Node) createVolume(ctx context.Context, req CreateVolumeRequest) (Volum
 	if _, ok := st.Volumes[req.Name]; ok {
 		return VolumeInfo{}, errorf(ErrExists, "volume %s already exists", req.Name)
 	}
-	bricks, err := n.planBricks(ctx, st, req)
+	bricks, err := n.planBricks(ctx, st, req, lay)
 	if err != nil {
 		return VolumeInfo{}, err
 	}
-	v := &VolumeState{Name: req.Name, ID: newID(), Type: volume.Distribute, Bricks: bricks}
+	v := &VolumeState{Name: req.Name, ID: newID(), Type: lay.typ, Replica: lay.replica, Bricks: bricks}
 	var marked []BrickState
 	for _, b := range bricks {
 		if err := posix.Mark(b.Path, v.ID, req.Force); err != nil {
@@ -162,7 +188,7 @@ func (n *Node) createVolume(ctx context.Context, req CreateVolumeRequest) (Volum
 		n.unmarkAll(marked)
 		return VolumeInfo{}, err
 	}
-	n.log.Info("volume created", "volume", v.Name, "id", v.ID, "bricks", len(bricks))
+	n.log.Info("volume created", "volume", v.Name, "id", v.ID, "type", v.Type, "replica", v.Replica, "bricks", len(bricks))
 	return n.info(v.Name)
 }
 
@@ -267,6 +293,13 @@ func (n *Node) setOption(name, key, value string) (VolumeInfo, error) {
 	}
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
+	v, err := n.store.State().volume(name)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	if err := checkVolumeOption(v, key, value); err != nil {
+		return VolumeInfo{}, err
+	}
 	if err := n.store.Apply(Command{Op: OpSetOption, Name: name, Key: key, Value: value}); err != nil {
 		return VolumeInfo{}, err
 	}
@@ -326,6 +359,7 @@ func volumeInfo(st *State, v *VolumeState) VolumeInfo {
 		Name:        v.Name,
 		ID:          v.ID,
 		Type:        v.Type,
+		Replica:     v.Replica,
 		Status:      v.Status,
 		Options:     v.Options,
 		SpecVersion: v.SpecVersion,
@@ -338,5 +372,5 @@ func volumeInfo(st *State, v *VolumeState) VolumeInfo {
 }
 
 func brickInfo(st *State, b BrickState) BrickInfo {
-	return BrickInfo{ID: b.ID, Host: b.Host, Path: b.Path, Addr: st.Nodes[b.Node].Addr}
+	return BrickInfo{ID: b.ID, Host: b.Host, Path: b.Path, Addr: brickAddr(st.Nodes[b.Node].Addr, b.Port), Port: b.Port, Arbiter: b.Arbiter}
 }

@@ -1,0 +1,187 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"math/bits"
+	"syscall"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// Mask is a set of replicas of one set: bit i is replica i.
+type Mask uint64
+
+// Bit returns the mask of replica i alone.
+func Bit(i int) Mask { return 1 << uint(i) }
+
+// Has reports whether replica i is in m.
+func (m Mask) Has(i int) bool { return m&Bit(i) != 0 }
+
+// Count returns the number of replicas in m.
+func (m Mask) Count() int { return bits.OnesCount64(uint64(m)) }
+
+// First returns the lowest replica in m, or -1.
+func (m Mask) First() int {
+	if m == 0 {
+		return -1
+	}
+	return bits.TrailingZeros64(uint64(m))
+}
+
+// Copy is what one replica answered about an inode.
+type Copy struct {
+	Attr layer.Attr
+	Err  error
+}
+
+// IsDown reports whether err means the replica did not answer (as opposed
+// to answering with an error about the file).
+func IsDown(err error) bool {
+	return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ETIMEDOUT) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, syscall.ESHUTDOWN) || errors.Is(err, context.DeadlineExceeded)
+}
+
+func isAbsent(err error) bool {
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// Verdict is what the copies of an inode say about each other: the
+// deterministic core of replicate and of the healer.
+type Verdict struct {
+	Down    Mask // did not answer
+	Present Mask // have the inode
+	Absent  Mask // answered that it does not exist
+	Failed  Mask // answered with another error
+	// Blamed are the replicas some copy's pending mark says are behind.
+	Blamed Mask
+	// Good are the copies to trust: present, not blamed by anyone, not
+	// distrusted by the caller, with the majority's identity. Reads and
+	// heal sources come from Good.
+	Good Mask
+	// Bad are the replicas that need heal: blamed, or missing or
+	// different while Good has the inode.
+	Bad Mask
+	// SplitBrain: the copies blame each other (or disagree on identity)
+	// and none can be trusted over the others.
+	SplitBrain bool
+	// Merge: directory copies that blame each other; each has names
+	// the others miss and the healer merges them (no name is lost).
+	// Good and Bad then both hold them all.
+	Merge bool
+	// Attr is the attributes of the first Good copy (Pending cleared).
+	Attr layer.Attr
+	// Err is the error to return when no copy is good: the common
+	// answer of the replicas (ENOENT when they agree it is absent),
+	// ENOTCONN when none answered, EIO for a split-brain.
+	Err error
+}
+
+// Judge decides which copies of an inode are good. distrust holds replicas
+// whose answer must not count (blamed on the parent directory, so that
+// their view of names in it is stale); arbiters hold no data, so that they
+// can never be the only good copy of a regular file's content.
+func Judge(copies []Copy, distrust, arbiters Mask) Verdict {
+	var v Verdict
+	for i, c := range copies {
+		switch {
+		case c.Err == nil:
+			v.Present |= Bit(i)
+			v.Blamed |= Mask(c.Attr.Pending) &^ Bit(i)
+		case IsDown(c.Err):
+			v.Down |= Bit(i)
+		case isAbsent(c.Err):
+			v.Absent |= Bit(i)
+		default:
+			v.Failed |= Bit(i)
+		}
+	}
+	answered := (v.Present | v.Absent) &^ distrust
+	if answered == 0 {
+		answered = v.Present | v.Absent // nobody else to ask
+	}
+	trusted := v.Present & answered
+	if trusted == 0 {
+		v.Err = commonError(copies, v)
+		v.Bad = v.Present &^ answered
+		return v
+	}
+	good := trusted &^ v.Blamed
+	if good == 0 {
+		// Every trusted copy is blamed by another: mutual accusation.
+		// Directories are merged instead (union of names), as long as
+		// they are the same directory.
+		if !sameDirs(copies, trusted) {
+			return splitBrain(v)
+		}
+		v.Merge = true
+		v.Good = trusted
+		v.Bad = v.Present | v.Absent | v.Failed
+		v.Attr = copies[trusted.First()].Attr
+		v.Attr.Pending = 0
+		return v
+	}
+	// The good copies must agree on identity and type.
+	ref := copies[good.First()].Attr
+	same := func(i int) bool {
+		a := copies[i].Attr
+		return a.Gfid == ref.Gfid && a.Mode&syscall.S_IFMT == ref.Mode&syscall.S_IFMT
+	}
+	for i := range copies {
+		if good.Has(i) && !same(i) {
+			return splitBrain(v)
+		}
+	}
+	if ref.IsReg() && good&^arbiters == 0 && v.Present&^arbiters != 0 {
+		// Only an arbiter vouches for the content, and it holds none.
+		return splitBrain(v)
+	}
+	// A distrusted copy (its parent is behind) of the same inode is as
+	// good as the others unless the inode itself is blamed.
+	for i := range copies {
+		if v.Present.Has(i) && !v.Blamed.Has(i) && !good.Has(i) && same(i) {
+			good |= Bit(i)
+		}
+	}
+	v.Good = good
+	v.Bad = (v.Present | v.Absent | v.Failed) &^ good
+	pick := good
+	if ref.IsReg() && good&^arbiters != 0 {
+		pick = good &^ arbiters // an arbiter's size is 0
+	}
+	v.Attr = copies[pick.First()].Attr
+	v.Attr.Pending = 0
+	return v
+}
+
+// sameDirs reports whether the copies in m are all directories with one
+// gfid.
+func sameDirs(copies []Copy, m Mask) bool {
+	ref := copies[m.First()].Attr
+	for i := range copies {
+		a := copies[i].Attr
+		if m.Has(i) && (!a.IsDir() || a.Gfid != ref.Gfid) {
+			return false
+		}
+	}
+	return true
+}
+
+func splitBrain(v Verdict) Verdict {
+	v.SplitBrain = true
+	v.Bad = v.Present
+	v.Err = syscall.EIO
+	return v
+}
+
+// commonError is the error to report when no copy is present.
+func commonError(copies []Copy, v Verdict) error {
+	if v.Absent != 0 {
+		return syscall.ENOENT
+	}
+	if v.Failed != 0 {
+		return copies[v.Failed.First()].Err
+	}
+	return syscall.ENOTCONN
+}

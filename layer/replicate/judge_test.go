@@ -1,0 +1,60 @@
+package replicate
+
+import (
+	"syscall"
+	"testing"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+func TestJudge(t *testing.T) {
+	g1, g2 := layer.Gfid{1}, layer.Gfid{2}
+	file := func(g layer.Gfid, pending Mask, size uint64) Copy {
+		return Copy{Attr: layer.Attr{Gfid: g, Mode: syscall.S_IFREG | 0o644, Size: size, Pending: uint64(pending)}}
+	}
+	dir := func(g layer.Gfid, pending Mask) Copy {
+		return Copy{Attr: layer.Attr{Gfid: g, Mode: syscall.S_IFDIR | 0o755, Pending: uint64(pending)}}
+	}
+	gone := Copy{Err: syscall.ENOENT}
+	down := Copy{Err: syscall.ENOTCONN}
+	for _, tc := range []struct {
+		name           string
+		copies         []Copy
+		distrust, arbs Mask
+		good, bad      Mask
+		split, merge   bool
+		err            error
+		size           uint64
+	}{
+		{name: "all agree", copies: []Copy{file(g1, 0, 5), file(g1, 0, 5), file(g1, 0, 5)}, good: 7, size: 5},
+		{name: "one down", copies: []Copy{file(g1, 0, 5), down, file(g1, 0, 5)}, good: 5, size: 5},
+		{name: "one blamed", copies: []Copy{file(g1, 4, 9), file(g1, 4, 9), file(g1, 0, 5)}, good: 3, bad: 4, size: 9},
+		{name: "blamed copy answers first", copies: []Copy{file(g1, 0, 5), file(g1, 1, 9), file(g1, 1, 9)}, good: 6, bad: 1, size: 9},
+		{name: "missing on one", copies: []Copy{file(g1, 0, 5), gone, file(g1, 0, 5)}, good: 5, bad: 2, size: 5},
+		{name: "all absent", copies: []Copy{gone, gone, down}, err: syscall.ENOENT},
+		{name: "none answer", copies: []Copy{down, down, down}, err: syscall.ENOTCONN},
+		{name: "mutual blame", copies: []Copy{file(g1, 2, 5), file(g1, 1, 6), down}, split: true, bad: 3, err: syscall.EIO},
+		{name: "gfid differs, both good", copies: []Copy{file(g1, 0, 5), file(g2, 0, 5)}, split: true, bad: 3, err: syscall.EIO},
+		{name: "gfid differs, one blamed", copies: []Copy{file(g1, 2, 5), file(g2, 0, 5)}, good: 1, bad: 2, size: 5},
+		{name: "deleted while away: stale copy distrusted", copies: []Copy{file(g1, 0, 5), gone, gone}, distrust: 1, bad: 1, err: syscall.ENOENT},
+		{name: "distrusted but same inode", copies: []Copy{file(g1, 0, 5), file(g1, 0, 5), file(g1, 0, 5)}, distrust: 1, good: 7, size: 5},
+		{name: "arbiter alone vouches for data", copies: []Copy{file(g1, 2, 5), file(g1, 1, 5), file(g1, 2, 0)}, arbs: 4, split: true, bad: 7, err: syscall.EIO},
+		{name: "arbiter size ignored", copies: []Copy{file(g1, 0, 0), file(g1, 0, 5), file(g1, 0, 5)}, arbs: 1, good: 7, size: 5},
+		{name: "dirs blaming each other merge", copies: []Copy{dir(g1, 2), dir(g1, 1), down}, good: 3, bad: 3, merge: true},
+		{name: "unblamed dir wins", copies: []Copy{dir(g1, 2), dir(g1, 1), dir(g1, 0)}, good: 4, bad: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := Judge(tc.copies, tc.distrust, tc.arbs)
+			if v.Good != tc.good || v.Bad != tc.bad || v.SplitBrain != tc.split || v.Merge != tc.merge {
+				t.Fatalf("good %b bad %b split %v merge %v; want good %b bad %b split %v merge %v",
+					v.Good, v.Bad, v.SplitBrain, v.Merge, tc.good, tc.bad, tc.split, tc.merge)
+			}
+			if v.Err != tc.err {
+				t.Fatalf("err %v, want %v", v.Err, tc.err)
+			}
+			if v.Err == nil && (v.Attr.Size != tc.size || v.Attr.Pending != 0) {
+				t.Fatalf("attr size %d pending %d, want size %d pending 0", v.Attr.Size, v.Attr.Pending, tc.size)
+			}
+		})
+	}
+}

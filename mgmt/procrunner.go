@@ -1,0 +1,201 @@
+package mgmt
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// brickReadyTimeout bounds how long a brick process may take to listen.
+const brickReadyTimeout = 30 * time.Second
+
+// brickReadyFd is the descriptor on which a brick process finds its
+// readiness pipe (its first extra file).
+const brickReadyFd = 3
+
+// BrickArgs returns the arguments, after the program name, that run the
+// brick cfg as a process: "brick" and the flags of `mortar brick`. The
+// brick logs at logLevel and reports readiness on descriptor 3.
+func BrickArgs(cfg BrickConfig, logLevel string) []string {
+	args := []string{"brick",
+		"--volume", cfg.Volume,
+		"--volume-id", cfg.VolumeID,
+		"--brick-id", cfg.BrickID,
+		"--path", cfg.Path,
+		"--listen", cfg.Listen,
+		"--log-level", logLevel,
+		"--ready-fd", strconv.Itoa(brickReadyFd),
+	}
+	if cfg.Arbiter {
+		args = append(args, "--arbiter")
+	}
+	return args
+}
+
+// procRunner runs every brick as a child process, `EXE brick ...`, as
+// GlusterFS runs a glusterfsd per brick, so that one brick can fail (or be
+// killed) alone. A brick process logs to LOGDIR/<path>.log and dies with
+// SIGKILL when the node's process dies (Pdeathsig).
+type procRunner struct {
+	exe      string
+	logDir   string
+	logLevel string
+	log      *slog.Logger
+	spawns   chan spawnRequest
+}
+
+type spawnRequest struct {
+	cmd *exec.Cmd
+	err chan error
+}
+
+func newProcRunner(exe, logDir, logLevel string, log *slog.Logger) *procRunner {
+	r := &procRunner{exe: exe, logDir: logDir, logLevel: logLevel, log: log, spawns: make(chan spawnRequest)}
+	go r.spawnLoop()
+	return r
+}
+
+// spawnLoop starts every brick process from one OS thread. Linux sends a
+// child its Pdeathsig when the *thread* that forked it ends, not the
+// process; the Go runtime may end an ordinary goroutine's thread at any
+// time, which would kill bricks for nothing. This goroutine locks its
+// thread and never unlocks it, so the thread lives until the process dies
+// or close ends the loop, after every brick has exited.
+func (r *procRunner) spawnLoop() {
+	runtime.LockOSThread()
+	for req := range r.spawns {
+		req.err <- req.cmd.Start()
+	}
+}
+
+func (r *procRunner) close() { close(r.spawns) }
+
+func (r *procRunner) start(cfg BrickConfig) (runningBrick, error) {
+	if err := os.MkdirAll(r.logDir, 0o755); err != nil {
+		return nil, fmt.Errorf("brick log directory: %w", err)
+	}
+	logPath := filepath.Join(r.logDir, brickLogName(cfg.Path))
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("brick log: %w", err)
+	}
+	defer logf.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer pr.Close()
+	cmd := &exec.Cmd{
+		Path:       r.exe,
+		Args:       append([]string{r.exe}, BrickArgs(cfg, r.logLevel)...),
+		Stdout:     logf,
+		Stderr:     logf,
+		ExtraFiles: []*os.File{pw}, // brickReadyFd
+		// Own process group: a Ctrl-C meant for the node does not reach
+		// its bricks; the node stops them itself.
+		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true},
+	}
+	req := spawnRequest{cmd: cmd, err: make(chan error, 1)}
+	r.spawns <- req
+	err = <-req.err
+	pw.Close()
+	if err != nil {
+		return nil, fmt.Errorf("start brick process %s: %w", r.exe, err)
+	}
+	p := &procBrick{cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	go p.wait()
+	if p.listen, err = p.awaitReady(pr); err != nil {
+		return nil, err
+	}
+	r.log.Debug("brick process ready", "volume", cfg.Volume, "path", cfg.Path, "pid", p.pid(), "addr", p.listen, "log", logPath)
+	return p, nil
+}
+
+// brickLogName names a brick's log file after its path, as GlusterFS
+// does: /data/b1 logs to data-b1.log.
+func brickLogName(path string) string {
+	name := strings.ReplaceAll(strings.Trim(path, "/"), "/", "-")
+	if name == "" {
+		name = "root"
+	}
+	return name + ".log"
+}
+
+// procBrick is one brick process.
+type procBrick struct {
+	cmd     *exec.Cmd
+	logPath string
+	listen  string
+	exited  chan struct{}
+	err     error // how it exited; set before exited is closed
+}
+
+func (p *procBrick) wait() {
+	p.cmd.Wait() //nolint:errcheck // ProcessState says it all
+	p.err = fmt.Errorf("brick process %d ended (%s); its log: %s", p.pid(), p.cmd.ProcessState, p.logPath)
+	close(p.exited)
+}
+
+// awaitReady reads the process's readiness line (see RunBrick) and
+// returns the address it listens on. A process that reports an error,
+// exits without a word or takes too long is stopped.
+func (p *procBrick) awaitReady(r io.Reader) (string, error) {
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(io.LimitReader(r, 64<<10)).ReadString('\n')
+		line <- strings.TrimSpace(s)
+	}()
+	var msg string
+	select {
+	case msg = <-line:
+	case <-time.After(brickReadyTimeout):
+		p.kill()
+		return "", fmt.Errorf("brick process did not listen within %v; see %s", brickReadyTimeout, p.logPath)
+	}
+	if addr, ok := strings.CutPrefix(msg, strings.TrimSpace(readyOK)+" "); ok {
+		return addr, nil
+	}
+	p.stop(brickStopTimeout)
+	if why, ok := strings.CutPrefix(msg, readyError); ok {
+		return "", errors.New(why)
+	}
+	return "", fmt.Errorf("%v before it listened", p.exitErr())
+}
+
+func (p *procBrick) addr() string          { return p.listen }
+func (p *procBrick) pid() int              { return p.cmd.Process.Pid }
+func (p *procBrick) done() <-chan struct{} { return p.exited }
+
+func (p *procBrick) exitErr() error {
+	select {
+	case <-p.exited:
+		return p.err
+	default:
+		return nil
+	}
+}
+
+// stop sends SIGTERM, then SIGKILL after timeout.
+func (p *procBrick) stop(timeout time.Duration) {
+	p.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited already
+	select {
+	case <-p.exited:
+	case <-time.After(timeout):
+		p.kill()
+	}
+}
+
+func (p *procBrick) kill() {
+	p.cmd.Process.Kill() //nolint:errcheck // it may have exited already
+	<-p.exited
+}
