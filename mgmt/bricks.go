@@ -1,89 +1,195 @@
 package mgmt
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
 	"syscall"
-
-	"github.com/mortarfs/mortar/brick/posix"
-	"github.com/mortarfs/mortar/layer/locks"
-	"github.com/mortarfs/mortar/layer/readahead"
+	"time"
 )
 
-// runningBrick is a brick this node serves.
-type runningBrick struct {
-	volume string
-	store  *posix.Store
+// brickStopTimeout is how long a brick may take to exit after SIGTERM
+// before it gets SIGKILL.
+const brickStopTimeout = 5 * time.Second
+
+// volumeRun is what this node runs for one started volume: its bricks, and
+// goroutines that live exactly as long as the volume runs here (brick
+// watchers today; a per-volume worker such as the heal daemon is started
+// with volumeRun.spawn the same way and stops with the volume).
+type volumeRun struct {
+	name   string
+	bricks map[string]*brickRun // by brick id; guarded by Node.runMu
+	ctx    context.Context      // cancelled when the volume stops here
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
-// startBrick opens brick b of volume v and serves it: posix storage, the
-// locks layer, and read-ahead for sequential O_DIRECT reads on top.
-func (n *Node) startBrick(v *VolumeState, b BrickState) error {
-	st, err := posix.New(b.Path, posix.Options{
-		VolumeID: v.ID,
-		Logger:   n.log.With("volume", v.Name, "brick", b.Name()),
-	})
+// spawn runs fn in a goroutine that the volume's stop waits for; fn
+// should return once ctx is done.
+func (vr *volumeRun) spawn(fn func(ctx context.Context)) {
+	vr.wg.Go(func() { fn(vr.ctx) })
+}
+
+// brickRun is one of this node's bricks of a started volume.
+type brickRun struct {
+	name string
+	proc runningBrick // nil while offline
+	err  string       // why it is offline
+}
+
+// volumeRunFor returns the run of volume v, making it if needed.
+func (n *Node) volumeRunFor(v *VolumeState) (*volumeRun, error) {
+	n.runMu.Lock()
+	defer n.runMu.Unlock()
+	if n.closing {
+		return nil, errorf(ErrState, "the node is shutting down")
+	}
+	vr := n.vols[v.ID]
+	if vr == nil {
+		vr = &volumeRun{name: v.Name, bricks: map[string]*brickRun{}}
+		vr.ctx, vr.cancel = context.WithCancel(context.Background())
+		n.vols[v.ID] = vr
+	}
+	return vr, nil
+}
+
+// startBricks starts this node's bricks of v that do not run. With
+// allOrNothing (a volume being started) a brick that fails stops the
+// others and the error says why; otherwise (start force, a node coming
+// back) the others keep running and the error lists the failures, which
+// status shows too.
+func (n *Node) startBricks(v *VolumeState, allOrNothing bool) error {
+	vr, err := n.volumeRunFor(v)
 	if err != nil {
-		return fmt.Errorf("brick %s: %w", b.Name(), err)
+		return err
 	}
-	n.runMu.Lock()
-	defer n.runMu.Unlock()
-	n.bricks.Add(b.ID, v.ID, readahead.New(locks.New(st)))
-	n.running[b.ID] = &runningBrick{volume: v.Name, store: st}
-	delete(n.failed, b.ID)
-	n.log.Info("brick started", "volume", v.Name, "brick", b.Name(), "id", b.ID)
-	return nil
-}
-
-// stopBrick stops serving brick id, if it runs.
-func (n *Node) stopBrick(id string) {
-	n.runMu.Lock()
-	defer n.runMu.Unlock()
-	delete(n.failed, id)
-	rb, ok := n.running[id]
-	if !ok {
-		return
-	}
-	delete(n.running, id)
-	n.bricks.Remove(id)
-	if err := rb.store.Close(); err != nil {
-		n.log.Warn("closing brick storage failed", "volume", rb.volume, "brick", id, "err", err)
-	}
-	n.log.Info("brick stopped", "volume", rb.volume, "id", id)
-}
-
-// startBricks starts this node's bricks of v that do not run yet. On
-// error it stops the ones it started and returns the error.
-func (n *Node) startBricks(v *VolumeState) error {
-	var started []string
+	var errs []error
 	for _, b := range v.Bricks {
-		if b.Node != n.id || n.isRunning(b.ID) {
+		if b.Node != n.id || n.isRunning(vr, b.ID) {
 			continue
 		}
-		if err := n.startBrick(v, b); err != nil {
-			for _, id := range started {
-				n.stopBrick(id)
+		if err := n.startBrick(vr, v, b); err != nil {
+			if allOrNothing {
+				n.stopVolumeRun(v.ID)
+				return errorf(ErrInvalid, "cannot start volume %s: %w", v.Name, err)
 			}
-			return errorf(ErrInvalid, "cannot start volume %s: %w", v.Name, err)
+			errs = append(errs, err)
 		}
-		started = append(started, b.ID)
+	}
+	if len(errs) > 0 {
+		return errorf(ErrInvalid, "volume %s: %w", v.Name, errors.Join(errs...))
 	}
 	return nil
 }
 
-// stopBricks stops this node's bricks of v.
-func (n *Node) stopBricks(v *VolumeState) {
-	for _, b := range v.Bricks {
-		if b.Node == n.id {
-			n.stopBrick(b.ID)
-		}
-	}
-}
-
-func (n *Node) isRunning(id string) bool {
+func (n *Node) isRunning(vr *volumeRun, id string) bool {
 	n.runMu.Lock()
 	defer n.runMu.Unlock()
-	_, ok := n.running[id]
-	return ok
+	br := vr.bricks[id]
+	return br != nil && br.proc != nil
+}
+
+// startBrick starts brick b of v on the port it had, or on a free port
+// that it keeps from then on.
+func (n *Node) startBrick(vr *volumeRun, v *VolumeState, b BrickState) error {
+	proc, err := n.runner.start(BrickConfig{
+		Volume:   v.Name,
+		VolumeID: v.ID,
+		BrickID:  b.ID,
+		Path:     b.Path,
+		Arbiter:  b.Arbiter,
+		Listen:   net.JoinHostPort(n.brickHost, strconv.Itoa(b.Port)),
+		Logger:   n.log.With("volume", v.Name, "brick", b.Name()),
+	})
+	if err == nil {
+		if port := portOf(proc.addr()); port != b.Port {
+			if err = n.store.Apply(Command{Op: OpSetBrickPort, Name: v.Name, Brick: b.ID, Port: port}); err != nil {
+				proc.stop(brickStopTimeout)
+			}
+		}
+	}
+	n.runMu.Lock()
+	defer n.runMu.Unlock()
+	br := vr.bricks[b.ID]
+	if br == nil {
+		br = &brickRun{name: b.Name()}
+		vr.bricks[b.ID] = br
+	}
+	if err != nil {
+		err = fmt.Errorf("brick %s: %w", b.Name(), err)
+		br.err = err.Error()
+		return err
+	}
+	br.proc, br.err = proc, ""
+	vr.spawn(func(context.Context) {
+		<-proc.done()
+		n.reaped(vr, b.ID, proc)
+	})
+	n.log.Info("brick started", "volume", v.Name, "brick", b.Name(), "id", b.ID, "addr", proc.addr(), "pid", proc.pid())
+	return nil
+}
+
+// portOf returns the port of a host:port address, or 0.
+func portOf(addr string) int {
+	_, p, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(p)
+	return port
+}
+
+// reaped records that proc, brick id of vr, has exited, unless the node
+// stopped it on purpose. A dead brick stays offline (as in GlusterFS)
+// until "volume start NAME force".
+func (n *Node) reaped(vr *volumeRun, id string, proc runningBrick) {
+	n.runMu.Lock()
+	defer n.runMu.Unlock()
+	br := vr.bricks[id]
+	if br == nil || br.proc != proc {
+		return
+	}
+	br.proc, br.err = nil, exitReason(proc)
+	n.log.Error("brick died; it stays offline until \"mortar volume start "+vr.name+" force\"", "volume", vr.name, "brick", br.name, "why", br.err)
+}
+
+func exitReason(proc runningBrick) string {
+	if err := proc.exitErr(); err != nil {
+		return err.Error()
+	}
+	return "brick stopped"
+}
+
+// stopVolumeRun stops this node's bricks of volume id (all at once, each
+// with SIGTERM and then SIGKILL after brickStopTimeout) and the volume's
+// goroutines.
+func (n *Node) stopVolumeRun(id string) {
+	n.runMu.Lock()
+	vr := n.vols[id]
+	delete(n.vols, id)
+	var procs []runningBrick
+	if vr != nil {
+		for _, br := range vr.bricks {
+			if br.proc != nil {
+				procs = append(procs, br.proc)
+				br.proc = nil
+			}
+		}
+	}
+	n.runMu.Unlock()
+	if vr == nil {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Go(func() { p.stop(brickStopTimeout) })
+	}
+	wg.Wait()
+	vr.cancel()
+	vr.wg.Wait()
+	n.log.Info("bricks stopped", "volume", vr.name, "count", len(procs))
 }
 
 // restoreBricks starts the bricks of the started volumes when the node
@@ -96,31 +202,51 @@ func (n *Node) restoreBricks() {
 		if v.Status != StatusStarted {
 			continue
 		}
-		for _, b := range v.Bricks {
-			if b.Node != n.id {
-				continue
-			}
-			if err := n.startBrick(v, b); err != nil {
-				n.log.Error("brick did not start", "volume", v.Name, "brick", b.Name(), "err", err)
-				n.runMu.Lock()
-				n.failed[b.ID] = err.Error()
-				n.runMu.Unlock()
-			}
+		if err := n.startBricks(v, false); err != nil {
+			n.log.Error("bricks did not start", "volume", v.Name, "err", err)
 		}
 	}
 }
 
-// closeAllBricks closes the storage of every running brick (the brick
-// server is closed already).
-func (n *Node) closeAllBricks() {
+// stopAllBricks stops every brick when the node closes (the volumes stay
+// started in the state and their bricks come back with the node) and
+// releases the runner.
+func (n *Node) stopAllBricks() {
 	n.runMu.Lock()
-	defer n.runMu.Unlock()
-	for id, rb := range n.running {
-		if err := rb.store.Close(); err != nil {
-			n.log.Warn("closing brick storage failed", "volume", rb.volume, "brick", id, "err", err)
-		}
-		delete(n.running, id)
+	n.closing = true
+	ids := slices.Collect(maps.Keys(n.vols))
+	n.runMu.Unlock()
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() { n.stopVolumeRun(id) })
 	}
+	wg.Wait()
+	if n.runner != nil {
+		n.runner.close()
+	}
+}
+
+// KillBrick ends brick id of this node at once, as `kill -9` of its
+// process does (a brick inside the node has its listener, connections and
+// storage closed), and returns once the brick is offline. Like any dead
+// brick, it stays offline until "volume start NAME force". It is meant for
+// fault tests.
+func (n *Node) KillBrick(id string) error {
+	n.runMu.Lock()
+	var vr *volumeRun
+	var proc runningBrick
+	for _, r := range n.vols {
+		if br := r.bricks[id]; br != nil && br.proc != nil {
+			vr, proc = r, br.proc
+		}
+	}
+	n.runMu.Unlock()
+	if proc == nil {
+		return errorf(ErrNotFound, "brick %s does not run on this node", id)
+	}
+	proc.kill()
+	n.reaped(vr, id, proc)
+	return nil
 }
 
 // brickStatus returns the live state of brick b of v.
@@ -131,23 +257,46 @@ func (n *Node) brickStatus(st *State, v *VolumeState, b BrickState) BrickStatus 
 		return bs
 	}
 	n.runMu.Lock()
-	_, bs.Online = n.running[b.ID]
-	bs.Error = n.failed[b.ID]
+	if br := n.vols[v.ID].brick(b.ID); br != nil {
+		bs.Error = br.err
+		if br.proc != nil {
+			select {
+			case <-br.proc.done(): // exited; its watcher is about to record it
+				bs.Error = exitReason(br.proc)
+			default:
+				bs.Online, bs.PID = true, br.proc.pid()
+			}
+		}
+	}
 	n.runMu.Unlock()
+	bs.Disk = n.diskUsage(b, &bs)
+	return bs
+}
+
+// brick returns brick id of the run, or nil (also for a nil run).
+func (vr *volumeRun) brick(id string) *brickRun {
+	if vr == nil {
+		return nil
+	}
+	return vr.bricks[id]
+}
+
+// diskUsage is what statfs says about b's file system; a failure is
+// noted in bs.Error unless that already says something.
+func (n *Node) diskUsage(b BrickState, bs *BrickStatus) *DiskUsage {
 	var sfs syscall.Statfs_t
 	if err := syscall.Statfs(b.Path, &sfs); err != nil {
 		if bs.Error == "" {
 			bs.Error = fmt.Sprintf("statfs %s: %v", b.Path, err)
 		}
-		return bs
+		return nil
 	}
 	bsize := uint64(sfs.Bsize)
-	bs.Disk = &DiskUsage{
+	return &DiskUsage{
 		Total:      sfs.Blocks * bsize,
 		Free:       sfs.Bfree * bsize,
 		Avail:      sfs.Bavail * bsize,
 		Inodes:     sfs.Files,
 		InodesFree: sfs.Ffree,
 	}
-	return bs
 }

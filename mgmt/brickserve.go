@@ -20,8 +20,8 @@ import (
 
 // addrInUseWait is how long a brick asked for a given port retries while
 // the port is busy: a brick killed with its node may hold it for a moment
-// after the node is back.
-const addrInUseWait = 3 * time.Second
+// after the node is back. (A variable for tests.)
+var addrInUseWait = 3 * time.Second
 
 // BrickConfig is one brick as it is served, by a brick process (`mortar
 // brick`) or inside the node.
@@ -95,7 +95,7 @@ func (b *ServedBrick) Addr() string { return b.ln.Addr().String() }
 
 // Serve accepts clients until Close.
 func (b *ServedBrick) Serve() error {
-	b.cfg.Logger.Info("brick serving", "volume", b.cfg.Volume, "brick", b.cfg.BrickID, "path", b.cfg.Path, "addr", b.Addr(), "arbiter", b.cfg.Arbiter)
+	b.cfg.Logger.Info("brick serving", "path", b.cfg.Path, "addr", b.Addr(), "arbiter", b.cfg.Arbiter)
 	return b.srv.Serve(b.ln)
 }
 
@@ -115,6 +115,9 @@ func (b *ServedBrick) Close() error {
 // the brick. ready may be nil.
 func RunBrick(ctx context.Context, cfg BrickConfig, ready io.WriteCloser) error {
 	b, err := OpenBrick(cfg)
+	if err == nil {
+		cfg = b.cfg // with defaults
+	}
 	if ready != nil {
 		io.WriteString(ready, readyLine(b, err)) //nolint:errcheck // the node may be gone; it kills us then
 		ready.Close()
@@ -126,7 +129,7 @@ func RunBrick(ctx context.Context, cfg BrickConfig, ready io.WriteCloser) error 
 	go func() { served <- b.Serve() }()
 	select {
 	case <-ctx.Done():
-		cfg.Logger.Info("brick stopping", "volume", cfg.Volume, "brick", cfg.BrickID)
+		cfg.Logger.Info("brick stopping")
 	case err = <-served:
 	}
 	if cerr := b.Close(); err == nil {

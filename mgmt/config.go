@@ -8,9 +8,9 @@ import (
 	"strconv"
 )
 
-// DefaultPort is the port a node listens on for both its management API
-// and its bricks. (GlusterFS uses 24007 for glusterd and 49152 and up for
-// bricks; mortar stays clear of both.)
+// DefaultPort is the port a node's management API listens on. Each brick
+// listens on a port of its own, chosen free when it first starts and kept.
+// (GlusterFS uses 24007 for glusterd; mortar stays clear of it.)
 const DefaultPort = 7420
 
 // DefaultListen is the listen address of a node unless configured.
@@ -20,8 +20,8 @@ var DefaultListen = ":" + strconv.Itoa(DefaultPort)
 type Config struct {
 	// DataDir holds the node's state (state.json, node.json). Required.
 	DataDir string
-	// Listen is the TCP address to accept connections on, for the HTTP
-	// management API and the brick protocol alike (default DefaultListen).
+	// Listen is the TCP address of the HTTP management API (default
+	// DefaultListen). Bricks listen on the same host, each on its own port.
 	Listen string
 	// Advertise is the host:port that other nodes and clients use to reach
 	// this node. Default: the Listen address when it names a host;
@@ -31,6 +31,17 @@ type Config struct {
 	Advertise string
 	// Logger receives the node's logs (default: discarded).
 	Logger *slog.Logger
+	// BrickExec, when set, runs every brick as a process of its own, as
+	// GlusterFS runs a glusterfsd per brick: the program BrickExec with
+	// the arguments BrickArgs returns (`mortar brick ...`), logging to
+	// DataDir/logs/bricks/, killed when the node's process dies. `mortar
+	// server` sets it to its own binary. Empty (the default): bricks run
+	// inside this process, each on its own listener, which tests and
+	// programs embedding a node use (a test binary cannot be a brick).
+	BrickExec string
+	// BrickLogLevel is the log level of brick processes: debug, info
+	// (default), warn or error.
+	BrickLogLevel string
 }
 
 // withDefaults returns c with unset fields filled in (Advertise is derived
@@ -41,6 +52,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.BrickLogLevel == "" {
+		c.BrickLogLevel = "info"
 	}
 	return c
 }
@@ -53,6 +67,10 @@ func (c Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("config: listen address %q: %w", c.Listen, err)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.BrickLogLevel)); err != nil {
+		return fmt.Errorf("config: brick log level %q (want debug, info, warn or error)", c.BrickLogLevel)
 	}
 	if c.Advertise != "" {
 		host, port, err := net.SplitHostPort(c.Advertise)

@@ -1,20 +1,32 @@
 // Package mgmt is mortar's management daemon: the part of `mortar server`
 // that keeps the cluster state (nodes, volumes, bricks, options), runs the
-// volume lifecycle (create, start, stop, delete, set), serves this node's
+// volume lifecycle (create, start, stop, delete, set), runs this node's
 // bricks, and answers the HTTP API that the CLI and clients use (Client).
 //
-// # One port
+// # Ports and brick processes
 //
-// A node listens on one TCP port (DefaultPort). Each connection is told
-// apart by its first four bytes: wire.Magic goes to the brick server (the
-// data path), anything else to the HTTP API.
+// The HTTP API listens on the node's port (DefaultPort). Every brick
+// listens on a port of its own, chosen free when the brick first starts and
+// kept in the state, so that a brick that restarts comes back at the
+// address clients have in their spec (the node's advertised host and the
+// brick's port).
+//
+// With Config.BrickExec set (as `mortar server` does), each brick is a
+// child process, `mortar brick` (RunBrick), like GlusterFS's glusterfsd:
+// `volume start` returns once every brick reported on its readiness pipe
+// that it listens; a brick that dies stays offline, with its exit status in
+// `volume status`, until `volume start NAME force`; brick processes get
+// SIGKILL when the node's process dies, and the node starts them again
+// when it starts. Without it, bricks run inside the node, each on its own
+// listener, which is what tests and embedding programs use; KillBrick ends
+// one abruptly in either mode.
 //
 // # State
 //
 // The cluster State changes only by Commands applied in order by a Store.
 // State.Apply is deterministic and does no I/O; everything that touches
 // disks (marking bricks, opening them) happens in the node before or after
-// the command. Today's Store is a JSON file in the data directory,
+// the command; a brick's port is recorded by a command too. Today's Store is a JSON file in the data directory,
 // rewritten atomically; a Raft log carrying the same Commands replaces it
 // when nodes can join (peer probe). One node is a valid cluster.
 //

@@ -11,37 +11,35 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
-
-	"github.com/mortarfs/mortar/brick"
 )
 
 // shutdownTimeout bounds how long Close waits for HTTP requests in flight.
 const shutdownTimeout = 5 * time.Second
 
-// Node is a running management daemon: the HTTP API, the node's bricks and
-// the cluster state, all behind one TCP port.
+// Node is a running management daemon: the HTTP API on the node's port,
+// the cluster state, and the node's bricks, each on its own port.
 type Node struct {
-	log    *slog.Logger
-	id     string
-	addr   string // advertised host:port
-	dir    string
-	lock   *os.File
-	store  Store
-	ln     net.Listener
-	httpLn *connListener
-	http   *http.Server
-	bricks *brick.Server
+	log       *slog.Logger
+	id        string
+	addr      string // advertised host:port
+	dir       string
+	lock      *os.File
+	store     Store
+	ln        net.Listener
+	http      *http.Server
+	runner    brickRunner
+	brickHost string // host the bricks listen on (that of Config.Listen)
 
 	// opMu serialises the operations that change volumes, so that checks
 	// and the command that follows them see the same state.
 	opMu sync.Mutex
 
 	runMu   sync.Mutex
-	running map[string]*runningBrick // by brick id
-	failed  map[string]string        // brick id → why it did not start
+	vols    map[string]*volumeRun // by volume id: the volumes running here
+	closing bool
 
 	connMu  sync.Mutex
-	pending map[net.Conn]struct{} // connections being sniffed
+	pending map[net.Conn]struct{} // HTTP connections that sent nothing yet
 	closed  bool
 
 	wg        sync.WaitGroup
@@ -62,8 +60,7 @@ func Start(cfg Config) (*Node, error) {
 	n := &Node{
 		log:     cfg.Logger,
 		dir:     cfg.DataDir,
-		running: map[string]*runningBrick{},
-		failed:  map[string]string{},
+		vols:    map[string]*volumeRun{},
 		pending: map[net.Conn]struct{}{},
 	}
 	if err := n.open(cfg); err != nil {
@@ -72,7 +69,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.restoreBricks()
 	n.serve()
-	n.log.Info("node started", "id", n.id, "listen", n.ln.Addr().String(), "advertise", n.addr, "data", n.dir)
+	n.log.Info("node started", "id", n.id, "listen", n.ln.Addr().String(), "advertise", n.addr, "data", n.dir, "brick-processes", cfg.BrickExec != "")
 	return n, nil
 }
 
@@ -100,85 +97,44 @@ func (n *Node) open(cfg Config) error {
 			return fmt.Errorf("register node: %w", err)
 		}
 	}
-	n.bricks = brick.NewServer(n.log.With("component", "brick-server"))
+	n.brickHost, _, _ = net.SplitHostPort(cfg.Listen)
+	if cfg.BrickExec != "" {
+		n.runner = newProcRunner(cfg.BrickExec, filepath.Join(cfg.DataDir, "logs", "bricks"), cfg.BrickLogLevel, n.log)
+	} else {
+		n.runner = inProcRunner{}
+	}
 	return nil
 }
 
-// serve starts the accept loop and the HTTP server.
+// serve starts the HTTP server.
 func (n *Node) serve() {
-	n.httpLn = newConnListener(n.ln.Addr())
 	n.http = &http.Server{
 		Handler:           n.handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
+		ConnState:         n.trackConn,
 	}
-	n.wg.Add(2)
-	go func() {
-		defer n.wg.Done()
-		if err := n.http.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	n.wg.Go(func() {
+		if err := n.http.Serve(n.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("http server stopped", "err", err)
 		}
-	}()
-	go func() {
-		defer n.wg.Done()
-		n.acceptLoop()
-	}()
+	})
 }
 
-// acceptLoop accepts connections and hands each to the brick server or
-// the HTTP server by its first bytes.
-func (n *Node) acceptLoop() {
-	for {
-		c, err := n.ln.Accept()
-		if err != nil {
-			if !isClosedErr(err) {
-				n.log.Error("accept failed; node stops accepting", "err", err)
-			}
-			return
-		}
-		if !n.track(c) {
-			c.Close()
-			return
-		}
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.dispatch(c)
-		}()
-	}
-}
-
-// track records c as being sniffed; false if the node is closing.
-func (n *Node) track(c net.Conn) bool {
+// trackConn keeps the connections that have not sent a request yet, which
+// http.Server.Shutdown would otherwise wait for, so that Close can close
+// them at once.
+func (n *Node) trackConn(c net.Conn, state http.ConnState) {
 	n.connMu.Lock()
 	defer n.connMu.Unlock()
-	if n.closed {
-		return false
-	}
-	n.pending[c] = struct{}{}
-	return true
-}
-
-func (n *Node) untrack(c net.Conn) {
-	n.connMu.Lock()
-	delete(n.pending, c)
-	n.connMu.Unlock()
-}
-
-func (n *Node) dispatch(c net.Conn) {
-	sc, isBrick, err := sniff(c)
-	n.untrack(c)
-	if err != nil {
-		n.log.Debug("connection closed before its protocol was known", "remote", c.RemoteAddr().String(), "err", err)
+	switch {
+	case state == http.StateNew && n.closed:
 		c.Close()
-		return
+	case state == http.StateNew:
+		n.pending[c] = struct{}{}
+	default:
+		delete(n.pending, c)
 	}
-	if isBrick {
-		n.log.Debug("brick connection", "remote", c.RemoteAddr().String())
-		n.bricks.ServeConn(sc)
-		return
-	}
-	n.httpLn.push(sc)
 }
 
 // Addr returns the address others use to reach the node (host:port).
@@ -206,23 +162,19 @@ func (n *Node) shutdown() error {
 		c.Close()
 	}
 	n.connMu.Unlock()
-	if n.ln != nil {
-		n.ln.Close()
-	}
 	if n.http != nil {
-		n.httpLn.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		if err := n.http.Shutdown(ctx); err != nil {
 			n.http.Close()
 		}
 		cancel()
+	} else if n.ln != nil {
+		n.ln.Close()
 	}
-	if n.bricks != nil {
-		if err := n.bricks.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close brick server: %w", err))
-		}
-		n.closeAllBricks()
-	}
+	// A request still changing volumes finishes first.
+	n.opMu.Lock()
+	n.stopAllBricks()
+	n.opMu.Unlock()
 	n.wg.Wait()
 	if n.store != nil {
 		errs = append(errs, n.store.Close())

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/brick/posix"
-	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/layer/protocol"
+	"github.com/mortarfs/mortar/volume"
 )
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -82,12 +82,15 @@ func TestVolumeLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, b := range st.Bricks {
-		if !b.Online || b.Disk == nil || b.Disk.Total == 0 || b.Addr != n.Addr() {
+		if !b.Online || b.Disk == nil || b.Disk.Total == 0 || b.Port == 0 || b.Addr != brickAddr(n.Addr(), b.Port) || b.Addr == n.Addr() {
 			t.Fatalf("brick status: %+v (node addr %s)", b, n.Addr())
 		}
 	}
+	if st.Bricks[0].Port == st.Bricks[1].Port {
+		t.Fatalf("two bricks on one port: %+v", st.Bricks)
+	}
 	spec, err := c.Spec(ctx, "gv0")
-	if err != nil || spec.ID != vi.ID || len(spec.Bricks) != 2 || spec.Bricks[0].Addr != n.Addr() {
+	if err != nil || spec.ID != vi.ID || len(spec.Bricks) != 2 || spec.Bricks[0].Addr != st.Bricks[0].Addr {
 		t.Fatalf("spec = %+v, %v", spec, err)
 	}
 	if vi, err = c.Set(ctx, "gv0", OptAttrTimeout, "2.5"); err != nil || vi.Options[OptAttrTimeout] != "2.5" || vi.SpecVersion != spec.Version+1 {
@@ -154,8 +157,6 @@ func TestCreateRefusals(t *testing.T) {
 		{"no bricks", CreateVolumeRequest{Name: "v"}, ErrInvalid, "no bricks"},
 		{"relative path", CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:data"}}, ErrInvalid, "absolute"},
 		{"existing name", CreateVolumeRequest{Name: "taken", Bricks: []string{"localhost:" + dirs[1]}}, ErrExists, "volume taken already exists"},
-		{"replica", CreateVolumeRequest{Name: "v", Replica: 3, Bricks: []string{"localhost:" + dirs[1]}}, ErrUnsupported, "replicated volumes are not supported yet"},
-		{"arbiter", CreateVolumeRequest{Name: "v", Replica: 3, Arbiter: 1, Bricks: []string{"localhost:" + dirs[1]}}, ErrUnsupported, "arbiter volumes are not supported yet"},
 		{"disperse", CreateVolumeRequest{Name: "v", Disperse: 3, Bricks: []string{"localhost:" + dirs[1]}}, ErrUnsupported, "dispersed volumes are not supported yet"},
 	}
 	for _, tc := range cases {
@@ -218,7 +219,7 @@ func TestRestartKeepsVolumes(t *testing.T) {
 		t.Fatalf("started volume after restart: %+v, %v", st, err)
 	}
 	spec, err := c2.Spec(ctx, "up")
-	if err != nil || spec.Bricks[0].Addr != n2.Addr() {
+	if err != nil || spec.Bricks[0].Addr != brickAddr(n2.Addr(), st.Bricks[0].Port) {
 		t.Fatalf("spec after restart: %+v, %v (node at %s)", spec, err, n2.Addr())
 	}
 	vi, err := c2.Info(ctx, "down")
@@ -239,10 +240,9 @@ func TestDataDirLocked(t *testing.T) {
 	}
 }
 
-// TestOnePort checks that HTTP and the brick protocol share the port: a
-// plain HTTP request and a protocol client (whose connections start with
-// wire.Magic) both get answers.
-func TestOnePort(t *testing.T) {
+// TestBrickOwnPort: the node's port answers HTTP; a brick is reached on
+// its own port (the one in the spec) with the brick protocol.
+func TestBrickOwnPort(t *testing.T) {
 	n, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
 	resp, err := http.Get("http://" + n.ListenAddr() + "/v1/node")
@@ -255,32 +255,34 @@ func TestOnePort(t *testing.T) {
 		t.Fatalf("GET /v1/node: %d %s", resp.StatusCode, body)
 	}
 	dirs := brickDirs(t, 1)
-	vi, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: []string{"localhost:" + dirs[0]}})
-	if err != nil {
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: []string{"localhost:" + dirs[0]}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Start(ctx, "gv0", false); err != nil {
 		t.Fatal(err)
 	}
-	pc := protocol.New(protocol.Config{Addr: n.ListenAddr(), BrickID: vi.Bricks[0].ID, VolumeID: vi.ID, Logger: testLogger(t)})
-	defer pc.Close()
-	var lerr error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		var attr layer.Attr
-		attr, lerr = pc.Lookup(ctx, "/")
-		if lerr == nil {
-			if !attr.IsDir() {
-				t.Fatalf("root of the brick is not a directory: %+v", attr)
-			}
-			return
-		}
+	spec, err := c.Spec(ctx, "gv0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("lookup / over the wire on the shared port: %v", lerr)
+	if attr, err := brickClient(t, spec, 0).Lookup(ctx, "/"); err != nil || !attr.IsDir() {
+		t.Fatalf("lookup / on the brick's port: %+v, %v", attr, err)
+	}
 }
 
-// TestSniffGarbage: a connection that is neither HTTP nor the brick
-// protocol, sent in pieces, gets an HTTP error.
-func TestSniffGarbage(t *testing.T) {
+// brickClient connects a protocol client to brick i of spec; its first
+// operation waits for the connection.
+func brickClient(t *testing.T, spec volume.Spec, i int) *protocol.Client {
+	t.Helper()
+	b := spec.Bricks[i]
+	pc := protocol.New(protocol.Config{Addr: b.Addr, BrickID: b.ID, VolumeID: spec.ID, Logger: testLogger(t)})
+	t.Cleanup(func() { pc.Close() })
+	return pc
+}
+
+// TestGarbageOnAPIPort: a connection that is not HTTP, sent in pieces,
+// gets an HTTP error.
+func TestGarbageOnAPIPort(t *testing.T) {
 	n, _ := startNode(t, t.TempDir())
 	conn, err := net.Dial("tcp", n.ListenAddr())
 	if err != nil {

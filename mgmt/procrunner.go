@@ -162,7 +162,7 @@ func (p *procBrick) awaitReady(r io.Reader) (string, error) {
 		p.kill()
 		return "", fmt.Errorf("brick process did not listen within %v; see %s", brickReadyTimeout, p.logPath)
 	}
-	if addr, ok := strings.CutPrefix(msg, strings.TrimSpace(readyOK)+" "); ok {
+	if addr, ok := strings.CutPrefix(msg, readyOK); ok {
 		return addr, nil
 	}
 	p.stop(brickStopTimeout)

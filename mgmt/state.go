@@ -179,9 +179,12 @@ func (s *State) setNode(n *NodeState) error {
 	}
 	old, known := s.Nodes[n.ID]
 	s.Nodes[n.ID] = *n
-	if known && old.Addr != n.Addr {
-		// Clients reach the node's bricks at the new address: every volume
-		// with a brick there has a new spec.
+	oldHost, _ := splitHostPortDefault(old.Addr)
+	newHost, _ := splitHostPortDefault(n.Addr)
+	if known && oldHost != newHost {
+		// Clients reach the node's bricks at the new host: every volume
+		// with a brick there has a new spec. (The bricks' ports are their
+		// own; the node's API port is not in specs.)
 		for _, v := range s.Volumes {
 			if slices.ContainsFunc(v.Bricks, func(b BrickState) bool { return b.Node == n.ID }) {
 				v.SpecVersion++

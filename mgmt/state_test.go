@@ -65,12 +65,27 @@ func TestStateLifecycle(t *testing.T) {
 		t.Fatalf("spec version after set = %d, want 2", got)
 	}
 	mustApply(t, s, Command{Op: OpSetNode, Node: &NodeState{ID: "n1", Addr: "h:2"}})
+	if got := s.Volumes["gv0"].SpecVersion; got != 2 {
+		t.Fatalf("spec version after the node's API port moved = %d, want 2", got)
+	}
+	mustApply(t, s, Command{Op: OpSetNode, Node: &NodeState{ID: "n1", Addr: "h2:2"}})
 	if got := s.Volumes["gv0"].SpecVersion; got != 3 {
 		t.Fatalf("spec version after node moved = %d, want 3", got)
 	}
+	mustApply(t, s, Command{Op: OpSetBrickPort, Name: "gv0", Brick: "v1-b1", Port: 49152})
+	mustApply(t, s, Command{Op: OpSetBrickPort, Name: "gv0", Brick: "v1-b1", Port: 49152}) // no change
 	spec := s.Spec(s.Volumes["gv0"])
-	if spec.Bricks[0].Addr != "h:2" || spec.Options[OptAttrTimeout] != "2" || spec.Version != 3 {
+	if spec.Bricks[0].Addr != "h2:49152" || spec.Bricks[1].Addr != "" || spec.Options[OptAttrTimeout] != "2" || spec.Version != 4 {
 		t.Fatalf("spec = %+v", spec)
+	}
+	for _, bad := range []Command{
+		{Op: OpSetBrickPort, Name: "gv0", Brick: "nope", Port: 1},
+		{Op: OpSetBrickPort, Name: "gv0", Brick: "v1-b2", Port: 70000},
+		{Op: OpSetBrickPort, Name: "nope", Brick: "v1-b2", Port: 1},
+	} {
+		if err := s.Apply(bad); err == nil {
+			t.Errorf("apply %+v succeeded", bad)
+		}
 	}
 	mustApply(t, s,
 		Command{Op: OpSetStatus, Name: "gv0", Status: StatusStopped},

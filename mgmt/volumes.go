@@ -201,8 +201,11 @@ func (n *Node) unmarkAll(bricks []BrickState) {
 	}
 }
 
-// startVolume serves the volume's bricks and marks it started. With force
-// it starts the bricks that do not run on a volume already started.
+// startVolume starts the volume's bricks and marks it started; it returns
+// once every brick listens, or fails with why one did not (and stops the
+// others). With force, on a volume already started, it starts the bricks
+// that do not run (dead ones are not restarted otherwise); those that
+// still fail are listed in the error while the others run.
 func (n *Node) startVolume(name string, force bool) (VolumeInfo, error) {
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
@@ -210,23 +213,24 @@ func (n *Node) startVolume(name string, force bool) (VolumeInfo, error) {
 	if err != nil {
 		return VolumeInfo{}, err
 	}
-	if v.Status == StatusStarted && !force {
+	started := v.Status == StatusStarted
+	if started && !force {
 		return VolumeInfo{}, errorf(ErrState, "volume %s is already started (use force to restart its offline bricks)", name)
 	}
-	if err := n.startBricks(v); err != nil {
+	if err := n.startBricks(v, !started); err != nil {
 		return VolumeInfo{}, err
 	}
-	if v.Status != StatusStarted {
+	if !started {
 		if err := n.store.Apply(Command{Op: OpSetStatus, Name: name, Status: StatusStarted}); err != nil {
-			n.stopBricks(v)
+			n.stopVolumeRun(v.ID)
 			return VolumeInfo{}, err
 		}
 	}
-	n.log.Info("volume started", "volume", name)
+	n.log.Info("volume started", "volume", name, "force", force)
 	return n.info(name)
 }
 
-// stopVolume marks the volume stopped and stops serving its bricks.
+// stopVolume marks the volume stopped and stops its bricks.
 func (n *Node) stopVolume(name string) (VolumeInfo, error) {
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
@@ -237,7 +241,7 @@ func (n *Node) stopVolume(name string) (VolumeInfo, error) {
 	if err := n.store.Apply(Command{Op: OpSetStatus, Name: name, Status: StatusStopped}); err != nil {
 		return VolumeInfo{}, err
 	}
-	n.stopBricks(v)
+	n.stopVolumeRun(v.ID)
 	n.log.Info("volume stopped", "volume", name)
 	return n.info(name)
 }

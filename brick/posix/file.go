@@ -106,6 +106,13 @@ func (s *Store) Open(ctx context.Context, path string, flags uint32) (layer.File
 		return nil, err
 	}
 	defer a.close()
+	if flags&unix.O_TRUNC != 0 {
+		unlock, err := s.pend(ctx, self(a, path))
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+	}
 	f, ptr, err := s.openAt(a, int(flags)&openFlags)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,22 @@
+package replicate
+
+import (
+	"testing"
+
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/layertest"
+)
+
+// The whole contract holds on a replica set of three real bricks over the
+// network, and on one with an arbiter.
+func TestConformance(t *testing.T) {
+	layertest.Run(t, func(t *testing.T) layer.Layer { return newRig(t, 3, false, Options{}).r })
+}
+
+func TestConformanceArbiter(t *testing.T) {
+	layertest.Run(t, func(t *testing.T) layer.Layer { return newRig(t, 3, true, Options{}).r })
+}
+
+func TestLocksConformance(t *testing.T) {
+	layertest.RunLocks(t, func(t *testing.T) layer.Layer { return newRig(t, 3, false, Options{}).r })
+}

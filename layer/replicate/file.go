@@ -1,0 +1,506 @@
+package replicate
+
+import (
+	"context"
+	"hash/fnv"
+	"sync"
+	"syscall"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// file is a file open on several replicas. Writes go to every replica in
+// open that is up; a replica that fails a write is marked pending on the
+// others (by a zero-length write carrying the mark) and dropped from the
+// file for good: what it misses from then on is marked in the same round
+// trip as each write, and the healer copies it once the file is closed.
+type file struct {
+	r     *Replicate
+	path  string
+	flags uint32
+	key   uint64 // chooses the read replica
+
+	mu    sync.Mutex
+	files []layer.File // by replica; nil where not open
+	open  Mask         // replicas taking writes
+	good  Mask         // replicas whose content is current (for reads)
+}
+
+var _ layer.File = (*file)(nil)
+
+func pathKey(p string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(p))
+	return h.Sum64()
+}
+
+// pick returns the replica to read from among good, by key, preferring
+// data replicas; -1 if none.
+func (r *Replicate) pick(good Mask, key uint64) int {
+	if d := good &^ r.arbiters; d != 0 {
+		good = d
+	}
+	n := good.Count()
+	if n == 0 {
+		return -1
+	}
+	k := int(key % uint64(n))
+	for i := range r.children {
+		if good.Has(i) {
+			if k == 0 {
+				return i
+			}
+			k--
+		}
+	}
+	return -1
+}
+
+func wantsWrite(flags uint32) bool {
+	return flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
+}
+
+// Create creates and opens the file on every writable replica.
+func (r *Replicate) Create(ctx context.Context, path string, in layer.CreateIn) (layer.File, layer.Attr, error) {
+	in.Owner = owned(in.Owner)
+	files := make([]layer.File, len(r.children))
+	copies := make([]Copy, len(r.children))
+	o, err := r.modify(ctx, []string{parentOf(path)}, func(ctx context.Context, i int) error {
+		var err error
+		files[i], copies[i].Attr, err = r.children[i].Layer.Create(ctx, path, in)
+		copies[i].Err = err
+		return err
+	})
+	if err != nil {
+		releaseAll(files)
+		return nil, layer.Attr{}, err
+	}
+	for i := range files {
+		if !o.winners.Has(i) && files[i] != nil {
+			files[i].Release(context.WithoutCancel(ctx))
+			files[i] = nil
+		}
+		if !o.winners.Has(i) {
+			copies[i].Err = syscall.ENOTCONN
+		}
+	}
+	v := Judge(copies, 0, r.arbiters)
+	f := &file{r: r, path: path, flags: in.Flags, key: pathKey(path), files: files, open: o.winners, good: v.Good}
+	return f, r.attrOf(attrsOf(copies), o.winners), nil
+}
+
+func attrsOf(copies []Copy) []layer.Attr {
+	out := make([]layer.Attr, len(copies))
+	for i, c := range copies {
+		out[i] = c.Attr
+	}
+	return out
+}
+
+func releaseAll(files []layer.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Release(context.Background())
+		}
+	}
+}
+
+// Open looks the file up on every replica up (to know the good copies) and,
+// in the same round trip, opens it: on all of them for writing, on the
+// likely read replica for reading.
+func (r *Replicate) Open(ctx context.Context, path string, flags uint32) (layer.File, error) {
+	var m Mask
+	var err error
+	if flags&syscall.O_TRUNC != 0 {
+		m, err = r.writable(ctx)
+	} else {
+		m, err = r.readable(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	key := pathKey(path)
+	opening := m
+	if !wantsWrite(flags) {
+		opening = Bit(r.pick(m, key))
+	}
+	files := make([]layer.File, len(r.children))
+	openErrs := make([]error, len(r.children))
+	copies := make([]Copy, len(r.children))
+	octx := r.withPending(ctx, m)
+	r.parallel(m, func(i int) error {
+		var wg sync.WaitGroup
+		if opening.Has(i) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				files[i], openErrs[i] = r.children[i].Layer.Open(octx, path, flags)
+			}()
+		}
+		copies[i].Attr, copies[i].Err = r.children[i].Layer.Lookup(ctx, path)
+		wg.Wait()
+		return nil
+	})
+	for i := range copies {
+		if !m.Has(i) {
+			copies[i].Err = syscall.ENOTCONN
+		}
+	}
+	v := Judge(copies, 0, r.arbiters)
+	if v.Err != nil {
+		releaseAll(files)
+		return nil, v.Err
+	}
+	var opened Mask
+	for i := range files {
+		if files[i] != nil {
+			opened |= Bit(i)
+		}
+	}
+	// A good replica's refusal (EREMOTE for a pointer file, EISDIR,
+	// EACCES ...) is the answer.
+	for i := range openErrs {
+		if e := openErrs[i]; e != nil && v.Good.Has(i) && !IsDown(e) {
+			releaseAll(files)
+			return nil, e
+		}
+	}
+	f := &file{r: r, path: path, flags: flags, key: key, files: files, good: v.Good}
+	if wantsWrite(flags) {
+		if opened == 0 {
+			return nil, firstErr(openErrs, syscall.ENOTCONN)
+		}
+		f.open = opened
+		return f, nil
+	}
+	if f.reader() < 0 {
+		// The likely replica is behind or failed: open a good one.
+		f.mu.Lock()
+		i := f.openAnother(ctx, 0)
+		f.mu.Unlock()
+		if i < 0 {
+			releaseAll(files)
+			return nil, firstErr(openErrs, syscall.ENOTCONN)
+		}
+	}
+	return f, nil
+}
+
+func firstErr(errs []error, def error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return def
+}
+
+// reader returns an open, good, up replica to read from, or -1.
+func (f *file) reader() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var m Mask
+	for i, lf := range f.files {
+		if lf != nil {
+			m |= Bit(i)
+		}
+	}
+	return f.r.pick(m&f.good&f.r.up(), f.key)
+}
+
+// readFrom runs a read-only file operation on a good replica, trying the
+// next one if the replica is down.
+func (f *file) readFrom(ctx context.Context, fn func(lf layer.File) error) error {
+	tried := Mask(0)
+	for {
+		f.mu.Lock()
+		var m Mask
+		for i, lf := range f.files {
+			if lf != nil {
+				m |= Bit(i)
+			}
+		}
+		i := f.r.pick(m&f.good&f.r.up()&^tried, f.key)
+		if i < 0 {
+			i = f.openAnother(ctx, tried)
+		}
+		var lf layer.File
+		if i >= 0 {
+			lf = f.files[i]
+		}
+		f.mu.Unlock()
+		if lf == nil {
+			return syscall.ENOTCONN
+		}
+		err := fn(lf)
+		if err == nil || !IsDown(err) {
+			return err
+		}
+		tried |= Bit(i)
+	}
+}
+
+// openAnother opens the file on another good replica that is up (called
+// with f.mu held); -1 if there is none.
+func (f *file) openAnother(ctx context.Context, tried Mask) int {
+	i := f.r.pick(f.good&f.r.up()&^tried, f.key)
+	if i < 0 || f.files[i] != nil {
+		return -1
+	}
+	lf, err := f.r.children[i].Layer.Open(ctx, f.path, f.flags&^syscall.O_TRUNC)
+	if err != nil {
+		return -1
+	}
+	f.files[i] = lf
+	return i
+}
+
+func (f *file) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	var n int
+	err := f.readFrom(ctx, func(lf layer.File) error {
+		var err error
+		n, err = lf.Read(ctx, p, off)
+		return err
+	})
+	return n, err
+}
+
+func (f *file) Getattr(ctx context.Context) (layer.Attr, error) {
+	var a layer.Attr
+	err := f.readFrom(ctx, func(lf layer.File) error {
+		var err error
+		a, err = lf.Getattr(ctx)
+		return err
+	})
+	a.Pending = 0
+	return a, err
+}
+
+// targets returns the replicas a write goes to now, or EROFS without
+// quorum.
+func (f *file) targets() (Mask, error) {
+	f.mu.Lock()
+	m := f.open & f.r.up()
+	f.mu.Unlock()
+	if !f.r.quorate(m) || m&^f.r.arbiters == 0 {
+		f.r.log.Warn("replica set has no quorum: refusing writes", "path", f.path, "up", f.r.names(m))
+		return 0, syscall.EROFS
+	}
+	return m, nil
+}
+
+// modify runs a data or attribute change on every replica the file is
+// open on; losers are marked on the winners and dropped from the file.
+func (f *file) modify(ctx context.Context, fn func(ctx context.Context, lf layer.File, i int) error) (Mask, error) {
+	m, err := f.targets()
+	if err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	files := append([]layer.File(nil), f.files...)
+	f.mu.Unlock()
+	pctx := f.r.withPending(ctx, m)
+	errs := f.r.parallel(m, func(i int) error { return fn(pctx, files[i], i) })
+	o := f.r.settle(m, errs)
+	if o.winners != 0 && o.losers != 0 {
+		mark := layer.WithTxn(ctx, layer.Txn{Pending: uint64(f.r.all &^ o.winners)})
+		f.r.parallel(o.winners, func(i int) error {
+			// A zero-length write records the mark on the open inode,
+			// wherever it has been renamed to.
+			if _, err := files[i].Write(mark, nil, 0); err != nil {
+				f.r.log.Error("cannot record a missed write: the replicas may differ until a full heal",
+					"path", f.path, "replica", f.r.children[i].Name, "err", err)
+			}
+			return nil
+		})
+		f.r.log.Warn("replicas missed a write; marked for heal", "path", f.path, "missed", f.r.names(o.losers))
+		f.mu.Lock()
+		f.open &^= o.losers
+		f.good &^= o.losers
+		f.mu.Unlock()
+	}
+	return o.winners, o.err
+}
+
+func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	ns := make([]int, len(f.r.children))
+	winners, err := f.modify(ctx, func(ctx context.Context, lf layer.File, i int) error {
+		var err error
+		ns[i], err = lf.Write(ctx, p, off)
+		return err
+	})
+	if winners == 0 {
+		return 0, err
+	}
+	i := winners.First()
+	if d := winners &^ f.r.arbiters; d != 0 {
+		i = d.First()
+	}
+	return ns[i], err
+}
+
+func (f *file) Setattr(ctx context.Context, in layer.SetattrIn) (layer.Attr, error) {
+	attrs := make([]layer.Attr, len(f.r.children))
+	winners, err := f.modify(ctx, func(ctx context.Context, lf layer.File, i int) error {
+		var err error
+		attrs[i], err = lf.Setattr(ctx, in)
+		return err
+	})
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	return f.r.attrOf(attrs, winners), nil
+}
+
+func (f *file) Fallocate(ctx context.Context, mode uint32, off, length int64) error {
+	_, err := f.modify(ctx, func(ctx context.Context, lf layer.File, i int) error {
+		return lf.Fallocate(ctx, mode, off, length)
+	})
+	return err
+}
+
+// each runs fn on every replica the file is open on and up; it fails only
+// if every one of them fails (or with the first error that is not a
+// replica being down).
+func (f *file) each(fn func(lf layer.File) error) error {
+	f.mu.Lock()
+	files := append([]layer.File(nil), f.files...)
+	f.mu.Unlock()
+	var m Mask
+	for i, lf := range files {
+		if lf != nil {
+			m |= Bit(i)
+		}
+	}
+	m &= f.r.up()
+	if m == 0 {
+		return syscall.ENOTCONN
+	}
+	errs := f.r.parallel(m, func(i int) error { return fn(files[i]) })
+	var firstDown error
+	okCount := 0
+	for i := range errs {
+		switch {
+		case !m.Has(i):
+		case errs[i] == nil:
+			okCount++
+		case IsDown(errs[i]):
+			firstDown = errs[i]
+		default:
+			return errs[i]
+		}
+	}
+	if okCount == 0 {
+		return firstDown
+	}
+	return nil
+}
+
+func (f *file) Fsync(ctx context.Context, datasync bool) error {
+	return f.each(func(lf layer.File) error { return lf.Fsync(ctx, datasync) })
+}
+
+func (f *file) Flush(ctx context.Context, owner uint64) error {
+	return f.each(func(lf layer.File) error { return lf.Flush(ctx, owner) })
+}
+
+// lockFiles returns the replicas locks are taken on: every open one that
+// is up, in replica order.
+func (f *file) lockFiles() []layer.File {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	up := f.r.up()
+	var out []layer.File
+	for i, lf := range f.files {
+		if lf != nil && up.Has(i) {
+			out = append(out, lf)
+		}
+	}
+	return out
+}
+
+func (f *file) Getlk(ctx context.Context, owner uint64, lk layer.Lock) (layer.Lock, error) {
+	var out layer.Lock
+	err := syscall.Errno(syscall.ENOTCONN)
+	for _, lf := range f.lockFiles() {
+		var e error
+		if out, e = lf.Getlk(ctx, owner, lk); e == nil {
+			return out, nil
+		} else if !IsDown(e) {
+			return out, e
+		}
+	}
+	return out, err
+}
+
+// Setlk takes the lock on every replica: blocking requests one replica
+// after the other in replica order (so that two clients cannot each hold
+// part and wait for the rest), others all at once; a refusal anywhere
+// releases what was taken.
+func (f *file) Setlk(ctx context.Context, owner uint64, lk layer.Lock, wait bool) error {
+	files := f.lockFiles()
+	if len(files) == 0 {
+		return syscall.ENOTCONN
+	}
+	if lk.Type == syscall.F_UNLCK {
+		return f.each(func(lf layer.File) error { return lf.Setlk(ctx, owner, lk, false) })
+	}
+	var taken []layer.File
+	var err error
+	if wait {
+		for _, lf := range files {
+			if err = lf.Setlk(ctx, owner, lk, true); err != nil && !IsDown(err) {
+				break
+			}
+			if err == nil {
+				taken = append(taken, lf)
+			}
+		}
+	} else {
+		errs := make([]error, len(files))
+		var wg sync.WaitGroup
+		for k, lf := range files {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[k] = lf.Setlk(ctx, owner, lk, false)
+			}()
+		}
+		wg.Wait()
+		for k, e := range errs {
+			if e == nil {
+				taken = append(taken, files[k])
+			} else if !IsDown(e) && err == nil {
+				err = e
+			}
+		}
+	}
+	if err != nil && !IsDown(err) || len(taken) == 0 {
+		unlock := lk
+		unlock.Type = syscall.F_UNLCK
+		for _, lf := range taken {
+			lf.Setlk(context.WithoutCancel(ctx), owner, unlock, false)
+		}
+		if err == nil {
+			err = syscall.ENOTCONN
+		}
+		return err
+	}
+	return nil
+}
+
+func (f *file) Release(ctx context.Context) error {
+	f.mu.Lock()
+	files := f.files
+	f.files = nil
+	f.mu.Unlock()
+	var first error
+	for _, lf := range files {
+		if lf != nil {
+			if err := lf.Release(ctx); err != nil && first == nil && !IsDown(err) {
+				first = err
+			}
+		}
+	}
+	return first
+}

@@ -1,0 +1,555 @@
+// Package replicate keeps N copies of every file on the N bricks of a
+// replica set, the layer between distribute and the network clients.
+//
+// Every modifying operation goes to all the replicas that are up, in
+// parallel. The replicas known to miss it (down, or not open for this
+// file) travel with the request (layer.Txn), and the bricks that do the
+// operation record them as pending in the same round trip; the healer
+// later copies what they missed. Only when a replica fails *during* an
+// operation does replicate spend a second round trip, to record it on the
+// bricks that did the operation.
+//
+// Quorum: a modifying operation needs a majority of the set up (quorum
+// type auto; see Options), and a data brick among them for data. Without
+// it the operation fails with EROFS before anything is sent. A replica set
+// whose quorum breaks during an operation fails that operation with EIO;
+// the replicas that did it record the others as pending, so all copies
+// converge on it once healed.
+//
+// Reads come from a copy that no other copy blames (Judge), chosen per
+// file by its gfid so that one file's reads stay in one brick's cache.
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// Child is one replica of the set.
+type Child struct {
+	// Name identifies the replica in logs ("host:/path").
+	Name  string
+	Layer layer.Layer
+	// Arbiter replicas hold names and metadata but no data.
+	Arbiter bool
+	// Up reports whether the replica is reachable now; nil means always.
+	// Replicate does not wait for replicas that are not up.
+	Up func() bool
+}
+
+// Quorum types.
+const (
+	QuorumAuto  = "auto"  // more than half; exactly half if it includes replica 0
+	QuorumFixed = "fixed" // at least QuorumCount
+	QuorumNone  = "none"  // any one replica (split-brain becomes possible)
+)
+
+// Options tunes a Replicate.
+type Options struct {
+	Quorum      string // QuorumAuto (default), QuorumFixed or QuorumNone
+	QuorumCount int    // for QuorumFixed
+	// ConnectWait is how long an operation waits for enough replicas to
+	// come up (at mount time, or while a brick restarts); default 2s.
+	ConnectWait time.Duration
+	Logger      *slog.Logger
+}
+
+// Replicate is the layer over one replica set.
+type Replicate struct {
+	children []Child
+	all      Mask
+	arbiters Mask
+	opts     Options
+	log      *slog.Logger
+}
+
+var _ layer.Layer = (*Replicate)(nil)
+
+// New returns the replicate layer over children (at most 64).
+func New(children []Child, opts Options) (*Replicate, error) {
+	if len(children) == 0 || len(children) > 64 {
+		return nil, fmt.Errorf("replicate: %d replicas (want 1..64)", len(children))
+	}
+	r := &Replicate{children: children, opts: opts, log: opts.Logger}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.opts.Quorum == "" {
+		r.opts.Quorum = QuorumAuto
+	}
+	switch r.opts.Quorum {
+	case QuorumAuto, QuorumNone:
+	case QuorumFixed:
+		if opts.QuorumCount < 1 || opts.QuorumCount > len(children) {
+			return nil, fmt.Errorf("replicate: quorum count %d out of 1..%d", opts.QuorumCount, len(children))
+		}
+	default:
+		return nil, fmt.Errorf("replicate: unknown quorum type %q", opts.Quorum)
+	}
+	if r.opts.ConnectWait == 0 {
+		r.opts.ConnectWait = 2 * time.Second
+	}
+	for i, c := range children {
+		r.all |= Bit(i)
+		if c.Arbiter {
+			r.arbiters |= Bit(i)
+		}
+	}
+	if r.all&^r.arbiters == 0 {
+		return nil, errors.New("replicate: no data replica")
+	}
+	return r, nil
+}
+
+// up returns the replicas reachable now.
+func (r *Replicate) up() Mask {
+	var m Mask
+	for i, c := range r.children {
+		if c.Up == nil || c.Up() {
+			m |= Bit(i)
+		}
+	}
+	return m
+}
+
+// quorate reports whether the replicas in m may accept a modification.
+func (r *Replicate) quorate(m Mask) bool {
+	n, have := len(r.children), m.Count()
+	switch r.opts.Quorum {
+	case QuorumNone:
+		return have >= 1
+	case QuorumFixed:
+		return have >= r.opts.QuorumCount
+	}
+	return 2*have > n || (2*have == n && m.Has(0))
+}
+
+// waitFor waits (up to ConnectWait) until ok(up) holds and returns the
+// replicas up then; a set that never gets there returns what is up.
+func (r *Replicate) waitFor(ctx context.Context, ok func(Mask) bool) Mask {
+	m := r.up()
+	if ok(m) {
+		return m
+	}
+	deadline := time.Now().Add(r.opts.ConnectWait)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+		if m = r.up(); ok(m) {
+			break
+		}
+	}
+	return m
+}
+
+// readable waits for at least one replica.
+func (r *Replicate) readable(ctx context.Context) (Mask, error) {
+	m := r.waitFor(ctx, func(m Mask) bool { return m != 0 })
+	if m == 0 {
+		return 0, syscall.ENOTCONN
+	}
+	return m, nil
+}
+
+// writable waits for a quorum with a data replica.
+func (r *Replicate) writable(ctx context.Context) (Mask, error) {
+	ok := func(m Mask) bool { return r.quorate(m) && m&^r.arbiters != 0 }
+	m := r.waitFor(ctx, ok)
+	if !ok(m) {
+		r.log.Warn("replica set has no quorum: refusing writes", "up", r.names(m))
+		return 0, syscall.EROFS
+	}
+	return m, nil
+}
+
+// names lists the replicas in m, for logs.
+func (r *Replicate) names(m Mask) []string {
+	var out []string
+	for i, c := range r.children {
+		if m.Has(i) {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// parallel runs fn for every replica in m at once and returns the errors
+// by replica.
+func (r *Replicate) parallel(m Mask, fn func(i int) error) []error {
+	errs := make([]error, len(r.children))
+	if m.Count() == 1 {
+		i := m.First()
+		errs[i] = fn(i)
+		return errs
+	}
+	var wg sync.WaitGroup
+	for i := range r.children {
+		if m.Has(i) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = fn(i)
+			}()
+		}
+	}
+	wg.Wait()
+	return errs
+}
+
+// withPending is ctx carrying the replicas that will miss an operation
+// sent to targets.
+func (r *Replicate) withPending(ctx context.Context, targets Mask) context.Context {
+	if miss := r.all &^ targets; miss != 0 {
+		return layer.WithTxn(ctx, layer.Txn{Pending: uint64(miss)})
+	}
+	return ctx
+}
+
+// outcome is how a modification went on the replicas it was sent to.
+type outcome struct {
+	winners Mask // the answer that counts
+	losers  Mask // replicas that missed it or answered otherwise
+	err     error
+}
+
+// settle decides a modification's outcome. ok holds the replicas that
+// succeeded. When the replicas disagree, the side with quorum wins; the
+// others are losers to be marked pending on the winners.
+func (r *Replicate) settle(targets Mask, errs []error) outcome {
+	var ok, down, failed Mask
+	for i := range r.children {
+		switch {
+		case !targets.Has(i):
+		case errs[i] == nil:
+			ok |= Bit(i)
+		case IsDown(errs[i]):
+			down |= Bit(i)
+		default:
+			failed |= Bit(i)
+		}
+	}
+	switch {
+	case ok == 0 && failed == 0:
+		return outcome{err: syscall.ENOTCONN, losers: down}
+	case ok == 0:
+		// They all refused (EEXIST, ENOENT, ENOSPC ...): nothing changed.
+		return outcome{err: errs[failed.First()]}
+	case failed == 0 || r.quorate(ok) || ok.Count() > failed.Count():
+		o := outcome{winners: ok, losers: failed | down}
+		if !r.quorate(ok) {
+			o.err = syscall.EIO // quorum lost during the operation
+		}
+		return o
+	}
+	// A minority did it and the majority refused: the refusal stands, and
+	// the minority is what heal must undo.
+	return outcome{winners: failed, losers: ok, err: errs[failed.First()]}
+}
+
+// modify runs a modifying operation on every writable replica: fn gets a
+// context carrying the pending replicas. marks are the paths whose inodes
+// carry the marks for this operation (the inode itself, or the parent
+// directories of changed names).
+func (r *Replicate) modify(ctx context.Context, marks []string, fn func(ctx context.Context, i int) error) (outcome, error) {
+	targets, err := r.writable(ctx)
+	if err != nil {
+		return outcome{}, err
+	}
+	pctx := r.withPending(ctx, targets)
+	errs := r.parallel(targets, func(i int) error { return fn(pctx, i) })
+	o := r.settle(targets, errs)
+	if o.winners != 0 && o.losers != 0 {
+		r.markLosers(ctx, o, marks)
+	}
+	return o, o.err
+}
+
+// markLosers records on the winners that the losers missed an operation:
+// the second round trip, only when a replica failed during an operation.
+func (r *Replicate) markLosers(ctx context.Context, o outcome, paths []string) {
+	mask := uint64(o.losers)
+	r.parallel(o.winners, func(i int) error {
+		h, ok := r.children[i].Layer.(layer.HealStore)
+		if !ok {
+			return syscall.ENOTSUP
+		}
+		for _, p := range paths {
+			if err := h.MarkPending(ctx, p, layer.Gfid{}, mask); err != nil && !errors.Is(err, syscall.ENOENT) {
+				r.log.Error("cannot record a missed operation: the replicas may differ until a full heal",
+					"path", p, "replica", r.children[i].Name, "missed", r.names(o.losers), "err", err)
+			}
+		}
+		return nil
+	})
+	r.log.Warn("replicas missed an operation; marked for heal", "paths", paths, "missed", r.names(o.losers))
+}
+
+// parentOf is the directory whose names an operation on p changes.
+func parentOf(p string) string {
+	dir, _ := layer.Split(p)
+	return dir
+}
+
+// judge looks path up on every readable replica and decides which copies
+// are good. If the replicas disagree on whether it exists, the parent's
+// marks decide whose view of the name is stale.
+func (r *Replicate) judge(ctx context.Context, path string) (Verdict, []Copy, error) {
+	m, err := r.readable(ctx)
+	if err != nil {
+		return Verdict{}, nil, err
+	}
+	copies := r.lookupAll(ctx, m, path)
+	v := Judge(copies, 0, r.arbiters)
+	if v.Present != 0 && v.Absent != 0 && path != "/" {
+		pv := Judge(r.lookupAll(ctx, m, parentOf(path)), 0, r.arbiters)
+		if distrust := pv.Bad &^ pv.Good; distrust != 0 {
+			v = Judge(copies, distrust, r.arbiters)
+		}
+	}
+	return v, copies, nil
+}
+
+func (r *Replicate) lookupAll(ctx context.Context, m Mask, path string) []Copy {
+	copies := make([]Copy, len(r.children))
+	for i := range copies {
+		copies[i].Err = syscall.ENOTCONN
+	}
+	r.parallel(m, func(i int) error {
+		copies[i].Attr, copies[i].Err = r.children[i].Layer.Lookup(ctx, path)
+		return nil
+	})
+	return copies
+}
+
+// Lookup returns the attributes of a good copy.
+func (r *Replicate) Lookup(ctx context.Context, path string) (layer.Attr, error) {
+	v, _, err := r.judge(ctx, path)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	if v.SplitBrain {
+		r.log.Error("split-brain: the replicas blame each other; see `mortar volume heal VOLUME info split-brain`", "path", path)
+	}
+	if v.Err != nil {
+		return layer.Attr{}, v.Err
+	}
+	return v.Attr, nil
+}
+
+// attrOf picks the attributes to return from a modification's winners.
+func (r *Replicate) attrOf(attrs []layer.Attr, winners Mask) layer.Attr {
+	i := winners.First()
+	if d := winners &^ r.arbiters; d != 0 {
+		i = d.First()
+	}
+	a := attrs[i]
+	a.Pending = 0
+	return a
+}
+
+// attrOp runs a modification that answers with an Attr.
+func (r *Replicate) attrOp(ctx context.Context, marks []string, fn func(ctx context.Context, i int) (layer.Attr, error)) (layer.Attr, error) {
+	attrs := make([]layer.Attr, len(r.children))
+	o, err := r.modify(ctx, marks, func(ctx context.Context, i int) error {
+		var err error
+		attrs[i], err = fn(ctx, i)
+		return err
+	})
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	return r.attrOf(attrs, o.winners), nil
+}
+
+func (r *Replicate) Setattr(ctx context.Context, path string, in layer.SetattrIn) (layer.Attr, error) {
+	return r.attrOp(ctx, []string{path}, func(ctx context.Context, i int) (layer.Attr, error) {
+		return r.children[i].Layer.Setattr(ctx, path, in)
+	})
+}
+
+// owned gives a new inode one gfid on every replica.
+func owned(o layer.Owner) layer.Owner {
+	if o.Gfid.IsZero() {
+		o.Gfid = layer.NewGfid()
+	}
+	return o
+}
+
+func (r *Replicate) Mknod(ctx context.Context, path string, in layer.MknodIn) (layer.Attr, error) {
+	in.Owner = owned(in.Owner)
+	return r.attrOp(ctx, []string{parentOf(path)}, func(ctx context.Context, i int) (layer.Attr, error) {
+		return r.children[i].Layer.Mknod(ctx, path, in)
+	})
+}
+
+func (r *Replicate) Mkdir(ctx context.Context, path string, in layer.MkdirIn) (layer.Attr, error) {
+	in.Owner = owned(in.Owner)
+	return r.attrOp(ctx, []string{parentOf(path)}, func(ctx context.Context, i int) (layer.Attr, error) {
+		return r.children[i].Layer.Mkdir(ctx, path, in)
+	})
+}
+
+func (r *Replicate) Symlink(ctx context.Context, path string, in layer.SymlinkIn) (layer.Attr, error) {
+	in.Owner = owned(in.Owner)
+	return r.attrOp(ctx, []string{parentOf(path)}, func(ctx context.Context, i int) (layer.Attr, error) {
+		return r.children[i].Layer.Symlink(ctx, path, in)
+	})
+}
+
+func (r *Replicate) Link(ctx context.Context, oldpath, newpath string) (layer.Attr, error) {
+	return r.attrOp(ctx, []string{parentOf(newpath)}, func(ctx context.Context, i int) (layer.Attr, error) {
+		return r.children[i].Layer.Link(ctx, oldpath, newpath)
+	})
+}
+
+// removal runs Unlink or Rmdir. A replica that lacked the name (it was
+// behind) loses to the ones that removed it and is marked for heal.
+func (r *Replicate) removal(ctx context.Context, path string, rm func(l layer.Layer, ctx context.Context) error) error {
+	_, err := r.modify(ctx, []string{parentOf(path)}, func(ctx context.Context, i int) error {
+		return rm(r.children[i].Layer, ctx)
+	})
+	return err
+}
+
+func (r *Replicate) Unlink(ctx context.Context, path string) error {
+	return r.removal(ctx, path, func(l layer.Layer, ctx context.Context) error { return l.Unlink(ctx, path) })
+}
+
+func (r *Replicate) Rmdir(ctx context.Context, path string) error {
+	return r.removal(ctx, path, func(l layer.Layer, ctx context.Context) error { return l.Rmdir(ctx, path) })
+}
+
+func (r *Replicate) Rename(ctx context.Context, oldpath, newpath string, flags uint32) error {
+	marks := []string{parentOf(oldpath)}
+	if p := parentOf(newpath); p != marks[0] {
+		marks = append(marks, p)
+	}
+	_, err := r.modify(ctx, marks, func(ctx context.Context, i int) error {
+		return r.children[i].Layer.Rename(ctx, oldpath, newpath, flags)
+	})
+	return err
+}
+
+func (r *Replicate) Setxattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
+	_, err := r.modify(ctx, []string{path}, func(ctx context.Context, i int) error {
+		return r.children[i].Layer.Setxattr(ctx, path, name, value, flags)
+	})
+	return err
+}
+
+func (r *Replicate) Removexattr(ctx context.Context, path, name string) error {
+	_, err := r.modify(ctx, []string{path}, func(ctx context.Context, i int) error {
+		return r.children[i].Layer.Removexattr(ctx, path, name)
+	})
+	return err
+}
+
+// fromGood runs a read-only path operation on a good copy, judging first.
+func (r *Replicate) fromGood(ctx context.Context, path string, fn func(i int) error) error {
+	v, _, err := r.judge(ctx, path)
+	if err != nil {
+		return err
+	}
+	if v.Err != nil {
+		return v.Err
+	}
+	var last error = syscall.ENOTCONN
+	good := v.Good
+	for good != 0 {
+		i := r.pick(good, pathKey(path))
+		if last = fn(i); last == nil || !IsDown(last) {
+			return last
+		}
+		good &^= Bit(i)
+	}
+	return last
+}
+
+func (r *Replicate) Readlink(ctx context.Context, path string) (string, error) {
+	var target string
+	err := r.fromGood(ctx, path, func(i int) error {
+		var err error
+		target, err = r.children[i].Layer.Readlink(ctx, path)
+		return err
+	})
+	return target, err
+}
+
+// Readdir lists the directory from a good copy, all at once (cookie 0).
+func (r *Replicate) Readdir(ctx context.Context, path string, cookie uint64, max int) (layer.DirPage, error) {
+	if cookie != 0 {
+		return layer.DirPage{Next: cookie, EOF: true}, nil
+	}
+	var entries []layer.Entry
+	err := r.fromGood(ctx, path, func(i int) error {
+		var err error
+		entries, err = layer.ReadDirAll(ctx, r.children[i].Layer, path)
+		return err
+	})
+	if err != nil {
+		return layer.DirPage{}, err
+	}
+	for k := range entries {
+		entries[k].Attr.Pending = 0
+	}
+	return layer.DirPage{Entries: entries, Next: 1, EOF: true}, nil
+}
+
+// Statfs reports the smallest data replica: what the set can still hold.
+func (r *Replicate) Statfs(ctx context.Context, path string) (layer.Statfs, error) {
+	m, err := r.readable(ctx)
+	if err != nil {
+		return layer.Statfs{}, err
+	}
+	if d := m &^ r.arbiters; d != 0 {
+		m = d
+	}
+	st := make([]layer.Statfs, len(r.children))
+	errs := r.parallel(m, func(i int) error {
+		var err error
+		st[i], err = r.children[i].Layer.Statfs(ctx, path)
+		return err
+	})
+	var out layer.Statfs
+	found := false
+	for i := range r.children {
+		if !m.Has(i) || errs[i] != nil {
+			continue
+		}
+		s := st[i]
+		if !found || s.Bavail*uint64(s.Frsize) < out.Bavail*uint64(out.Frsize) {
+			out = s
+		}
+		found = true
+	}
+	if !found {
+		return layer.Statfs{}, errs[m.First()]
+	}
+	return out, nil
+}
+
+func (r *Replicate) Getxattr(ctx context.Context, path, name string) ([]byte, error) {
+	var v []byte
+	err := r.fromGood(ctx, path, func(i int) error {
+		var err error
+		v, err = r.children[i].Layer.Getxattr(ctx, path, name)
+		return err
+	})
+	return v, err
+}
+
+func (r *Replicate) Listxattr(ctx context.Context, path string) ([]string, error) {
+	var names []string
+	err := r.fromGood(ctx, path, func(i int) error {
+		var err error
+		names, err = r.children[i].Layer.Listxattr(ctx, path)
+		return err
+	})
+	return names, err
+}
