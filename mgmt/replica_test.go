@@ -96,14 +96,14 @@ func TestCreateReplicatedRefusals(t *testing.T) {
 		marker error
 		msg    string
 	}{
-		{"not a multiple", CreateVolumeRequest{Replica: 3, Bricks: bricksOn(dirs[:4])}, ErrInvalid, "4 bricks do not make replica sets of 3"},
+		{"not a multiple", CreateVolumeRequest{Replica: 3, Bricks: bricksOn(dirs[:4])}, ErrInvalid, "replica sets of 3 need a multiple of 3 bricks, not 4"},
 		{"replica 1", CreateVolumeRequest{Replica: 1, Bricks: bricksOn(dirs[:1])}, ErrInvalid, "replica count 1 is out of range"},
 		{"replica too big", CreateVolumeRequest{Replica: volume.MaxReplica + 1, Bricks: bricksOn(dirs[:1])}, ErrInvalid, "out of range: a replica set has 2 to 16 bricks"},
 		{"negative replica", CreateVolumeRequest{Replica: -2, Bricks: bricksOn(dirs[:2])}, ErrInvalid, "out of range"},
 		{"arbiter 2", CreateVolumeRequest{Replica: 3, Arbiter: 2, Bricks: bricksOn(dirs[:3])}, ErrInvalid, "only \"arbiter 1\""},
 		{"arbiter alone", CreateVolumeRequest{Arbiter: 1, Bricks: bricksOn(dirs[:3])}, ErrInvalid, "arbiter needs a replicated volume"},
 		{"arbiter replica 4", CreateVolumeRequest{Replica: 4, Arbiter: 1, Bricks: bricksOn(dirs[:4])}, ErrInvalid, "arbiter volumes are replica 3"},
-		{"arbiter old spelling, 4 bricks", CreateVolumeRequest{Replica: 2, Arbiter: 1, Bricks: bricksOn(dirs[:4])}, ErrInvalid, "sets of 3"},
+		{"arbiter old spelling, 4 bricks", CreateVolumeRequest{Replica: 2, Arbiter: 1, Bricks: bricksOn(dirs[:4])}, ErrInvalid, "replica sets of 3 need"},
 		{"disperse", CreateVolumeRequest{Disperse: -1, Bricks: bricksOn(dirs[:3])}, ErrUnsupported, "dispersed volumes are not supported yet"},
 		{"redundancy", CreateVolumeRequest{Replica: 3, Redundancy: 1, Bricks: bricksOn(dirs[:3])}, ErrUnsupported, "not supported yet"},
 	}

@@ -33,7 +33,7 @@ type runningBrick interface {
 }
 
 // errKilled is how an in-process brick ended by kill exits.
-var errKilled = errors.New("killed")
+var errKilled = errors.New("brick killed")
 
 // inProcRunner serves each brick in this process on its own listener.
 type inProcRunner struct{}

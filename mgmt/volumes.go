@@ -93,7 +93,7 @@ func planLayout(req CreateVolumeRequest) (layout, error) {
 		lay.replica = 3
 	}
 	if n := len(req.Bricks); n > 0 && n%lay.replica != 0 {
-		return lay, errorf(ErrInvalid, "%d bricks do not make replica sets of %d: give a multiple of %d bricks (consecutive bricks form a set)", n, lay.replica, lay.replica)
+		return lay, errorf(ErrInvalid, "replica sets of %d need a multiple of %d bricks, not %d (consecutive bricks form a set)", lay.replica, lay.replica, n)
 	}
 	return lay, nil
 }

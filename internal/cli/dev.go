@@ -15,34 +15,53 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/volume"
 )
 
 // devConfig is what `mortar dev` sets up.
 type devConfig struct {
-	Data     string
-	Bricks   int
-	Mount    string
-	Volume   string
-	Listen   string
-	LogLevel string
+	Data   string
+	Bricks int
+	// BricksSet: --bricks was given (else a replicated volume gets one
+	// replica set).
+	BricksSet bool
+	Replica   int  // 0: distribute
+	Arbiter   bool // the third brick of every set is an arbiter
+	Mount     string
+	Volume    string
+	Listen    string
+	LogLevel  string
 }
 
 func newDevCommand() *cobra.Command {
 	var dc devConfig
 	cmd := &cobra.Command{
-		Use:   "dev [--data DIR] [--bricks N] [--mount DIR] [--volume NAME]",
+		Use:   "dev [--data DIR] [--bricks N] [--replica N [--arbiter]] [--mount DIR] [--volume NAME]",
 		Short: "Run a one-machine mortar: a node, a volume over N bricks, mounted",
-		Long: `Run a complete mortar on this machine in one process, for trying it out and
-for development: a node (as "mortar server" would run), a distribute volume
-over N brick directories under DIR/bricks, mounted at DIR/mnt.
+		Long: `Run a complete mortar on this machine in one command, for trying it out and
+for development: a node (as "mortar server" would run, with a process per
+brick), a volume over N brick directories under DIR/bricks, and its mount at
+DIR/mnt, served by this process.
+
+The volume is a distribute volume over --bricks N (default 3); with
+--replica N it is replicated: sets of N bricks, one set unless --bricks asks
+for more (a multiple of N). --arbiter (with replica 3, the default then) makes
+the third brick of every set an arbiter.
 
 The first run creates and starts the volume; later runs with the same --data
-reuse it and its files. Ctrl-C (or SIGTERM) unmounts and stops everything.
-Files written to the mount appear as plain files in the brick directories.
-While it runs, the "mortar volume" commands work against it (--server is the
---listen address). Needs FUSE (/dev/fuse, fuse3) and, to mount, root.`,
+reuse it and its files (--bricks, --replica and --arbiter apply to a new
+volume only). Ctrl-C (or SIGTERM) unmounts and stops everything. Files
+written to the mount appear as plain files in the brick directories. While it
+runs, the "mortar volume" commands work against it (--server is the --listen
+address): "mortar volume status" shows the brick processes, which can be
+killed to see a replica go down, and "mortar volume start NAME force" brings
+them back. Needs FUSE (/dev/fuse, fuse3) and, to mount, root.`,
+		Example: `  mortar dev
+  mortar dev --replica 3
+  mortar dev --replica 3 --arbiter --bricks 6 --data /tmp/arb`,
 		Args: usageArgs(0, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			dc.BricksSet = cmd.Flags().Changed("bricks")
 			if err := runDev(cmd.OutOrStdout(), dc); err != nil {
 				return fmt.Errorf("mortar dev: %w", err)
 			}
@@ -51,10 +70,12 @@ While it runs, the "mortar volume" commands work against it (--server is the
 	}
 	f := cmd.Flags()
 	f.StringVar(&dc.Data, "data", "mortar-dev", "directory for the node's state, the bricks and the log")
-	f.IntVar(&dc.Bricks, "bricks", 3, "number of bricks of a new volume")
+	f.IntVar(&dc.Bricks, "bricks", 3, "number of bricks of a new volume (default with --replica N: N)")
+	f.IntVar(&dc.Replica, "replica", 0, "make a new volume replicated, in sets of N bricks (2 to 16)")
+	f.BoolVar(&dc.Arbiter, "arbiter", false, "with replica 3 (implied): the third brick of every set is an arbiter")
 	f.StringVar(&dc.Mount, "mount", "", "mountpoint (default DATA/mnt)")
 	f.StringVar(&dc.Volume, "volume", "dev", "volume name")
-	f.StringVar(&dc.Listen, "listen", "127.0.0.1:"+strconv.Itoa(mgmt.DefaultPort), "address of the node (management API and bricks)")
+	f.StringVar(&dc.Listen, "listen", "127.0.0.1:"+strconv.Itoa(mgmt.DefaultPort), "address of the node's management API; bricks listen on its host")
 	f.StringVar(&dc.LogLevel, "log-level", "info", "level of DATA/mortar.log: debug, info, warn or error")
 	return cmd
 }
@@ -62,8 +83,8 @@ While it runs, the "mortar volume" commands work against it (--server is the
 // prepare fills defaults, makes the directories and returns the brick
 // directories.
 func (dc *devConfig) prepare() ([]string, error) {
-	if dc.Bricks < 1 {
-		return nil, fmt.Errorf("--bricks must be at least 1")
+	if err := dc.checkLayout(); err != nil {
+		return nil, err
 	}
 	if err := mgmt.CheckVolumeName(dc.Volume); err != nil {
 		return nil, err
@@ -91,6 +112,29 @@ func (dc *devConfig) prepare() ([]string, error) {
 		return nil, err
 	}
 	return bricks, nil
+}
+
+// checkLayout checks --bricks, --replica and --arbiter, filling in the
+// defaults they imply.
+func (dc *devConfig) checkLayout() error {
+	if dc.Arbiter && dc.Replica == 0 {
+		dc.Replica = 3
+	}
+	switch {
+	case dc.Arbiter && dc.Replica != 3:
+		return fmt.Errorf("--arbiter needs --replica 3 (two data bricks and an arbiter per set)")
+	case dc.Replica < 0 || dc.Replica == 1 || dc.Replica > volume.MaxReplica:
+		return fmt.Errorf("--replica must be 2 to %d", volume.MaxReplica)
+	case dc.Replica > 0 && !dc.BricksSet:
+		dc.Bricks = dc.Replica
+	}
+	if dc.Bricks < 1 {
+		return fmt.Errorf("--bricks must be at least 1")
+	}
+	if dc.Replica > 0 && dc.Bricks%dc.Replica != 0 {
+		return fmt.Errorf("--bricks %d is not a multiple of --replica %d", dc.Bricks, dc.Replica)
+	}
+	return nil
 }
 
 // prepareMountpoint makes the mountpoint, detaching a mount left behind by
@@ -123,7 +167,17 @@ func runDev(out io.Writer, dc devConfig) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	node, err := mgmt.Start(mgmt.Config{DataDir: filepath.Join(dc.Data, "state"), Listen: dc.Listen, Logger: log})
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable (to run bricks): %w", err)
+	}
+	node, err := mgmt.Start(mgmt.Config{
+		DataDir:       filepath.Join(dc.Data, "state"),
+		Listen:        dc.Listen,
+		Logger:        log,
+		BrickExec:     exe,
+		BrickLogLevel: dc.LogLevel,
+	})
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return fmt.Errorf("%w (another mortar runs there? try --listen 127.0.0.1:0)", err)
@@ -132,7 +186,7 @@ func runDev(out io.Writer, dc devConfig) error {
 	}
 	defer node.Close()
 	c := mgmt.NewClient(node.ListenAddr())
-	vi, err := ensureDevVolume(context.Background(), c, dc.Volume, bricks, out)
+	vi, err := ensureDevVolume(context.Background(), c, dc.request(bricks), out)
 	if err != nil {
 		return err
 	}
@@ -165,26 +219,34 @@ func runDev(out io.Writer, dc devConfig) error {
 	return nil
 }
 
+// request is the create request of the dev volume over bricks.
+func (dc *devConfig) request(bricks []string) mgmt.CreateVolumeRequest {
+	req := mgmt.CreateVolumeRequest{Name: dc.Volume, Replica: dc.Replica}
+	if dc.Arbiter {
+		req.Arbiter = 1
+	}
+	for _, b := range bricks {
+		req.Bricks = append(req.Bricks, "localhost:"+b)
+	}
+	return req
+}
+
 // ensureDevVolume creates the volume if it does not exist and starts it if
 // it is not started.
-func ensureDevVolume(ctx context.Context, c *mgmt.Client, name string, bricks []string, out io.Writer) (mgmt.VolumeInfo, error) {
-	vi, err := c.Info(ctx, name)
+func ensureDevVolume(ctx context.Context, c *mgmt.Client, req mgmt.CreateVolumeRequest, out io.Writer) (mgmt.VolumeInfo, error) {
+	vi, err := c.Info(ctx, req.Name)
 	if errors.Is(err, mgmt.ErrNotFound) {
-		req := mgmt.CreateVolumeRequest{Name: name}
-		for _, b := range bricks {
-			req.Bricks = append(req.Bricks, "localhost:"+b)
-		}
 		if vi, err = c.CreateVolume(ctx, req); err != nil {
 			return vi, err
 		}
-		fmt.Fprintf(out, "created volume %s over %d bricks\n", name, len(bricks))
+		fmt.Fprintf(out, "created volume %s (%s) over %d bricks\n", req.Name, typeName(vi), len(req.Bricks))
 	} else if err != nil {
 		return vi, err
-	} else if len(vi.Bricks) != len(bricks) {
-		fmt.Fprintf(out, "volume %s exists with %d bricks; --bricks applies to new volumes only\n", name, len(vi.Bricks))
+	} else if len(vi.Bricks) != len(req.Bricks) || vi.Replica != req.Replica {
+		fmt.Fprintf(out, "volume %s exists (%s, %s bricks); --bricks, --replica and --arbiter apply to new volumes only\n", req.Name, typeName(vi), brickCount(vi))
 	}
 	if vi.Status != mgmt.StatusStarted {
-		if vi, err = c.Start(ctx, name, false); err != nil {
+		if vi, err = c.Start(ctx, req.Name, false); err != nil {
 			return vi, err
 		}
 	}
@@ -201,11 +263,11 @@ func printDevBanner(out io.Writer, dc devConfig, vi mgmt.VolumeInfo, server, log
 		paths = append(paths, b.Path)
 	}
 	fmt.Fprintf(out, `
-mortar dev: volume %q (%s, %d bricks) is mounted at %s
+mortar dev: volume %q (%s, %s bricks) is mounted at %s
 
   bricks:          %s
   management API:  %s
-  log:             %s
+  log:             %s (bricks: %s)
 
 Try:
   echo hello > %s/hello && ls -l %s
@@ -214,8 +276,8 @@ Try:
   %s volume status %s --server %s
 
 Ctrl-C unmounts and stops; running the same command again continues with the same data.
-`, vi.Name, vi.Type, len(vi.Bricks), dc.Mount,
-		strings.Join(paths, " "), server, logPath,
+`, vi.Name, typeName(vi), brickCount(vi), dc.Mount,
+		strings.Join(paths, " "), server, logPath, filepath.Join(dc.Data, "state", "logs", "bricks"),
 		dc.Mount, dc.Mount, filepath.Join(dc.Data, "bricks"),
 		self, vi.Name, server, self, vi.Name, server)
 }

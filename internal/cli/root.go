@@ -55,6 +55,7 @@ Then:        mortar server, mortar volume ..., mortar mount`,
 	}
 	root.AddCommand(
 		newServerCommand(),
+		newBrickCommand(),
 		newVolumeCommand(),
 		newMountCommand(),
 		newDevCommand(),

@@ -20,15 +20,20 @@ func newServerCommand() *cobra.Command {
 		Long: `Run this machine's mortar node in the foreground until SIGINT or SIGTERM.
 
 The node keeps the cluster state (volumes, bricks, options) in --data, serves
-the management API that the "mortar volume" commands and clients use, and
-serves the bricks of started volumes. Management API and bricks share one TCP
-port (--listen, default ` + mgmt.DefaultListen + `). Started volumes are
-started again when the node restarts.
+the management API that the "mortar volume" commands and clients use on
+--listen (default ` + mgmt.DefaultListen + `), and runs the bricks of started
+volumes: one process per brick (as GlusterFS's glusterfsd), each on a TCP port
+of its own on the --listen host, chosen free when the brick first starts and
+kept from then on. "mortar volume status" shows each brick's port and process
+id. A brick process that dies stays offline until "mortar volume start NAME
+force"; brick processes are killed when the node dies, and the node starts
+them again (on the same ports) when it starts.
 
 --advertise is the address others use to reach this node; by default it is
 derived from --listen and the machine's host name or addresses.
 
-Logs go to stderr (--log-level debug|info|warn|error).`,
+Logs go to stderr (--log-level debug|info|warn|error); each brick logs to
+DATA/logs/bricks/PATH.log at the same level.`,
 		Example: `  mortar server --data /var/lib/mortar
   mortar server --data /srv/mortar --listen 10.0.0.5:7420`,
 		Args: usageArgs(0, 0),
@@ -38,12 +43,16 @@ Logs go to stderr (--log-level debug|info|warn|error).`,
 				return err
 			}
 			cfg.Logger = log
+			cfg.BrickLogLevel = logLevel
+			if cfg.BrickExec, err = os.Executable(); err != nil {
+				return fmt.Errorf("mortar server: find own executable (to run bricks): %w", err)
+			}
 			return runServer(cmd, cfg)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.DataDir, "data", "/var/lib/mortar", "directory for the node's state")
-	f.StringVar(&cfg.Listen, "listen", mgmt.DefaultListen, "TCP address to listen on (management API and bricks)")
+	f.StringVar(&cfg.Listen, "listen", mgmt.DefaultListen, "TCP address of the management API; bricks listen on its host")
 	f.StringVar(&cfg.Advertise, "advertise", "", "host:port others use to reach this node (default: derived)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -60,11 +62,21 @@ The syntax follows GlusterFS's gluster CLI.`,
 
 func (v *volumeCmd) createCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "create NAME [replica N] [arbiter N] [disperse N] [redundancy N] HOST:/PATH... [force]",
+		Use:   "create NAME [replica N [arbiter 1]] HOST:/PATH... [force]",
 		Short: "Create a volume from bricks (directories on the nodes)",
 		Long: `Create a volume from bricks. A brick is a directory on a node, written
-host:/path; the volume spreads files over its bricks by the hash of their names
-(a "distribute" volume). Files stay plain files in the brick directories.
+host:/path. Files stay plain files in the brick directories.
+
+Without a type keyword the volume is a "distribute" volume: it spreads files
+over its bricks by the hash of their names. With "replica N" (2 to 16) every
+file is kept on N bricks: consecutive bricks form replica sets of N (the
+first N bricks are a set, the next N another, ...), and files are
+distributed over the sets, so the brick count must be a multiple of N
+("Distributed-Replicate" with more than one set). "replica 3 arbiter 1"
+makes the third brick of every set an arbiter, which holds names and
+metadata but no file data (GlusterFS's older spelling "replica 2 arbiter 1"
+means the same). Put the bricks of a set on different machines once mortar
+has more than one node.
 
 NAME is 1 to 64 of letters, digits, '_', '.' and '-'. Every brick directory
 must exist and must not belong to another volume; each is marked with the new
@@ -72,10 +84,12 @@ volume's id. A brick at the root of the root file system is refused unless
 "force" is given. Every host must be this cluster's node (peer probe, to add
 other machines, is not supported yet).
 
-The keywords replica, arbiter, disperse, disperse-data and redundancy are
-GlusterFS's; mortar refuses them until it has replicated and dispersed
-volumes. The volume is created stopped: start it with "mortar volume start".`,
+The keywords disperse, disperse-data and redundancy are GlusterFS's; mortar
+refuses them until it has dispersed volumes. The volume is created stopped:
+start it with "mortar volume start".`,
 		Example: `  mortar volume create gv0 server1:/data/b1 server1:/data/b2
+  mortar volume create gv1 replica 3 server1:/data/r1 server1:/data/r2 server1:/data/r3
+  mortar volume create gv2 replica 3 arbiter 1 server1:/data/a1 server1:/data/a2 server1:/data/a3
   mortar volume create scratch localhost:/srv/scratch`,
 		Args: usageArgs(2, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -97,10 +111,17 @@ volumes. The volume is created stopped: start it with "mortar volume start".`,
 func (v *volumeCmd) startCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "start NAME [force]",
-		Short: "Start a volume: serve its bricks so that clients can mount it",
-		Long: `Start a volume: its nodes serve its bricks and clients can mount it. A
-started volume is started again when its node restarts. With "force", start
-the bricks of an already started volume that are offline.`,
+		Short: "Start a volume: run its bricks so that clients can mount it",
+		Long: `Start a volume: its nodes start a process for each of its bricks and clients
+can mount it. It returns once every brick listens, or fails with the reason a
+brick could not start (its directory is missing, belongs to another volume,
+its port is taken, ...) and stops the others. A started volume is started
+again when its node restarts.
+
+A brick process that dies is not restarted by itself: "volume status" shows
+it offline with its exit status. "start NAME force" starts the bricks of an
+already started volume that are offline, on the ports they had; it reports
+those that still fail and leaves the others running.`,
 		Args: usageArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			force, err := forceArg(args)
@@ -121,10 +142,11 @@ the bricks of an already started volume that are offline.`,
 func (v *volumeCmd) stopCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "stop NAME [force]",
-		Short: "Stop a volume: its bricks stop serving (data stays)",
-		Long: `Stop a volume: its bricks stop serving, so mounts of it fail until it is
-started again. Data stays on the bricks. ("force" is accepted for GlusterFS
-compatibility; mortar does not ask for confirmation.)`,
+		Short: "Stop a volume: its brick processes stop (data stays)",
+		Long: `Stop a volume: its brick processes stop (SIGTERM, then SIGKILL after 5
+seconds), so mounts of it fail until it is started again. Data stays on the
+bricks. ("force" is accepted for GlusterFS compatibility; mortar does not ask
+for confirmation.)`,
 		Args: usageArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if _, err := forceArg(args); err != nil {
@@ -161,10 +183,15 @@ lose the volume mark, so they can be used again; the files in them stay.`,
 }
 
 func (v *volumeCmd) infoCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "info [all|NAME]",
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "info [all|NAME] [--json]",
 		Short: "Show a volume's configuration: type, id, status, bricks, options",
-		Args:  usageArgs(0, 1),
+		Long: `Show a volume's configuration as GlusterFS does: type, id, status, the
+number of bricks ("2 x 3 = 6": two replica sets of three), the bricks
+(arbiters marked "(arbiter)") and the options set. --json prints the
+management API's answer instead (an array for all volumes).`,
+		Args: usageArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := v.ctx(cmd)
 			defer cancel()
@@ -179,7 +206,13 @@ func (v *volumeCmd) infoCommand() *cobra.Command {
 				if err != nil {
 					return failed("info", args[0], err)
 				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), vi)
+				}
 				vols = []mgmt.VolumeInfo{vi}
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), vols)
 			}
 			if len(vols) == 0 {
 				fmt.Fprintln(cmd.OutOrStdout(), "No volumes present")
@@ -190,19 +223,28 @@ func (v *volumeCmd) infoCommand() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON")
+	return cmd
 }
 
 func (v *volumeCmd) statusCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "status [all|NAME]",
-		Short: "Show whether a volume's bricks are online, and their disk use",
-		Args:  usageArgs(0, 1),
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [all|NAME] [--json]",
+		Short: "Show whether a volume's bricks are online: port, process id, disk use",
+		Long: `Show the live state of a volume's bricks as GlusterFS does: each brick's TCP
+port, whether it is online, its process id, and its disk and inode use; then,
+for a brick that is offline, why (it did not start, or its process ended with
+this exit status). --json prints the management API's answer instead (an
+array for all volumes).`,
+		Args: usageArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := v.ctx(cmd)
 			defer cancel()
 			c := v.client()
 			names := args
-			if len(args) == 0 || args[0] == "all" {
+			all := len(args) == 0 || args[0] == "all"
+			if all {
 				vols, err := c.List(ctx)
 				if err != nil {
 					return failed("status", "", err)
@@ -211,20 +253,32 @@ func (v *volumeCmd) statusCommand() *cobra.Command {
 				for _, vi := range vols {
 					names = append(names, vi.Name)
 				}
-				if len(names) == 0 {
+				if len(names) == 0 && !asJSON {
 					fmt.Fprintln(cmd.OutOrStdout(), "No volumes present")
 				}
 			}
+			sts := []mgmt.VolumeStatus{}
 			for _, name := range names {
 				st, err := c.Status(ctx, name)
 				if err != nil {
 					return failed("status", name, err)
 				}
+				sts = append(sts, st)
+			}
+			switch {
+			case asJSON && all:
+				return printJSON(cmd.OutOrStdout(), sts)
+			case asJSON:
+				return printJSON(cmd.OutOrStdout(), sts[0])
+			}
+			for _, st := range sts {
 				printStatus(cmd.OutOrStdout(), st)
 			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON")
+	return cmd
 }
 
 func (v *volumeCmd) listCommand() *cobra.Command {
@@ -276,9 +330,23 @@ Known options:
 func optionHelp() string {
 	var b strings.Builder
 	for _, o := range mgmt.KnownOptions() {
-		fmt.Fprintf(&b, "  %-30s %s (default %s)\n", o.Key, o.Description, o.Default)
+		def := "default " + o.Default
+		if o.Default == "" {
+			def = "no default"
+		}
+		fmt.Fprintf(&b, "  %-30s %s (%s)\n", o.Key, o.Description, def)
 	}
 	return b.String()
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", data)
+	return err
 }
 
 // forceArg reports whether the optional second argument is "force".

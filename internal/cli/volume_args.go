@@ -13,8 +13,8 @@ import (
 //	NAME [replica N [arbiter N]] [disperse [N]] [disperse-data N]
 //	     [redundancy N] [transport tcp] host:/path ... [force]
 //
-// The volume-type keywords are parsed so that the server can say which
-// volume types are not supported yet.
+// The server checks the volume-type keywords (which counts go together,
+// which volume types are not supported yet).
 func parseCreateArgs(args []string) (mgmt.CreateVolumeRequest, error) {
 	var req mgmt.CreateVolumeRequest
 	if len(args) == 0 {

@@ -4,26 +4,32 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/volume"
 )
 
 // printInfo prints a volume the way `gluster volume info` does.
 func printInfo(w io.Writer, vi mgmt.VolumeInfo) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "Volume Name: %s\n", vi.Name)
-	fmt.Fprintf(w, "Type: %s\n", title(vi.Type))
+	fmt.Fprintf(w, "Type: %s\n", typeName(vi))
 	fmt.Fprintf(w, "Volume ID: %s\n", vi.ID)
 	fmt.Fprintf(w, "Status: %s\n", title(vi.Status))
-	fmt.Fprintf(w, "Number of Bricks: %d\n", len(vi.Bricks))
+	fmt.Fprintf(w, "Number of Bricks: %s\n", brickCount(vi))
 	fmt.Fprintf(w, "Transport-type: tcp\n")
 	fmt.Fprintf(w, "Bricks:\n")
 	for i, b := range vi.Bricks {
-		fmt.Fprintf(w, "Brick%d: %s\n", i+1, b.Name())
+		arbiter := ""
+		if b.Arbiter {
+			arbiter = " (arbiter)"
+		}
+		fmt.Fprintf(w, "Brick%d: %s%s\n", i+1, b.Name(), arbiter)
 	}
 	if len(vi.Options) > 0 {
 		fmt.Fprintf(w, "Options Reconfigured:\n")
@@ -38,13 +44,36 @@ func printInfo(w io.Writer, vi mgmt.VolumeInfo) {
 	}
 }
 
+// typeName names a volume's type as GlusterFS does: Distribute,
+// Replicate (one replica set), Distributed-Replicate.
+func typeName(vi mgmt.VolumeInfo) string {
+	if vi.Type == volume.Replicate && vi.Replica > 0 && len(vi.Bricks) > vi.Replica {
+		return "Distributed-Replicate"
+	}
+	return title(vi.Type)
+}
+
+// brickCount writes the number of bricks as GlusterFS does: "6" for
+// distribute, "2 x 3 = 6" for replica sets, "2 x (2 + 1) = 6" with
+// arbiters.
+func brickCount(vi mgmt.VolumeInfo) string {
+	n := len(vi.Bricks)
+	if vi.Type != volume.Replicate || vi.Replica == 0 {
+		return strconv.Itoa(n)
+	}
+	if slices.ContainsFunc(vi.Bricks, func(b mgmt.BrickInfo) bool { return b.Arbiter }) {
+		return fmt.Sprintf("%d x (%d + 1) = %d", n/vi.Replica, vi.Replica-1, n)
+	}
+	return fmt.Sprintf("%d x %d = %d", n/vi.Replica, vi.Replica, n)
+}
+
 // printStatus prints a volume's bricks the way `gluster volume status`
-// does, with disk use instead of process ids.
+// does, with disk use added.
 func printStatus(w io.Writer, st mgmt.VolumeStatus) {
 	fmt.Fprintf(w, "Status of volume: %s (%s)\n", st.Name, st.Status)
 	var table bytes.Buffer
 	tw := tabwriter.NewWriter(&table, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "Mortar process\tTCP Port\tOnline\tDisk Free\tDisk Total\tInodes Free")
+	fmt.Fprintln(tw, "Mortar process\tTCP Port\tOnline\tPid\tDisk Free\tDisk Total\tInodes Free")
 	var problems []string
 	for _, b := range st.Bricks {
 		online := "N"
@@ -55,7 +84,7 @@ func printStatus(w io.Writer, st mgmt.VolumeStatus) {
 		if b.Disk != nil {
 			free, total, inodes = bytesIEC(b.Disk.Avail), bytesIEC(b.Disk.Total), count(b.Disk.InodesFree)
 		}
-		fmt.Fprintf(tw, "Brick %s\t%s\t%s\t%s\t%s\t%s\n", b.Name(), port(b.Addr), online, free, total, inodes)
+		fmt.Fprintf(tw, "Brick %s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.Name(), orNA(b.Port), online, orNA(b.PID), free, total, inodes)
 		if b.Error != "" {
 			problems = append(problems, fmt.Sprintf("Brick %s: %s", b.Name(), b.Error))
 		}
@@ -69,11 +98,12 @@ func printStatus(w io.Writer, st mgmt.VolumeStatus) {
 	fmt.Fprintln(w)
 }
 
-func port(addr string) string {
-	if _, p, err := net.SplitHostPort(addr); err == nil {
-		return p
+// orNA writes n, or N/A for 0 (a port never chosen, no process).
+func orNA(n int) string {
+	if n == 0 {
+		return "N/A"
 	}
-	return "N/A"
+	return strconv.Itoa(n)
 }
 
 // title makes "distribute" "Distribute".

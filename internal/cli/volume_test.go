@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -45,16 +46,20 @@ func TestVolumeCommands(t *testing.T) {
 	}{
 		{[]string{"volume", "list", srv}, []string{"No volumes present"}, false},
 		{[]string{"volume", "create", "gv0", "localhost:" + b1, "127.0.0.1:" + b2, srv}, []string{"volume create: gv0: success: please start the volume"}, false},
-		{[]string{"volume", "create", "gv1", "replica", "3", "localhost:" + b1, srv}, []string{"volume create: gv1: failed: replicated volumes are not supported yet"}, true},
+		{[]string{"volume", "create", "gv1", "replica", "3", "localhost:" + b1, srv}, []string{"volume create: gv1: failed: replica sets of 3 need a multiple of 3 bricks, not 1"}, true},
+		{[]string{"volume", "create", "gv1", "disperse", "3", "localhost:" + b1, srv}, []string{"volume create: gv1: failed: dispersed volumes are not supported yet"}, true},
 		{[]string{"volume", "start", "gv0", srv}, []string{"volume start: gv0: success"}, false},
 		{[]string{"volume", "set", "gv0", "performance.attr-timeout", "3", srv}, []string{"volume set: success"}, false},
-		{[]string{"volume", "set", "gv0", "nonsense", "3", srv}, []string{"known options: network.ping-timeout"}, true},
+		{[]string{"volume", "set", "gv0", "nonsense", "3", srv}, []string{"known options: cluster.favorite-child-policy", "network.ping-timeout"}, true},
 		{[]string{"volume", "info", "gv0", srv}, []string{
 			"Volume Name: gv0\n", "Type: Distribute\n", "Status: Started\n", "Number of Bricks: 2\n",
 			"Bricks:\nBrick1: localhost:" + b1 + "\nBrick2: 127.0.0.1:" + b2 + "\n",
+			"Bricks:\nBrick1: localhost:" + b1 + "\nBrick2: 127.0.0.1:" + b2 + "\n",
 			"Options Reconfigured:\nperformance.attr-timeout: 3\n",
 		}, false},
-		{[]string{"volume", "status", srv}, []string{"Status of volume: gv0 (started)", "Brick localhost:" + b1, " Y "}, false},
+		{[]string{"volume", "status", srv}, []string{"Status of volume: gv0 (started)", "TCP Port  Online  Pid", "Brick localhost:" + b1, " Y "}, false},
+		{[]string{"volume", "status", "gv0", "--json", srv}, []string{`"name": "gv0"`, `"online": true`, `"port": `}, false},
+		{[]string{"volume", "info", "--json", srv}, []string{`[`, `"name": "gv0"`, `"type": "distribute"`}, false},
 		{[]string{"volume", "list", srv}, []string{"gv0\n"}, false},
 		{[]string{"volume", "delete", "gv0", srv}, []string{"volume delete: gv0: failed: volume gv0 is started; stop it first"}, true},
 		{[]string{"volume", "stop", "gv0", srv}, []string{"volume stop: gv0: success"}, false},
@@ -90,5 +95,87 @@ func TestVersion(t *testing.T) {
 	out, err := run(t, "version")
 	if err != nil || !strings.HasPrefix(out, "mortar dev (go") {
 		t.Fatalf("version: %q, %v", out, err)
+	}
+}
+
+// A replicated volume with an arbiter, through the CLI: info shows the
+// sets and the arbiter, status the bricks and why one is offline.
+func TestReplicatedVolumeCommands(t *testing.T) {
+	n, err := mgmt.Start(mgmt.Config{
+		DataDir: t.TempDir(),
+		Listen:  "127.0.0.1:0",
+		Logger:  slog.New(slog.NewTextHandler(t.Output(), nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	srv := "--server=" + n.ListenAddr()
+	args := []string{"volume", "create", "rv", "replica", "2", "arbiter", "1"}
+	root := t.TempDir()
+	for i := 1; i <= 6; i++ {
+		b := filepath.Join(root, "b"+strconv.Itoa(i))
+		os.Mkdir(b, 0o755)
+		args = append(args, "localhost:"+b)
+	}
+	if out, err := run(t, append(args, srv)...); err != nil {
+		t.Fatalf("create: %v\n%s", err, out)
+	}
+	out, err := run(t, "volume", "info", "rv", srv)
+	for _, w := range []string{"Type: Distributed-Replicate\n", "Number of Bricks: 2 x (2 + 1) = 6\n", "Brick3: localhost:" + root + "/b3 (arbiter)\n", "Brick4: localhost:" + root + "/b4\n"} {
+		if err != nil || !strings.Contains(out, w) {
+			t.Errorf("info lacks %q: %v\n%s", w, err, out)
+		}
+	}
+	if out, err := run(t, "volume", "status", "rv", srv); err != nil || !strings.Contains(out, "N/A") {
+		t.Errorf("status of a volume never started (ports N/A): %v\n%s", err, out)
+	}
+	if out, err := run(t, "volume", "start", "rv", srv); err != nil {
+		t.Fatalf("start: %v\n%s", err, out)
+	}
+	vi, err := mgmt.NewClient(n.ListenAddr()).Info(t.Context(), "rv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.KillBrick(vi.Bricks[4].ID); err != nil {
+		t.Fatal(err)
+	}
+	out, err = run(t, "volume", "status", "rv", srv)
+	if err != nil || !strings.Contains(out, "Brick localhost:"+root+"/b5 ") || !strings.Contains(out, "Brick localhost:"+root+"/b5: brick killed") {
+		t.Errorf("status with a killed brick: %v\n%s", err, out)
+	}
+	if out, err := run(t, "volume", "start", "rv", "force", srv); err != nil || !strings.Contains(out, "volume start: rv: success") {
+		t.Errorf("start force: %v\n%s", err, out)
+	}
+	if out, err := run(t, "volume", "status", "rv", srv); err != nil || strings.Contains(out, " N ") {
+		t.Errorf("status after start force: %v\n%s", err, out)
+	}
+}
+
+func TestTypeNameAndBrickCount(t *testing.T) {
+	bricks := func(n int, arbiterEvery int) []mgmt.BrickInfo {
+		var out []mgmt.BrickInfo
+		for i := range n {
+			out = append(out, mgmt.BrickInfo{Arbiter: arbiterEvery > 0 && i%arbiterEvery == arbiterEvery-1})
+		}
+		return out
+	}
+	cases := []struct {
+		vi          mgmt.VolumeInfo
+		typ, number string
+	}{
+		{mgmt.VolumeInfo{Type: "distribute", Bricks: bricks(4, 0)}, "Distribute", "4"},
+		{mgmt.VolumeInfo{Type: "replicate", Replica: 3, Bricks: bricks(3, 0)}, "Replicate", "1 x 3 = 3"},
+		{mgmt.VolumeInfo{Type: "replicate", Replica: 3, Bricks: bricks(6, 0)}, "Distributed-Replicate", "2 x 3 = 6"},
+		{mgmt.VolumeInfo{Type: "replicate", Replica: 3, Bricks: bricks(3, 3)}, "Replicate", "1 x (2 + 1) = 3"},
+		{mgmt.VolumeInfo{Type: "replicate", Replica: 2, Bricks: bricks(4, 0)}, "Distributed-Replicate", "2 x 2 = 4"},
+	}
+	for _, c := range cases {
+		if got := typeName(c.vi); got != c.typ {
+			t.Errorf("typeName(%+v) = %q, want %q", c.vi, got, c.typ)
+		}
+		if got := brickCount(c.vi); got != c.number {
+			t.Errorf("brickCount(%+v) = %q, want %q", c.vi, got, c.number)
+		}
 	}
 }

@@ -147,6 +147,10 @@ func (r *Replicate) Open(ctx context.Context, path string, flags uint32) (layer.
 		}
 	}
 	v := Judge(copies, 0, r.arbiters)
+	if err := r.answered(v); err != nil {
+		releaseAll(files)
+		return nil, err
+	}
 	if v.Err != nil {
 		releaseAll(files)
 		return nil, v.Err
@@ -280,11 +284,17 @@ func (f *file) Getattr(ctx context.Context) (layer.Attr, error) {
 // quorum.
 func (f *file) targets() (Mask, error) {
 	f.mu.Lock()
-	m := f.open & f.r.up()
+	m, good := f.open&f.r.up(), f.good
 	f.mu.Unlock()
 	if !f.r.quorate(m) || m&^f.r.arbiters == 0 {
 		f.r.log.Warn("replica set has no quorum: refusing writes", "path", f.path, "up", f.r.names(m))
 		return 0, syscall.EROFS
+	}
+	if m&good&^f.r.arbiters == 0 {
+		// Only copies that are behind are up: writing to them would make
+		// the copies blame each other.
+		f.r.log.Warn("no current data copy is up: refusing writes", "path", f.path, "up", f.r.names(m))
+		return 0, syscall.ENOTCONN
 	}
 	return m, nil
 }

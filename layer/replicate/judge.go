@@ -134,7 +134,14 @@ func Judge(copies []Copy, distrust, arbiters Mask) Verdict {
 		}
 	}
 	if ref.IsReg() && good&^arbiters == 0 && v.Present&^arbiters != 0 {
-		// Only an arbiter vouches for the content, and it holds none.
+		// Only an arbiter vouches for the content, and it holds none:
+		// the data copy it trusts is down, or the data copies blame each
+		// other.
+		if v.Down != 0 {
+			v.Bad = v.Present &^ good
+			v.Err = syscall.ENOTCONN
+			return v
+		}
 		return splitBrain(v)
 	}
 	// A distrusted copy (its parent is behind) of the same inode is as

@@ -39,6 +39,7 @@ func TestJudge(t *testing.T) {
 		{name: "deleted while away: stale copy distrusted", copies: []Copy{file(g1, 0, 5), gone, gone}, distrust: 1, bad: 1, err: syscall.ENOENT},
 		{name: "distrusted but same inode", copies: []Copy{file(g1, 0, 5), file(g1, 0, 5), file(g1, 0, 5)}, distrust: 1, good: 7, size: 5},
 		{name: "arbiter alone vouches for data", copies: []Copy{file(g1, 2, 5), file(g1, 1, 5), file(g1, 2, 0)}, arbs: 4, split: true, bad: 7, err: syscall.EIO},
+		{name: "arbiter vouches, trusted data copy down", copies: []Copy{file(g1, 0, 5), down, file(g1, 1, 0)}, arbs: 4, bad: 1, err: syscall.ENOTCONN},
 		{name: "arbiter size ignored", copies: []Copy{file(g1, 0, 0), file(g1, 0, 5), file(g1, 0, 5)}, arbs: 1, good: 7, size: 5},
 		{name: "dirs blaming each other merge", copies: []Copy{dir(g1, 2), dir(g1, 1), down}, good: 3, bad: 3, merge: true},
 		{name: "unblamed dir wins", copies: []Copy{dir(g1, 2), dir(g1, 1), dir(g1, 0)}, good: 4, bad: 3},

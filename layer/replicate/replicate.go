@@ -148,13 +148,25 @@ func (r *Replicate) waitFor(ctx context.Context, ok func(Mask) bool) Mask {
 	return m
 }
 
-// readable waits for at least one replica.
+// readable waits for a quorum of replicas to read from. Writes need a
+// quorum too, so any quorum includes a replica that did the last write
+// and whose marks expose a copy that missed it: reads never trust a
+// stale copy just because the copies that know better are down.
 func (r *Replicate) readable(ctx context.Context) (Mask, error) {
-	m := r.waitFor(ctx, func(m Mask) bool { return m != 0 })
-	if m == 0 {
+	m := r.waitFor(ctx, r.quorate)
+	if !r.quorate(m) {
+		r.log.Warn("replica set has no quorum: refusing reads", "up", r.names(m))
 		return 0, syscall.ENOTCONN
 	}
 	return m, nil
+}
+
+// answered reports whether enough replicas answered to trust a verdict.
+func (r *Replicate) answered(v Verdict) error {
+	if !r.quorate(v.Present | v.Absent | v.Failed) {
+		return syscall.ENOTCONN
+	}
+	return nil
 }
 
 // writable waits for a quorum with a data replica.
@@ -261,6 +273,11 @@ func (r *Replicate) modify(ctx context.Context, marks []string, fn func(ctx cont
 	if err != nil {
 		return outcome{}, err
 	}
+	if targets != r.all {
+		if err := r.guard(ctx, targets, marks); err != nil {
+			return outcome{}, err
+		}
+	}
 	pctx := r.withPending(ctx, targets)
 	errs := r.parallel(targets, func(i int) error { return fn(pctx, i) })
 	o := r.settle(targets, errs)
@@ -268,6 +285,24 @@ func (r *Replicate) modify(ctx context.Context, marks []string, fn func(ctx cont
 		r.markLosers(ctx, o, marks)
 	}
 	return o, o.err
+}
+
+// guard checks, when replicas are missing, that the inodes an operation
+// marks have a current copy among targets: otherwise the operation would
+// land only on copies that are behind, and the copies would end up
+// blaming each other (one extra round trip, only while degraded).
+func (r *Replicate) guard(ctx context.Context, targets Mask, marks []string) error {
+	for _, p := range marks {
+		v, _, err := r.judge(ctx, p)
+		if err != nil {
+			return err
+		}
+		if v.Err == nil && v.Good&targets == 0 {
+			r.log.Warn("no current copy is up: refusing the change", "path", p, "up", r.names(targets))
+			return syscall.ENOTCONN
+		}
+	}
+	return nil
 }
 
 // markLosers records on the winners that the losers missed an operation:
@@ -306,6 +341,9 @@ func (r *Replicate) judge(ctx context.Context, path string) (Verdict, []Copy, er
 	}
 	copies := r.lookupAll(ctx, m, path)
 	v := Judge(copies, 0, r.arbiters)
+	if err := r.answered(v); err != nil {
+		return Verdict{}, nil, err
+	}
 	if v.Present != 0 && v.Absent != 0 && path != "/" {
 		pv := Judge(r.lookupAll(ctx, m, parentOf(path)), 0, r.arbiters)
 		if distrust := pv.Bad &^ pv.Good; distrust != 0 {

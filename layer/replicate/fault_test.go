@@ -1,0 +1,253 @@
+package replicate
+
+import (
+	"bytes"
+	"errors"
+	"syscall"
+	"testing"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+func (g *rig) writeFile(path string, data []byte) error {
+	f, _, err := g.r.Create(g.ctx, path, layer.CreateIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Flags: syscall.O_RDWR, Mode: 0o644})
+	if err != nil {
+		return err
+	}
+	defer f.Release(g.ctx)
+	_, err = f.Write(g.ctx, data, 0)
+	return err
+}
+
+func (g *rig) readFile(path string) ([]byte, error) {
+	f, err := g.r.Open(g.ctx, path, syscall.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Release(g.ctx)
+	buf := make([]byte, 1<<20)
+	n, err := f.Read(g.ctx, buf, 0)
+	return buf[:n], err
+}
+
+// pending returns the marks brick i holds on path (straight from storage).
+func (g *rig) pending(i int, path string) Mask {
+	g.t.Helper()
+	a, err := g.onBrick(i).Lookup(g.ctx, path)
+	if err != nil {
+		g.t.Fatalf("brick %d: lookup %s: %v", i, path, err)
+	}
+	return Mask(a.Pending)
+}
+
+func (g *rig) index(i int) []layer.HealEntry {
+	g.t.Helper()
+	es, err := g.bricks[i].store.HealIndex(g.ctx, layer.Gfid{}, 100)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return es
+}
+
+// A brick that is down misses writes; the others record it in the same
+// round trip, and reads never come from it once it is back.
+func TestDownBrickIsMarkedAndNeverRead(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	if err := g.writeFile("/f", []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	g.kill(2)
+	if err := g.writeFile("/f", []byte("v2-longer")); err != nil {
+		t.Fatalf("write with one brick of three down: %v", err)
+	}
+	if _, err := g.r.Mkdir(g.ctx, "/d", layer.MkdirIn{Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if p := g.pending(i, "/f"); p != Bit(2) {
+			t.Errorf("brick %d: /f pending %b, want %b", i, p, Bit(2))
+		}
+		if p := g.pending(i, "/"); p != Bit(2) {
+			t.Errorf("brick %d: / pending %b (mkdir while brick 2 is down), want %b", i, p, Bit(2))
+		}
+		if n := len(g.index(i)); n != 2 {
+			t.Errorf("brick %d: %d heal index entries, want 2 (/ and /f)", i, n)
+		}
+	}
+	g.revive(2)
+	g.kill(0) // now only brick 1 knows that brick 2 is behind
+	for k := 0; k < 10; k++ {
+		got, err := g.readFile("/f")
+		if err != nil || string(got) != "v2-longer" {
+			t.Fatalf("read %d: %q, %v; want the current data, never the stale copy", k, got, err)
+		}
+	}
+	a, err := g.r.Lookup(g.ctx, "/f")
+	if err != nil || a.Size != 9 || a.Pending != 0 {
+		t.Fatalf("lookup: size %d pending %d err %v; want size 9 from the good copy", a.Size, a.Pending, err)
+	}
+	if _, err := g.r.Lookup(g.ctx, "/d"); err != nil {
+		t.Fatalf("lookup of a directory the revived brick lacks: %v", err)
+	}
+}
+
+// A brick that dies in the middle of writing a file: the writer sees no
+// error, the survivors are marked, and the file is whole on them.
+func TestBrickDiesDuringWrite(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	f, _, err := g.r.Create(g.ctx, "/big", layer.CreateIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Flags: syscall.O_RDWR, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	var want []byte
+	for k := 0; k < 32; k++ {
+		if k == 10 {
+			g.bricks[1].stop() // no waiting: the write finds out
+		}
+		if _, err := f.Write(g.ctx, chunk, int64(k*len(chunk))); err != nil {
+			t.Fatalf("write %d with brick 1 dying: %v", k, err)
+		}
+		want = append(want, chunk...)
+	}
+	if err := f.Release(g.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 2} {
+		if p := g.pending(i, "/big"); p != Bit(1) {
+			t.Errorf("brick %d: pending %b, want %b", i, p, Bit(1))
+		}
+	}
+	got, err := g.readFile("/big")
+	if err != nil || !bytes.Equal(got, want[:min(len(want), 1<<20)]) {
+		t.Fatalf("read back %d bytes, %v", len(got), err)
+	}
+}
+
+// Two of three down: writes fail with EROFS and change nothing; reads fail
+// with ENOTCONN rather than trust a lone copy.
+func TestNoQuorum(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	if err := g.writeFile("/f", []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	g.kill(1)
+	g.kill(2)
+	if err := g.writeFile("/g", []byte("x")); !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("create without quorum: %v, want EROFS", err)
+	}
+	if _, err := g.r.Mkdir(g.ctx, "/d", layer.MkdirIn{Mode: 0o755}); !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("mkdir without quorum: %v, want EROFS", err)
+	}
+	if err := g.r.Unlink(g.ctx, "/f"); !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("unlink without quorum: %v, want EROFS", err)
+	}
+	if _, err := g.onBrick(0).Lookup(g.ctx, "/g"); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("the refused create reached the brick: %v", err)
+	}
+	if es := g.index(0); len(es) != 0 {
+		t.Fatalf("refused operations left heal entries: %v", es)
+	}
+	if _, err := g.readFile("/f"); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("read without quorum: %v, want ENOTCONN", err)
+	}
+	g.revive(1)
+	got, err := g.readFile("/f")
+	if err != nil || string(got) != "before" {
+		t.Fatalf("read after quorum is back: %q %v", got, err)
+	}
+	if err := g.writeFile("/g", []byte("x")); err != nil {
+		t.Fatalf("write after quorum is back: %v", err)
+	}
+}
+
+// A name removed while a brick was away must not come back from it.
+func TestStaleNameIsNotResurrected(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	if err := g.writeFile("/gone", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	g.kill(0)
+	if err := g.r.Unlink(g.ctx, "/gone"); err != nil {
+		t.Fatal(err)
+	}
+	g.revive(0)
+	if _, err := g.r.Lookup(g.ctx, "/gone"); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("lookup of a name deleted while brick 0 was down: %v, want ENOENT", err)
+	}
+	if _, err := g.onBrick(0).Lookup(g.ctx, "/gone"); err != nil {
+		t.Fatalf("brick 0 should still hold the stale name until heal: %v", err)
+	}
+	ents, err := layer.ReadDirAll(g.ctx, g.r, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name == "gone" {
+			t.Fatal("readdir lists a name deleted while a brick was down")
+		}
+	}
+}
+
+// The arbiter holds names and metadata but not data, and is never read.
+func TestArbiterHoldsNoData(t *testing.T) {
+	g := newRig(t, 3, true, Options{})
+	if err := g.writeFile("/f", []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	a, err := g.onBrick(2).Lookup(g.ctx, "/f")
+	if err != nil || a.Size != 0 {
+		t.Fatalf("arbiter copy: size %d, %v; want an empty file", a.Size, err)
+	}
+	for k := 0; k < 8; k++ {
+		got, err := g.readFile("/f")
+		if err != nil || string(got) != "hello" {
+			t.Fatalf("read: %q %v", got, err)
+		}
+	}
+	if a, err := g.r.Lookup(g.ctx, "/f"); err != nil || a.Size != 5 {
+		t.Fatalf("lookup: size %d %v, want 5", a.Size, err)
+	}
+	// Data brick 0 away, then data brick 1 away and 0 back: the arbiter
+	// knows 0 is behind, and no good data copy is up.
+	g.kill(0)
+	if err := g.writeFile("/f", []byte("newer")); err != nil {
+		t.Fatal(err)
+	}
+	g.revive(0)
+	g.kill(1)
+	if got, err := g.readFile("/f"); err == nil {
+		t.Fatalf("read %q with the only current data copy down; want an error", got)
+	}
+	if err := g.writeFile("/f", []byte("x")); err == nil {
+		t.Fatal("write accepted with the only current data copy down")
+	}
+}
+
+// With quorum none a lone replica accepts writes (split-brain is then
+// possible; the operator chose it).
+func TestQuorumNone(t *testing.T) {
+	g := newRig(t, 2, false, Options{Quorum: QuorumNone})
+	g.kill(0)
+	if err := g.writeFile("/f", []byte("x")); err != nil {
+		t.Fatalf("write with quorum none and one replica up: %v", err)
+	}
+	if p := g.pending(1, "/f"); p != Bit(0) {
+		t.Fatalf("pending %b, want %b", p, Bit(0))
+	}
+}
+
+// Replica 2 with quorum auto: the first brick alone is a quorum, the
+// second alone is not.
+func TestQuorumAutoReplica2(t *testing.T) {
+	g := newRig(t, 2, false, Options{})
+	g.kill(1)
+	if err := g.writeFile("/a", []byte("x")); err != nil {
+		t.Fatalf("replica 2, first brick up: %v", err)
+	}
+	g.revive(1)
+	g.kill(0)
+	if err := g.writeFile("/b", []byte("x")); !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("replica 2, only the second brick up: %v, want EROFS", err)
+	}
+}
