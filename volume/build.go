@@ -2,12 +2,16 @@ package volume
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
+	"time"
 
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/layer/distribute"
 	"github.com/mortarfs/mortar/layer/protocol"
+	"github.com/mortarfs/mortar/layer/replicate"
 )
 
 // BuildOptions tune the client-side graph.
@@ -31,6 +35,13 @@ type Graph struct {
 //	            ├─ protocol client ── brick 2
 //	            └─ ...
 //
+// and for a replicated volume, one replicate layer per replica set:
+//
+//	distribute ─┬─ replicate ─┬─ protocol client ── brick 1
+//	            │             ├─ protocol client ── brick 2
+//	            │             └─ protocol client ── brick 3 (arbiter)
+//	            └─ replicate ── ...
+//
 // Connections are made in the background; Build does not fail because a
 // brick is down (its operations fail with ENOTCONN until it is back).
 func Build(spec Spec, opts BuildOptions) (*Graph, error) {
@@ -42,15 +53,39 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 	}
 	g := &Graph{Spec: spec}
 	ping := spec.DurationOption("network.ping-timeout", 0)
-	children := make([]distribute.Child, 0, len(spec.Bricks))
-	for _, b := range spec.Bricks {
+	client := func(b Brick, connectWait time.Duration) *protocol.Client {
 		c := protocol.New(protocol.Config{
 			Addr: b.Addr, BrickID: b.ID, VolumeID: spec.ID,
-			PingTimeout: ping, Dial: opts.Dial,
-			Logger: opts.Logger.With("volume", spec.Name),
+			PingTimeout: ping, ConnectWait: connectWait, Dial: opts.Dial,
+			Logger: opts.Logger.With("volume", spec.Name, "brick", b.Name()),
 		})
 		g.closers = append(g.closers, c.Close)
-		children = append(children, distribute.Child{ID: b.ID, Layer: c})
+		return c
+	}
+	var children []distribute.Child
+	for _, set := range spec.Sets() {
+		if spec.Type != Replicate {
+			children = append(children, distribute.Child{ID: set[0].ID, Layer: client(set[0], 0)})
+			continue
+		}
+		var replicas []replicate.Child
+		for _, b := range set {
+			// Replicate does not wait for a replica that is down, so
+			// neither should the replica's client.
+			c := client(b, 100*time.Millisecond)
+			replicas = append(replicas, replicate.Child{Name: b.Name(), Layer: c, Arbiter: b.Arbiter, Up: c.Connected})
+		}
+		count, _ := strconv.Atoi(spec.Option("cluster.quorum-count", "0"))
+		r, err := replicate.New(replicas, replicate.Options{
+			Quorum:      spec.Option("cluster.quorum-type", replicate.QuorumAuto),
+			QuorumCount: count,
+			Logger:      opts.Logger.With("volume", spec.Name, "set", set[0].Name()),
+		})
+		if err != nil {
+			g.Close()
+			return nil, fmt.Errorf("volume %s: %w", spec.Name, err)
+		}
+		children = append(children, distribute.Child{ID: set[0].ID, Layer: r})
 	}
 	top, err := distribute.New(children, distribute.Options{Logger: opts.Logger})
 	if err != nil {

@@ -154,3 +154,68 @@ func TestMainAsMountHelper(t *testing.T) {
 		t.Fatalf("exit status %d", code)
 	}
 }
+
+func TestDevLayout(t *testing.T) {
+	good := []struct {
+		dc                   devConfig
+		bricks, replica      int
+		arbiter, wantArbiter bool
+	}{
+		{devConfig{Bricks: 3}, 3, 0, false, false},
+		{devConfig{Bricks: 3, Replica: 2}, 2, 2, false, false},
+		{devConfig{Bricks: 6, BricksSet: true, Replica: 3}, 6, 3, false, false},
+		{devConfig{Bricks: 3, Arbiter: true}, 3, 3, true, true},
+		{devConfig{Bricks: 9, BricksSet: true, Replica: 3, Arbiter: true}, 9, 3, true, true},
+	}
+	for _, g := range good {
+		dc := g.dc
+		if err := dc.checkLayout(); err != nil || dc.Bricks != g.bricks || dc.Replica != g.replica || dc.Arbiter != g.wantArbiter {
+			t.Errorf("checkLayout(%+v) = %v → %+v", g.dc, err, dc)
+		}
+		req := dc.request([]string{"/b"})
+		if req.Replica != g.replica || (req.Arbiter == 1) != g.wantArbiter || req.Bricks[0] != "localhost:/b" {
+			t.Errorf("request of %+v = %+v", dc, req)
+		}
+	}
+	bad := map[string]devConfig{
+		"not a multiple":      {Bricks: 4, BricksSet: true, Replica: 3},
+		"must be 2 to 16":     {Bricks: 1, Replica: 1},
+		"needs --replica 3":   {Bricks: 2, Replica: 2, Arbiter: true},
+		"at least 1":          {Bricks: 0},
+		"must be 2 to 16 ":    {Bricks: 17, Replica: 17},
+		"must be 2 to 16  ":   {Bricks: 3, Replica: -3},
+		"needs --replica 3  ": {Bricks: 4, BricksSet: true, Replica: 4, Arbiter: true},
+	}
+	for msg, dc := range bad {
+		if err := dc.checkLayout(); err == nil || !strings.Contains(err.Error(), strings.TrimSpace(msg)) {
+			t.Errorf("checkLayout(%+v) = %v; want %q", dc, err, strings.TrimSpace(msg))
+		}
+	}
+}
+
+// The brick command accepts exactly the arguments the node runs it with.
+func TestBrickArgs(t *testing.T) {
+	want := mgmt.BrickConfig{Volume: "gv0", VolumeID: "vid", BrickID: "bid", Path: "/data/b1", Listen: "127.0.0.1:0", Arbiter: true}
+	args := mgmt.BrickArgs(want, "debug")
+	if args[0] != "brick" {
+		t.Fatalf("args %q do not start with the brick command", args)
+	}
+	cmd := newBrickCommand()
+	if err := cmd.ParseFlags(args[1:]); err != nil {
+		t.Fatalf("parse %q: %v", args, err)
+	}
+	f := cmd.Flags()
+	for flag, v := range map[string]string{"volume": "gv0", "volume-id": "vid", "brick-id": "bid", "path": "/data/b1", "listen": "127.0.0.1:0", "arbiter": "true", "log-level": "debug", "ready-fd": "3"} {
+		if got := f.Lookup(flag).Value.String(); got != v {
+			t.Errorf("--%s = %q, want %q", flag, got, v)
+		}
+	}
+	if !cmd.Hidden {
+		t.Error("mortar brick shows in help")
+	}
+	// Run by hand on a directory that is no brick, it says why.
+	_, err := run(t, "brick", "--volume-id", "v", "--brick-id", "b", "--path", t.TempDir(), "--listen", "127.0.0.1:0")
+	if err == nil || !strings.Contains(err.Error(), "mortar brick") {
+		t.Errorf("brick on an unmarked dir: %v", err)
+	}
+}
