@@ -48,14 +48,12 @@ func (t *mortarTarget) Available(ctx context.Context) error {
 	return nil
 }
 
-// Mount starts a server, creates and starts a distribute volume and
-// mounts it. Everything started is stopped again if a later step fails.
+// Mount starts a server, creates and starts a distribute or replicated
+// volume and mounts it. Everything started is stopped again if a later step fails.
 func (t *mortarTarget) Mount(ctx context.Context, work string, layout Layout, opts SetupOptions) (_ Mount, err error) {
 	switch {
-	case layout.Kind == "replicate":
-		return nil, Unsupported("replicate volumes are not implemented yet (issue 4)")
 	case layout.Kind == "disperse":
-		return nil, Unsupported("disperse volumes are not implemented yet (issue 4)")
+		return nil, Unsupported("disperse volumes are not implemented yet (issue 5)")
 	case opts.Encryption:
 		return nil, Unsupported("encryption at rest is not implemented yet (issue 7)")
 	case opts.Net != nil && len(opts.Net.Servers) > 1:
@@ -162,6 +160,10 @@ func (m *mortarMount) createVolume(ctx context.Context, layout Layout) error {
 	m.volume = fmt.Sprintf("bench%d", time.Now().UnixNano()%1e6)
 	host, _, _ := net.SplitHostPort(m.addr)
 	args := []string{"volume", "create", m.volume}
+	if layout.Kind == "replicate" {
+		n = max(n, layout.Replica)
+		args = append(args, "replica", strconv.Itoa(layout.Replica))
+	}
 	for i := 1; i <= n; i++ {
 		b := filepath.Join(m.work, "b"+strconv.Itoa(i))
 		if err := os.MkdirAll(b, 0o755); err != nil {
