@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -54,7 +55,7 @@ func TestCreateReplicated(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: create: %v", tc.name, err)
 		}
-		if vi.Type != volume.Replicate || vi.Replica != tc.wantRepl || !slicesEqual(arbiters(vi.Bricks), tc.wantArb) {
+		if vi.Type != volume.Replicate || vi.Replica != tc.wantRepl || !slices.Equal(arbiters(vi.Bricks), tc.wantArb) {
 			t.Errorf("%s: info type %s replica %d arbiters %v; want replicate, %d, %v", tc.name, vi.Type, vi.Replica, arbiters(vi.Bricks), tc.wantRepl, tc.wantArb)
 		}
 		if _, err := c.Start(ctx, tc.name, false); err != nil {
@@ -72,18 +73,6 @@ func TestCreateReplicated(t *testing.T) {
 			ports[b.Addr] = true
 		}
 	}
-}
-
-func slicesEqual(a, b []bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestCreateReplicatedRefusals(t *testing.T) {
@@ -179,18 +168,6 @@ func onlinePorts(t *testing.T, c *Client, name string) []int {
 	return ports
 }
 
-func intsEqual(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // A brick keeps its port over a volume stop/start and a node restart, and
 // the spec (what clients keep) does not change.
 func TestBrickPortsKept(t *testing.T) {
@@ -214,14 +191,14 @@ func TestBrickPortsKept(t *testing.T) {
 	if _, err := c.Start(ctx, "gv0", false); err != nil {
 		t.Fatal(err)
 	}
-	if again := onlinePorts(t, c, "gv0"); !intsEqual(first, again) {
+	if again := onlinePorts(t, c, "gv0"); !slices.Equal(first, again) {
 		t.Fatalf("ports after stop/start: %v, before %v", again, first)
 	}
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
 	_, c2 := startNode(t, data)
-	if again := onlinePorts(t, c2, "gv0"); !intsEqual(first, again) {
+	if again := onlinePorts(t, c2, "gv0"); !slices.Equal(first, again) {
 		t.Fatalf("ports after a node restart: %v, before %v", again, first)
 	}
 	spec2, err := c2.Spec(ctx, "gv0")
@@ -272,7 +249,7 @@ func TestKillBrickStartForce(t *testing.T) {
 	if _, err := c.Start(ctx, "gv0", true); err != nil {
 		t.Fatalf("start force: %v", err)
 	}
-	if again := onlinePorts(t, c, "gv0"); !intsEqual(again, ports) {
+	if again := onlinePorts(t, c, "gv0"); !slices.Equal(again, ports) {
 		t.Fatalf("ports after start force: %v, before %v", again, ports)
 	}
 	// The client that knew the old address finds the brick again.
@@ -369,7 +346,7 @@ func TestBrickPortTaken(t *testing.T) {
 	if _, err := c.Start(ctx, "gv0", true); err != nil {
 		t.Fatal(err)
 	}
-	if again := onlinePorts(t, c, "gv0"); !intsEqual(again, ports) {
+	if again := onlinePorts(t, c, "gv0"); !slices.Equal(again, ports) {
 		t.Fatalf("ports: %v, want %v", again, ports)
 	}
 }

@@ -70,13 +70,13 @@ them back. Needs FUSE (/dev/fuse, fuse3) and, to mount, root.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&dc.Data, "data", "mortar-dev", "directory for the node's state, the bricks and the log")
-	f.IntVar(&dc.Bricks, "bricks", 3, "number of bricks of a new volume (default with --replica N: N)")
+	f.IntVar(&dc.Bricks, "bricks", 3, "number of bricks of a new volume (with --replica N and no --bricks: N)")
 	f.IntVar(&dc.Replica, "replica", 0, "make a new volume replicated, in sets of N bricks (2 to 16)")
 	f.BoolVar(&dc.Arbiter, "arbiter", false, "with replica 3 (implied): the third brick of every set is an arbiter")
 	f.StringVar(&dc.Mount, "mount", "", "mountpoint (default DATA/mnt)")
 	f.StringVar(&dc.Volume, "volume", "dev", "volume name")
 	f.StringVar(&dc.Listen, "listen", "127.0.0.1:"+strconv.Itoa(mgmt.DefaultPort), "address of the node's management API; bricks listen on its host")
-	f.StringVar(&dc.LogLevel, "log-level", "info", "level of DATA/mortar.log: debug, info, warn or error")
+	f.StringVar(&dc.LogLevel, "log-level", "info", "level of DATA/mortar.log and the brick logs: debug, info, warn or error")
 	return cmd
 }
 

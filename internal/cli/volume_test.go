@@ -24,7 +24,10 @@ func run(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-func TestVolumeCommands(t *testing.T) {
+// startNode runs a node (bricks in-process) and returns it with the
+// --server flag that reaches it.
+func startNode(t *testing.T) (*mgmt.Node, string) {
+	t.Helper()
 	n, err := mgmt.Start(mgmt.Config{
 		DataDir: t.TempDir(),
 		Listen:  "127.0.0.1:0",
@@ -33,8 +36,12 @@ func TestVolumeCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer n.Close()
-	srv := "--server=" + n.ListenAddr()
+	t.Cleanup(func() { n.Close() })
+	return n, "--server=" + n.ListenAddr()
+}
+
+func TestVolumeCommands(t *testing.T) {
+	_, srv := startNode(t)
 	b1, b2 := filepath.Join(t.TempDir(), "b1"), filepath.Join(t.TempDir(), "b2")
 	os.Mkdir(b1, 0o755)
 	os.Mkdir(b2, 0o755)
@@ -101,16 +108,7 @@ func TestVersion(t *testing.T) {
 // A replicated volume with an arbiter, through the CLI: info shows the
 // sets and the arbiter, status the bricks and why one is offline.
 func TestReplicatedVolumeCommands(t *testing.T) {
-	n, err := mgmt.Start(mgmt.Config{
-		DataDir: t.TempDir(),
-		Listen:  "127.0.0.1:0",
-		Logger:  slog.New(slog.NewTextHandler(t.Output(), nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	srv := "--server=" + n.ListenAddr()
+	n, srv := startNode(t)
 	args := []string{"volume", "create", "rv", "replica", "2", "arbiter", "1"}
 	root := t.TempDir()
 	for i := 1; i <= 6; i++ {
