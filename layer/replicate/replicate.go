@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -63,6 +64,7 @@ type Options struct {
 
 // Replicate is the layer over one replica set.
 type Replicate struct {
+	started  atomic.Bool // a quorum has been up at least once
 	children []Child
 	all      Mask
 	arbiters Mask
@@ -136,7 +138,11 @@ func (r *Replicate) quorate(m Mask) bool {
 func (r *Replicate) waitFor(ctx context.Context, ok func(Mask) bool) Mask {
 	m := r.up()
 	if ok(m) {
+		r.started.Store(true)
 		return m
+	}
+	if r.started.Load() {
+		return m // the set was up before: fail fast, do not wait
 	}
 	deadline := time.Now().Add(r.opts.ConnectWait)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
@@ -148,25 +154,32 @@ func (r *Replicate) waitFor(ctx context.Context, ok func(Mask) bool) Mask {
 	return m
 }
 
-// readable waits for a quorum of replicas to read from. Writes need a
-// quorum too, so any quorum includes a replica that did the last write
-// and whose marks expose a copy that missed it: reads never trust a
-// stale copy just because the copies that know better are down.
+// readable waits for a quorum of replicas to read from, and returns the
+// replicas up (any, without a quorum: see answered).
 func (r *Replicate) readable(ctx context.Context) (Mask, error) {
 	m := r.waitFor(ctx, r.quorate)
-	if !r.quorate(m) {
-		r.log.Warn("replica set has no quorum: refusing reads", "up", r.names(m))
+	if m == 0 {
 		return 0, syscall.ENOTCONN
 	}
 	return m, nil
 }
 
 // answered reports whether enough replicas answered to trust a verdict.
+// Writes need a quorum, so any quorum includes a replica that saw the
+// last change and whose marks expose a copy that missed it: without a
+// quorum, a copy is never trusted, because the copies that know better
+// may be the ones down. That a name does not exist may be answered by a
+// minority (the create that follows then fails with EROFS, a clearer
+// error than ENOTCONN).
 func (r *Replicate) answered(v Verdict) error {
-	if !r.quorate(v.Present | v.Absent | v.Failed) {
-		return syscall.ENOTCONN
+	if r.quorate(v.Present | v.Absent | v.Failed) {
+		return nil
 	}
-	return nil
+	if v.Present == 0 && v.Absent != 0 {
+		return nil
+	}
+	r.log.Warn("replica set has no quorum: refusing reads", "up", r.names(v.Present|v.Absent|v.Failed))
+	return syscall.ENOTCONN
 }
 
 // writable waits for a quorum with a data replica.
