@@ -1,6 +1,5 @@
 package wire
 
-// Magic opens every client connection to a brick service. A node serves its
-// management API (HTTP) and its bricks on one port and tells them apart by
-// these first four bytes.
+// Magic opens every client connection to a brick: a connection that does
+// not start with it is not mortar's and is closed at once.
 const Magic = "MRT1"
