@@ -36,8 +36,6 @@ func runSeed002(ctx context.Context, r *Runner) error {
 		"ops/s = files / wall time of the loop", files, files)
 	r.Note("", "", "dd: %d MiB, `dd if=/dev/zero bs=1M oflag=direct conv=fsync`, then caches dropped and "+
 		"`dd of=/dev/null bs=1M iflag=direct`; MB/s = bytes / seconds (10^6) from dd's own line", ddMiB)
-	r.Note("mortar", "", "mortar has only distribute volumes yet (replicate is issue 4): "+
-		"its row is distribute x3, compared with GlusterFS distribute x3")
 	layouts := []Layout{{Kind: "replicate", Bricks: 3, Replica: 3}, {Kind: "distribute", Bricks: 3}}
 	return eachLayout(ctx, r, layouts, SetupOptions{}, func(ctx context.Context, t Target, l Layout, m Mount) error {
 		rec := func(rep int, metric, unit string, v float64) {
