@@ -366,3 +366,17 @@ func ReadDirAll(ctx context.Context, l Layer, path string) ([]Entry, error) {
 		cookie = page.Next
 	}
 }
+
+// MarshalText writes the gfid as its string form (in JSON, for instance).
+func (g Gfid) MarshalText() ([]byte, error) { return []byte(g.String()), nil }
+
+// UnmarshalText parses the string form of a gfid.
+func (g *Gfid) UnmarshalText(b []byte) error {
+	s := strings.ReplaceAll(string(b), "-", "")
+	raw, err := hex.DecodeString(s)
+	if err != nil || len(raw) != len(g) {
+		return fmt.Errorf("bad gfid %q", b)
+	}
+	copy(g[:], raw)
+	return nil
+}

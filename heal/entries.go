@@ -1,0 +1,334 @@
+package heal
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"syscall"
+
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/replicate"
+)
+
+// healEntries heals the names of directory path on members, the copies
+// that hold the directory. Each name that differs between them (every
+// name in a Full crawl) is healed as an inode of its own, distrusting the
+// replicas the directory's copies blame. Names the good copies have go
+// first, so that a sink can reuse an inode it holds under a stale name
+// before that name is removed.
+func (h *Healer) healEntries(ctx context.Context, j *job, path string, p *plan, members replicate.Mask) error {
+	si := j.set
+	hint := &dirHint{lists: make([]map[string]layer.Entry, len(h.sets[si])), good: p.good}
+	for r := range h.sets[si] {
+		if !members.Has(r) {
+			continue
+		}
+		ents, err := layer.ReadDirAll(ctx, h.sets[si][r].Layer, path)
+		if err != nil {
+			return err
+		}
+		hint.lists[r] = make(map[string]layer.Entry, len(ents))
+		for _, e := range ents {
+			hint.lists[r][e.Name] = e
+		}
+	}
+	hint.index()
+	// Three passes: names of the good copies, then their hard links one
+	// at a time (so that the second name of an inode links to the first),
+	// then names only sinks have.
+	var passes [3][]string
+	seen := map[string]bool{}
+	for _, l := range hint.lists {
+		for name := range l {
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			switch {
+			case !j.deep && hint.agree(name, members):
+			case hint.linked(name):
+				passes[1] = append(passes[1], name)
+			case hint.onGood(name):
+				passes[0] = append(passes[0], name)
+			default:
+				passes[2] = append(passes[2], name)
+			}
+		}
+	}
+	var errs []error
+	for i, names := range passes {
+		slices.Sort(names)
+		g := group{h: h, serial: i == 1}
+		for _, name := range names {
+			g.Go(func() error {
+				return h.healPath(ctx, j, layer.Join(path, name), p.v.Blamed, members, hint)
+			})
+		}
+		errs = append(errs, g.Wait())
+	}
+	return errors.Join(errs...)
+}
+
+// dirHint is what a directory heal knows of the directory's copies.
+type dirHint struct {
+	mu     sync.Mutex
+	lists  []map[string]layer.Entry // per replica; nil for non-members
+	byGfid []map[layer.Gfid][]string
+	good   replicate.Mask
+}
+
+func (d *dirHint) index() {
+	d.byGfid = make([]map[layer.Gfid][]string, len(d.lists))
+	for r, l := range d.lists {
+		d.byGfid[r] = map[layer.Gfid][]string{}
+		for name, e := range l {
+			d.byGfid[r][e.Attr.Gfid] = append(d.byGfid[r][e.Attr.Gfid], name)
+		}
+	}
+}
+
+// agree reports whether every member lists name with one gfid and type.
+func (d *dirHint) agree(name string, members replicate.Mask) bool {
+	var ref *layer.Entry
+	for r, l := range d.lists {
+		if !members.Has(r) {
+			continue
+		}
+		e, ok := l[name]
+		if !ok {
+			return false
+		}
+		if ref == nil {
+			ref = &e
+		} else if !sameInode(e.Attr, ref.Attr) {
+			return false
+		}
+	}
+	return true
+}
+
+// onGood reports whether a good copy lists name.
+func (d *dirHint) onGood(name string) bool {
+	_, g := d.onGoodAs(name, layer.Gfid{})
+	return g
+}
+
+// onGoodAs reports whether a good copy lists name with gfid g, and
+// whether one lists name at all.
+func (d *dirHint) onGoodAs(name string, g layer.Gfid) (same, any bool) {
+	for r, l := range d.lists {
+		if e, ok := l[name]; ok && d.good.Has(r) {
+			any = true
+			same = same || e.Attr.Gfid == g
+		}
+	}
+	return same, any
+}
+
+// linked reports whether a good copy lists name as a non-directory with
+// other names.
+func (d *dirHint) linked(name string) bool {
+	for r, l := range d.lists {
+		if e, ok := l[name]; ok && d.good.Has(r) && !e.Attr.IsDir() && e.Attr.Nlink > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// other finds another name of inode g in sink s's copy of the directory:
+// a hard link (the good copies have that name for g too), or a stale name
+// (the good copies do not have it at all: g was renamed).
+func (d *dirHint) other(s int, name string, g layer.Gfid) (other string, link bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, n := range d.byGfid[s][g] {
+		if n == name {
+			continue
+		}
+		same, any := d.onGoodAs(n, g)
+		if same {
+			return n, true
+		}
+		if !any {
+			return n, false
+		}
+	}
+	return "", false
+}
+
+// renamed records that sink s renamed from to to.
+func (d *dirHint) renamed(s int, from, to string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.lists[s][from]
+	delete(d.lists[s], from)
+	d.lists[s][to] = e
+	names := d.byGfid[s][e.Attr.Gfid]
+	if i := slices.Index(names, from); i >= 0 {
+		names[i] = to
+	}
+}
+
+// added records that sink s now has inode a under name.
+func (d *dirHint) added(s int, name string, a layer.Attr) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.lists[s][name]; !ok {
+		d.lists[s][name] = layer.Entry{Name: name, Attr: a}
+		d.byGfid[s][a.Gfid] = append(d.byGfid[s][a.Gfid], name)
+	}
+}
+
+// sameInode reports whether a and b are one inode as far as names go.
+func sameInode(a, b layer.Attr) bool {
+	return a.Gfid == b.Gfid && a.Mode&syscall.S_IFMT == b.Mode&syscall.S_IFMT
+}
+
+// place makes sink s hold the source's inode at path: another inode under
+// the name is removed, a missing one created with the source's gfid (or,
+// in a directory heal, taken from another name of it on the sink).
+func (h *Healer) place(ctx context.Context, si, s int, path string, p *plan, hint *dirHint) error {
+	c, want := p.copies[s], p.attr()
+	l := h.sets[si][s].Layer
+	switch {
+	case c.Err == nil && sameInode(c.Attr, want):
+		return nil
+	case c.Err == nil:
+		h.log.Debug("replacing another inode", "replica", h.sets[si][s].Name, "path", path,
+			"gfid", c.Attr.Gfid, "with", want.Gfid)
+		if err := removeAll(ctx, l, path, c.Attr); err != nil {
+			return err
+		}
+	case !errors.Is(c.Err, syscall.ENOENT):
+		return c.Err
+	}
+	if hint == nil || !h.reuse(ctx, si, s, path, want, hint) {
+		err := h.create(ctx, si, s, path, p)
+		if errors.Is(err, syscall.EEXIST) {
+			// Made meanwhile (by another heal): fine if it is that inode.
+			if a, lerr := l.Lookup(ctx, path); lerr == nil && sameInode(a, want) {
+				err = nil
+			}
+		}
+		if errors.Is(err, syscall.ENOENT) {
+			return errNoParent
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if hint != nil {
+		_, name := layer.Split(path)
+		hint.added(s, name, want)
+	}
+	return nil
+}
+
+// reuse gives sink s the inode at path by linking or renaming another name
+// of it in the same directory; false if there is none or that failed.
+func (h *Healer) reuse(ctx context.Context, si, s int, path string, want layer.Attr, hint *dirHint) bool {
+	dir, name := layer.Split(path)
+	other, link := hint.other(s, name, want.Gfid)
+	if other == "" || (link && want.IsDir()) {
+		return false
+	}
+	l := h.sets[si][s].Layer
+	from := layer.Join(dir, other)
+	var err error
+	if link {
+		_, err = l.Link(ctx, from, path)
+	} else if err = l.Rename(ctx, from, path, layer.RenameNoReplace); err == nil {
+		hint.renamed(s, other, name)
+	}
+	h.log.Debug("reusing another name", "replica", h.sets[si][s].Name, "from", from, "to", path,
+		"link", link, "err", err)
+	return err == nil
+}
+
+// create makes the source's inode at path on sink s, with its gfid, type,
+// mode and owner; a regular file is empty.
+func (h *Healer) create(ctx context.Context, si, s int, path string, p *plan) error {
+	a := p.attr()
+	own := layer.Owner{Uid: a.Uid, Gid: a.Gid, Gfid: a.Gfid}
+	l := h.sets[si][s].Layer
+	var err error
+	switch a.Mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		_, err = l.Mkdir(ctx, path, layer.MkdirIn{Owner: own, Mode: a.Mode & 07777})
+	case syscall.S_IFLNK:
+		target, rerr := h.sets[si][p.src].Layer.Readlink(ctx, path)
+		if rerr != nil {
+			return rerr
+		}
+		_, err = l.Symlink(ctx, path, layer.SymlinkIn{Owner: own, Target: target})
+	default: // files (and distribute pointers), fifos, devices, sockets
+		_, err = l.Mknod(ctx, path, layer.MknodIn{Owner: own, Mode: a.Mode, Rdev: a.Rdev, Linkto: a.Linkto})
+	}
+	return err
+}
+
+// removeAll removes the inode at path (a, as looked up) from l, with its
+// subtree for a directory. What is gone already is fine.
+func removeAll(ctx context.Context, l layer.Layer, path string, a layer.Attr) error {
+	var err error
+	if a.IsDir() {
+		ents, rerr := layer.ReadDirAll(ctx, l, path)
+		if rerr != nil && !errors.Is(rerr, syscall.ENOENT) {
+			return rerr
+		}
+		for _, e := range ents {
+			if err := removeAll(ctx, l, layer.Join(path, e.Name), e.Attr); err != nil {
+				return err
+			}
+		}
+		err = l.Rmdir(ctx, path)
+	} else {
+		err = l.Unlink(ctx, path)
+	}
+	if errors.Is(err, syscall.ENOENT) {
+		return nil
+	}
+	return err
+}
+
+// group runs functions on free heal slots, or inline when there is none
+// (so that nested heals never wait for a slot), and collects their errors.
+type group struct {
+	h      *Healer
+	serial bool // run everything inline, in order
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	errs   []error
+}
+
+func (g *group) Go(f func() error) {
+	if g.serial {
+		g.add(f())
+		return
+	}
+	select {
+	case g.h.slots <- struct{}{}:
+		g.wg.Go(func() {
+			defer func() { <-g.h.slots }()
+			g.add(f())
+		})
+	default:
+		g.add(f())
+	}
+}
+
+func (g *group) add(err error) {
+	if err != nil {
+		g.mu.Lock()
+		g.errs = append(g.errs, err)
+		g.mu.Unlock()
+	}
+}
+
+// Wait waits for every function and returns their errors joined.
+func (g *group) Wait() error {
+	g.wg.Wait()
+	return errors.Join(g.errs...)
+}

@@ -1,0 +1,371 @@
+// Package heal is mortar's self-heal engine: it brings the replicas of a
+// replicated volume back in line after some of them missed operations.
+//
+// # What it reads
+//
+// All its state is on the bricks (see layer.HealStore): a brick that did an
+// operation some replicas of its set missed marks the changed inode as
+// pending for them (the inode itself for data, attribute and xattr changes,
+// the parent directory for changes of names) and lists it in its heal
+// index. The healer scans the index of every reachable replica, heals each
+// listed inode from a good copy, and clears the marks. Restarting the
+// process simply rescans: heals are resumable, and healing an inode that is
+// already healthy changes nothing and clears its marks.
+//
+// # Healing one inode
+//
+// Every reachable replica of the set is looked up at the path, and the
+// parent directory too: replicas the parent's copies blame have a stale view
+// of names in it and are distrusted. replicate.Judge then says which copies
+// are good and which are sinks. For each sink, from a good source:
+//
+//   - a missing name, or another inode under the name, is replaced by the
+//     source's inode created with the same gfid, type, mode and owner
+//     (within a directory heal, a same-gfid name on the sink is renamed
+//     or hard-linked instead of copied);
+//   - directories get their names healed: names only on the sink are
+//     removed, missing names created, each with its subtree; directories
+//     that blame each other (replicate.Verdict.Merge) get the union and lose
+//     nothing;
+//   - regular files get their data compared in 1 MiB chunks, and only the
+//     chunks that differ are written (never on an arbiter, which holds no
+//     data, and never from one);
+//   - then user xattrs, mode, owner and times.
+//
+// An index heal only changes replicas the marks blame (on the inode or on
+// its parent): a copy nobody blames that differs may be a client's
+// operation still under way. Full heals every difference.
+//
+// Before a sink is written the good copies are marked as blaming it (if not
+// already), so an interrupted heal is never mistaken for a finished one; the
+// marks are cleared afterwards only if the source did not change meanwhile
+// (its ctime), otherwise the next scan heals again. A sink is never written
+// from a blamed copy, and a good copy is never deleted from.
+//
+// # Split-brain
+//
+// Copies that blame each other (or disagree on identity with nobody to
+// decide) are in split-brain: they are left alone and reported by
+// SplitBrain and Info, unless Options.Policy picks a favourite child, or an
+// operator resolves them with Resolve.
+//
+// # What it does not do
+//
+// Heal works by path (there is no open-by-gfid on the bricks): an index
+// entry whose inode was renamed to another directory since it was marked is
+// dropped after its old parent is healed; the inode keeps its marks (so
+// reads stay correct) and is healed with its new directory or by the next
+// Full crawl. A rename into another directory is healed as a new name
+// there, copied in full, and the old name removed. Heals do not lock out
+// clients: a change that lands on
+// a sink while it is healed is caught by the ctime check on the source, but
+// a client creating a name at the very moment the healer creates it may see
+// EEXIST.
+package heal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/replicate"
+)
+
+// Replica is one brick of a replica set, as the healer reaches it.
+type Replica struct {
+	Name string // "host:/path", for reports and Resolve
+	// Layer reaches the brick; it must also implement layer.HealStore
+	// (a *protocol.Client or a *posix.Store do).
+	Layer   layer.Layer
+	Arbiter bool        // holds names and metadata, no data
+	Up      func() bool // nil: always up
+}
+
+// Set is a replica set: bit i of a pending mask is Set[i].
+type Set []Replica
+
+// Options configure a Healer.
+type Options struct {
+	// Interval is the period of index scans in Run (default 2s).
+	Interval time.Duration
+	// Policy resolves split-brains automatically by picking a favourite
+	// child: "" or "none" (leave them), "mtime" (newest mtime), "size"
+	// (biggest), "majority" (the size and mtime a strict majority of the
+	// copies share). Resolve's names "latest-mtime" and "bigger-file" are
+	// accepted too.
+	Policy string
+	// Workers is how many heals run in parallel (default 8).
+	Workers int
+	// Logger receives what the healer does (Debug) and what it cannot do
+	// (Warn); nil discards.
+	Logger *slog.Logger
+}
+
+// ErrSplitBrain is returned (wrapped) for an inode whose copies are in
+// split-brain and that no policy resolved.
+var ErrSplitBrain = errors.New("split-brain")
+
+// errNoParent: the parent directory is missing on a sink.
+var errNoParent = errors.New("parent directory missing on a sink")
+
+// errNoSource: a sink needs data that no reachable copy holds.
+var errNoSource = errors.New("no reachable copy of the data")
+
+// Healer heals the replica sets of one volume.
+type Healer struct {
+	sets    []Set
+	stores  [][]layer.HealStore
+	arbs    []replicate.Mask
+	policy  chooser
+	log     *slog.Logger
+	every   time.Duration
+	trigger chan struct{}
+	slots   chan struct{} // one per running heal goroutine
+	locks   pathLocks
+
+	mu       sync.Mutex
+	inflight map[entryKey]bool
+	split    map[pathKey]layer.Gfid // split-brains seen by the last look
+	lastScan time.Time
+
+	healed, failed atomic.Uint64
+	active         atomic.Int64
+}
+
+type pathKey struct {
+	set  int
+	path string
+}
+
+type entryKey struct {
+	set  int
+	gfid layer.Gfid
+	path string
+}
+
+// New returns a healer of sets. It fails if a set is empty or larger than
+// 64, a replica's layer keeps no heal index, or the policy is unknown.
+func New(sets []Set, opts Options) (*Healer, error) {
+	policy, err := policyByName(opts.Policy)
+	if err != nil {
+		return nil, err
+	}
+	h := &Healer{
+		sets:     sets,
+		policy:   policy,
+		log:      opts.Logger,
+		every:    opts.Interval,
+		trigger:  make(chan struct{}, 1),
+		inflight: map[entryKey]bool{},
+		split:    map[pathKey]layer.Gfid{},
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.every <= 0 {
+		h.every = 2 * time.Second
+	}
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = 8
+	}
+	h.slots = make(chan struct{}, workers)
+	for si, s := range sets {
+		if len(s) == 0 || len(s) > 64 {
+			return nil, fmt.Errorf("heal: set %d has %d replicas (1 to 64)", si, len(s))
+		}
+		stores := make([]layer.HealStore, len(s))
+		var arbs replicate.Mask
+		for i, r := range s {
+			hs, ok := r.Layer.(layer.HealStore)
+			if !ok {
+				return nil, fmt.Errorf("heal: replica %s keeps no heal index", r.Name)
+			}
+			stores[i] = hs
+			if r.Arbiter {
+				arbs |= replicate.Bit(i)
+			}
+		}
+		h.stores = append(h.stores, stores)
+		h.arbs = append(h.arbs, arbs)
+	}
+	return h, nil
+}
+
+// up reports whether replica i of set si is worth asking.
+func (h *Healer) up(si, i int) bool {
+	f := h.sets[si][i].Up
+	return f == nil || f()
+}
+
+// all is the mask of every replica of set si.
+func (h *Healer) all(si int) replicate.Mask {
+	return replicate.Mask(1)<<uint(len(h.sets[si])) - 1
+}
+
+// names turns a mask of set si into replica names.
+func (h *Healer) names(si int, m uint64) []string {
+	var out []string
+	for i := range h.sets[si] {
+		if m&(1<<uint(i)) != 0 {
+			out = append(out, h.sets[si][i].Name)
+		}
+	}
+	return out
+}
+
+// Run scans the heal index of every reachable replica each Interval (or
+// at once on Trigger) and heals what it lists, Workers at a time, until
+// ctx is done; it returns when its heals have stopped. Entries still being
+// healed are not started again.
+func (h *Healer) Run(ctx context.Context) {
+	var heals sync.WaitGroup
+	defer heals.Wait()
+	t := time.NewTicker(h.every)
+	defer t.Stop()
+	for {
+		h.scan(ctx, &heals)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-h.trigger:
+		}
+	}
+}
+
+// Trigger makes Run scan now.
+func (h *Healer) Trigger() {
+	select {
+	case h.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Full crawls every set from "/", comparing every name on every reachable
+// replica, and heals what differs: it finds what no index lists (a wiped
+// or replaced brick, marks whose index entry was lost).
+func (h *Healer) Full(ctx context.Context) error {
+	errs := make([]error, len(h.sets))
+	var wg sync.WaitGroup
+	for si := range h.sets {
+		wg.Go(func() {
+			errs[si] = h.healUp(ctx, &job{set: si, choose: h.policy, deep: true}, "/")
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Heal heals the inode at path in set si now (a directory's names, not
+// its whole subtree). A split-brain no policy resolves is ErrSplitBrain.
+func (h *Healer) Heal(ctx context.Context, si int, path string) error {
+	if si < 0 || si >= len(h.sets) {
+		return fmt.Errorf("heal: no set %d", si)
+	}
+	if err := layer.CheckPath(path); err != nil {
+		return err
+	}
+	return h.healUp(ctx, &job{set: si, choose: h.policy}, path)
+}
+
+// healUp heals path; if a sink lacks its parent directory, it heals the
+// parent first and tries again.
+func (h *Healer) healUp(ctx context.Context, j *job, path string) error {
+	err := h.healTop(ctx, j, path)
+	if errors.Is(err, errNoParent) && path != "/" {
+		dir, _ := layer.Split(path)
+		if err := h.healUp(ctx, j, dir); err != nil {
+			return err
+		}
+		err = h.healTop(ctx, j, path)
+	}
+	return err
+}
+
+// healTop heals path with the replicas its parent blames distrusted.
+func (h *Healer) healTop(ctx context.Context, j *job, path string) error {
+	var distrust replicate.Mask
+	if path != "/" {
+		dir, _ := layer.Split(path)
+		v := replicate.Judge(h.look(ctx, j.set, dir, h.all(j.set)), 0, h.arbs[j.set])
+		distrust = v.Blamed
+	}
+	return h.healPath(ctx, j, path, distrust, h.all(j.set), nil)
+}
+
+// look looks path up on the replicas of set si in within, in parallel;
+// the others, and those not up, answer ENOTCONN.
+func (h *Healer) look(ctx context.Context, si int, path string, within replicate.Mask) []replicate.Copy {
+	copies := make([]replicate.Copy, len(h.sets[si]))
+	var wg sync.WaitGroup
+	for i, r := range h.sets[si] {
+		if !within.Has(i) || !h.up(si, i) {
+			copies[i].Err = syscall.ENOTCONN
+			continue
+		}
+		wg.Go(func() {
+			copies[i].Attr, copies[i].Err = r.Layer.Lookup(ctx, path)
+		})
+	}
+	wg.Wait()
+	return copies
+}
+
+// noteSplit records (or with split false forgets) a split-brain at path.
+func (h *Healer) noteSplit(si int, path string, g layer.Gfid, split bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if split {
+		h.split[pathKey{si, path}] = g
+	} else {
+		delete(h.split, pathKey{si, path})
+	}
+}
+
+// pathLocks serialises heals of one path of one set.
+type pathLocks struct {
+	mu sync.Mutex
+	m  map[pathKey]*pathLock
+}
+
+type pathLock struct {
+	ch   chan struct{}
+	refs int
+}
+
+// lock waits for the path's lock (or ctx) and returns its unlock.
+func (p *pathLocks) lock(ctx context.Context, si int, path string) (func(), error) {
+	k := pathKey{si, path}
+	p.mu.Lock()
+	if p.m == nil {
+		p.m = map[pathKey]*pathLock{}
+	}
+	l := p.m[k]
+	if l == nil {
+		l = &pathLock{ch: make(chan struct{}, 1)}
+		p.m[k] = l
+	}
+	l.refs++
+	p.mu.Unlock()
+	put := func() {
+		p.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(p.m, k)
+		}
+		p.mu.Unlock()
+	}
+	select {
+	case l.ch <- struct{}{}:
+		return func() { <-l.ch; put() }, nil
+	case <-ctx.Done():
+		put()
+		return nil, ctx.Err()
+	}
+}

@@ -1,0 +1,86 @@
+package heal
+
+import (
+	"context"
+	"time"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// MaxListed is how many index entries Info lists per replica (Count
+// counts them all).
+const MaxListed = 1000
+
+// Info is what `heal info` shows.
+type Info struct {
+	Replicas []ReplicaInfo `json:"replicas"`
+	// Healed and Failed count inodes since the healer started.
+	Healed uint64 `json:"healed"`
+	Failed uint64 `json:"failed"`
+	// InProgress is how many index entries are being healed now.
+	InProgress int `json:"in_progress"`
+	// LastScan is when Run last scanned the indexes (zero: never).
+	LastScan time.Time `json:"last_scan"`
+	// SplitBrain is how many inodes were in split-brain when last looked
+	// at (by a heal or by SplitBrain).
+	SplitBrain int `json:"split_brain"`
+}
+
+// ReplicaInfo is one replica's heal index.
+type ReplicaInfo struct {
+	Set     int          `json:"set"`
+	Name    string       `json:"name"`
+	Up      bool         `json:"up"`
+	Count   int          `json:"count"`
+	Entries []IndexEntry `json:"entries,omitempty"` // the first MaxListed
+	Error   string       `json:"error,omitempty"`   // the index could not be read
+}
+
+// IndexEntry is an inode a replica lists as needing heal.
+type IndexEntry struct {
+	Path    string     `json:"path"` // where it was when marked
+	Gfid    layer.Gfid `json:"gfid"`
+	Pending []string   `json:"pending,omitempty"` // the replicas it blames
+}
+
+// Info reads the heal index of every reachable replica and returns it with
+// the healer's counters.
+func (h *Healer) Info(ctx context.Context) (Info, error) {
+	var info Info
+	for si, s := range h.sets {
+		for i, r := range s {
+			ri := ReplicaInfo{Set: si, Name: r.Name, Up: h.up(si, i)}
+			if ri.Up {
+				entries, err := h.listIndex(ctx, si, i)
+				if err != nil {
+					if ctx.Err() != nil {
+						return Info{}, ctx.Err()
+					}
+					ri.Error = err.Error()
+				}
+				ri.Count = len(entries)
+				for _, e := range entries[:min(len(entries), MaxListed)] {
+					ri.Entries = append(ri.Entries, IndexEntry{
+						Path: e.Path, Gfid: e.Gfid, Pending: h.names(si, e.Pending),
+					})
+				}
+			}
+			info.Replicas = append(info.Replicas, ri)
+		}
+	}
+	info.Healed, info.Failed = h.healed.Load(), h.failed.Load()
+	info.InProgress = int(h.active.Load())
+	h.mu.Lock()
+	info.LastScan, info.SplitBrain = h.lastScan, len(h.split)
+	h.mu.Unlock()
+	return info, nil
+}
+
+// Pending sums the index entries of every replica.
+func (i Info) Pending() int {
+	n := 0
+	for _, r := range i.Replicas {
+		n += r.Count
+	}
+	return n
+}

@@ -1,0 +1,297 @@
+package heal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/replicate"
+)
+
+// job is one heal request: its set, how split-brains are resolved, and
+// whether every name is visited (Full) or only names that differ.
+type job struct {
+	set    int
+	choose chooser // nil: leave split-brains
+	deep   bool
+}
+
+// plan is what healing one inode will do, decided from its copies.
+type plan struct {
+	copies []replicate.Copy
+	v      replicate.Verdict
+	src    int            // the copy names and metadata come from
+	data   int            // the copy data comes from (-1: none)
+	good   replicate.Mask // the copies healed from
+	sinks  replicate.Mask // the copies to heal
+	forced bool           // a split-brain resolved by policy
+	remove replicate.Mask // copies to delete: the inode is gone on the trusted ones
+	// partial: some sinks cannot be healed now (no copy of the data is
+	// reachable); the heal then ends with errNoSource.
+	partial bool
+}
+
+// attr is the source's attributes.
+func (p *plan) attr() layer.Attr { return p.copies[p.src].Attr }
+
+// healPath heals the inode at path of set j.set. distrust are the replicas
+// the parent blames; only replicas in within are asked; hint, from a
+// directory heal, lets a sink reuse an inode it has under another name.
+func (h *Healer) healPath(ctx context.Context, j *job, path string, distrust, within replicate.Mask, hint *dirHint) error {
+	unlock, err := h.locks.lock(ctx, j.set, path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	copies := h.look(ctx, j.set, path, within)
+	p, err := h.plan(j, path, copies, distrust)
+	if err != nil || p == nil {
+		if err == nil {
+			h.noteSplit(j.set, path, layer.Gfid{}, false)
+		}
+		return err
+	}
+	if p.remove != 0 {
+		return h.removeStale(ctx, j.set, path, p)
+	}
+	if err := h.apply(ctx, j, path, p, hint); err != nil {
+		return err
+	}
+	if p.forced {
+		h.log.Info("split-brain resolved", "path", path, "source", h.sets[j.set][p.src].Name)
+	}
+	h.noteSplit(j.set, path, layer.Gfid{}, false)
+	return nil
+}
+
+// plan judges the copies of path and decides the heal; nil means there is
+// nothing to do (or nothing that can be done now).
+func (h *Healer) plan(j *job, path string, copies []replicate.Copy, distrust replicate.Mask) (*plan, error) {
+	arbs := h.arbs[j.set]
+	p := &plan{copies: copies, v: replicate.Judge(copies, distrust, arbs), data: -1}
+	v := p.v
+	switch {
+	case v.SplitBrain:
+		src := -1
+		if j.choose != nil {
+			src = j.choose(copies, candidates(copies, v.Present, arbs))
+		}
+		if src < 0 {
+			g := copies[v.Present.First()].Attr.Gfid
+			h.noteSplit(j.set, path, g, true)
+			h.log.Debug("split-brain left alone", "path", path)
+			return nil, fmt.Errorf("%s: %w", path, ErrSplitBrain)
+		}
+		p.src, p.good, p.forced = src, replicate.Bit(src), true
+		p.sinks = (v.Present | v.Absent | v.Failed) &^ p.good
+	case v.Good == 0:
+		if errors.Is(v.Err, syscall.ENOENT) && v.Bad != 0 {
+			p.remove = v.Bad // only distrusted copies still have it
+			return p, nil
+		}
+		if v.Err == nil || errors.Is(v.Err, syscall.ENOENT) || v.Present|v.Absent|v.Failed == 0 {
+			return nil, nil // gone everywhere, or nobody answers
+		}
+		return nil, fmt.Errorf("%s: %w", path, v.Err)
+	default:
+		p.good, p.sinks = v.Good, v.Bad
+		if !j.deep {
+			// Only what the marks explain: a copy nobody blames that
+			// differs may be a client's operation still under way.
+			// Full heals every difference.
+			p.sinks &= v.Blamed | distrust
+		}
+		p.src = v.Good.First()
+		if a := copies[p.src].Attr; a.IsReg() && v.Good&^arbs != 0 {
+			p.src = (v.Good &^ arbs).First()
+		}
+	}
+	if a := p.attr(); a.IsReg() && a.Linkto == "" {
+		p.data = (p.good &^ arbs).First()
+		if p.data < 0 && p.sinks&^arbs != 0 {
+			// No copy of the data is reachable: only arbiters can be
+			// given the names and metadata now.
+			p.sinks &= arbs
+			p.partial = true
+		}
+	}
+	if a := p.attr(); p.sinks == 0 && !(j.deep && a.IsDir()) {
+		if p.partial {
+			return nil, fmt.Errorf("%s: %w", path, errNoSource)
+		}
+		return nil, nil
+	}
+	return p, nil
+}
+
+// candidates returns the copies a policy may choose from: those present,
+// without arbiters for a regular file that has another copy.
+func candidates(copies []replicate.Copy, present, arbs replicate.Mask) replicate.Mask {
+	for i, c := range copies {
+		if present.Has(i) && c.Attr.IsReg() && present&^arbs != 0 {
+			return present &^ arbs
+		}
+	}
+	return present
+}
+
+// apply heals the sinks of p from its source and settles the marks.
+func (h *Healer) apply(ctx context.Context, j *job, path string, p *plan, hint *dirHint) error {
+	si := j.set
+	if err := h.premark(ctx, si, path, p); err != nil {
+		return err
+	}
+	var errs []error
+	members := p.good // copies holding the source's inode
+	for s := range h.sets[si] {
+		if !p.sinks.Has(s) || p.good.Has(s) {
+			continue
+		}
+		if err := h.place(ctx, si, s, path, p, hint); err != nil {
+			errs = append(errs, fmt.Errorf("%s on %s: %w", path, h.sets[si][s].Name, err))
+			continue
+		}
+		members |= replicate.Bit(s)
+	}
+	src := p.attr()
+	if src.IsDir() {
+		if err := h.healEntries(ctx, j, path, p, members); err != nil {
+			// The names are not all right: no mark may be cleared.
+			return errors.Join(append(errs, err)...)
+		}
+	}
+	var healed replicate.Mask
+	for s := range h.sets[si] {
+		if !p.sinks.Has(s) || !members.Has(s) {
+			continue
+		}
+		if s != p.src {
+			if err := h.healContent(ctx, si, s, path, p); err != nil {
+				errs = append(errs, fmt.Errorf("%s on %s: %w", path, h.sets[si][s].Name, err))
+				continue
+			}
+		}
+		healed |= replicate.Bit(s)
+	}
+	if healed != 0 {
+		h.healed.Add(1)
+		h.log.Debug("healed", "path", path, "sinks", h.names(si, uint64(healed)))
+	}
+	if len(errs) > 0 {
+		h.failed.Add(1)
+	}
+	errs = append(errs, h.settle(ctx, si, path, p, healed))
+	if p.partial {
+		errs = append(errs, fmt.Errorf("%s: %w", path, errNoSource))
+	}
+	return errors.Join(errs...)
+}
+
+// premark makes every good copy blame the sinks it does not blame yet,
+// before any sink is written: a heal cut short then stays recorded. The
+// copy's ctime is looked at again afterwards, before anything is read
+// from it, for the final ClearPending.
+func (h *Healer) premark(ctx context.Context, si int, path string, p *plan) error {
+	for c := range h.sets[si] {
+		if !p.good.Has(c) {
+			continue
+		}
+		a := &p.copies[c].Attr
+		missing := uint64(p.sinks) &^ a.Pending &^ (1 << uint(c))
+		if missing == 0 {
+			continue
+		}
+		if err := h.stores[si][c].MarkPending(ctx, path, a.Gfid, missing); err != nil {
+			return fmt.Errorf("%s: mark on %s: %w", path, h.sets[si][c].Name, err)
+		}
+		fresh, err := h.sets[si][c].Layer.Lookup(ctx, path)
+		if err != nil {
+			return err
+		}
+		if fresh.Gfid != a.Gfid {
+			return fmt.Errorf("%s changed on %s while healing: %w", path, h.sets[si][c].Name, syscall.ESTALE)
+		}
+		*a = fresh
+	}
+	return nil
+}
+
+// settle moves the marks after a heal: a healed sink takes over the good
+// copies' blame of replicas still behind, then the good copies (and, for
+// a resolved split-brain or merged directories, the healed sinks
+// themselves) stop blaming the healed sinks. A copy that changed since it
+// was looked at (ESTALE) keeps its marks for the next scan.
+func (h *Healer) settle(ctx context.Context, si int, path string, p *plan, healed replicate.Mask) error {
+	if healed == 0 {
+		return nil
+	}
+	var behind uint64
+	for c := range h.sets[si] {
+		if p.good.Has(c) {
+			behind |= p.copies[c].Attr.Pending
+		}
+	}
+	behind &^= uint64(healed | p.good)
+	g := p.attr().Gfid
+	var errs []error
+	for s := range h.sets[si] {
+		if healed.Has(s) && !p.good.Has(s) && behind != 0 {
+			errs = append(errs, h.stores[si][s].MarkPending(ctx, path, g, behind))
+		}
+	}
+	// Copies that were written during the heal have a new ctime: unless
+	// they must stop blaming each other now (a resolved split-brain,
+	// merged directories), their marks are settled by the next scan.
+	fresh := p.forced || p.v.Merge
+	equal := uint64(healed | p.good)
+	for c := range h.sets[si] {
+		a := p.copies[c].Attr
+		if p.copies[c].Err != nil || a.Gfid != g {
+			continue
+		}
+		if healed.Has(c) {
+			if !fresh {
+				continue
+			}
+			var err error
+			if a, err = h.sets[si][c].Layer.Lookup(ctx, path); err != nil || a.Gfid != g {
+				continue
+			}
+		}
+		if mask := a.Pending & equal &^ (1 << uint(c)); mask != 0 {
+			err := h.stores[si][c].ClearPending(ctx, path, g, mask, a.Ctime)
+			errs = append(errs, h.logClear(si, c, path, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// logClear swallows the ClearPending errors that only mean "not now".
+func (h *Healer) logClear(si, c int, path string, err error) error {
+	if errors.Is(err, syscall.ESTALE) || errors.Is(err, syscall.ENOENT) {
+		h.log.Debug("changed while healing; marks kept", "replica", h.sets[si][c].Name, "path", path)
+		return nil
+	}
+	return err
+}
+
+// removeStale deletes path from the copies of p.remove: the trusted
+// replicas say it no longer exists, only replicas with a stale view of the
+// parent still have it.
+func (h *Healer) removeStale(ctx context.Context, si int, path string, p *plan) error {
+	var errs []error
+	for s := range h.sets[si] {
+		if p.remove.Has(s) {
+			h.log.Debug("removing stale copy", "replica", h.sets[si][s].Name, "path", path)
+			errs = append(errs, removeAll(ctx, h.sets[si][s].Layer, path, p.copies[s].Attr))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		h.failed.Add(1)
+		return err
+	}
+	h.healed.Add(1)
+	return nil
+}

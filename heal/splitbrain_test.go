@@ -1,0 +1,169 @@
+package heal
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// splitFile makes path a split-brain: replica 0 and replica 1 each change
+// it while the other (and replica 2) is away. Replica 0's copy is newer,
+// replica 1's bigger.
+func splitFile(c *cluster, path string) {
+	c.t.Helper()
+	c.everywhere(seq(create(path, layer.NewGfid(), []byte("base")), mtime(path, 500)))
+	c.on([]int{0}, seq(write(path, []byte("zero"), 0), mtime(path, 2000)))
+	c.on([]int{1}, seq(write(path, []byte("one, and bigger"), 0), mtime(path, 1000)))
+}
+
+func mtime(path string, sec int64) func(context.Context, layer.Layer) error {
+	return setattr(path, layer.SetattrIn{Valid: layer.SetMtime, Mtime: layer.Timespec{Sec: sec}})
+}
+
+func TestSplitBrainLeftAlone(t *testing.T) {
+	c := newCluster(t, 3, false)
+	splitFile(c, "/f")
+	h := c.healer(Options{})
+	if err := h.Heal(bg, 0, "/f"); !errors.Is(err, ErrSplitBrain) {
+		t.Fatalf("Heal: %v, want ErrSplitBrain", err)
+	}
+	scan(h)
+	sameBytes(t, "replica 0", c.content(0, "/f"), []byte("zero"))
+	sameBytes(t, "replica 1", c.content(1, "/f"), []byte("one, and bigger"))
+	sameBytes(t, "replica 2", c.content(2, "/f"), []byte("base"))
+	info, err := h.Info(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.SplitBrain != 1 || info.Failed != 0 {
+		t.Fatalf("info: split-brain %d failed %d, want 1 and 0", info.SplitBrain, info.Failed)
+	}
+	sb, err := h.SplitBrain(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sb) != 1 || sb[0].Path != "/f" || len(sb[0].Copies) != 3 {
+		t.Fatalf("SplitBrain: %+v", sb)
+	}
+	c0, c1 := sb[0].Copies[0], sb[0].Copies[1]
+	if c0.Size != 4 || c1.Size != 15 || c0.Mtime.Unix() != 2000 ||
+		!slices.Equal(c0.Pending, []string{"host:/brick1", "host:/brick2"}) ||
+		!slices.Equal(c1.Pending, []string{"host:/brick0", "host:/brick2"}) {
+		t.Fatalf("copies: %+v", sb[0].Copies)
+	}
+}
+
+func TestSplitBrainPolicies(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		want   string
+	}{
+		{"mtime", "zero"},
+		{"size", "one, and bigger"},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			c := newCluster(t, 3, false)
+			splitFile(c, "/f")
+			scan(c.healer(Options{Policy: tc.policy}))
+			c.healthy()
+			sameBytes(t, "/f", c.content(2, "/f"), []byte(tc.want))
+		})
+	}
+	t.Run("majority", func(t *testing.T) {
+		c := newCluster(t, 3, false)
+		c.everywhere(create("/f", layer.NewGfid(), []byte("base")))
+		c.on([]int{0}, seq(write("/f", []byte("alone"), 0), mtime("/f", 3000)))
+		c.on([]int{1, 2}, seq(write("/f", []byte("two agree"), 0), mtime("/f", 1000)))
+		// 1 and 2 blame 0, which blames them: split-brain, but two of
+		// three copies agree.
+		h := c.healer(Options{Policy: "majority"})
+		if err := h.Heal(bg, 0, "/f"); err != nil {
+			t.Fatal(err)
+		}
+		c.healthy()
+		sameBytes(t, "/f", c.content(0, "/f"), []byte("two agree"))
+	})
+	t.Run("no majority", func(t *testing.T) {
+		c := newCluster(t, 3, false)
+		splitFile(c, "/f")
+		h := c.healer(Options{Policy: "majority"})
+		if err := h.Heal(bg, 0, "/f"); !errors.Is(err, ErrSplitBrain) {
+			t.Fatalf("Heal: %v, want ErrSplitBrain", err)
+		}
+	})
+	if _, err := New(nil, Options{Policy: "coin"}); err == nil {
+		t.Error("New accepts an unknown policy")
+	}
+}
+
+func TestResolve(t *testing.T) {
+	for _, tc := range []struct {
+		path, policy, brick, want string
+	}{
+		{"/f", "source-brick", "host:/brick1", "one, and bigger"},
+		{"/f", "source-brick", "host:/brick2", "base"},
+		{"", "source-brick", "host:/brick0", "zero"},
+		{"/f", "latest-mtime", "", "zero"},
+		{"/f", "bigger-file", "", "one, and bigger"},
+		{"", "bigger-file", "", "one, and bigger"},
+	} {
+		t.Run(tc.policy+tc.path+tc.brick, func(t *testing.T) {
+			c := newCluster(t, 3, false)
+			splitFile(c, "/f")
+			h := c.healer(Options{})
+			scan(h) // finds the split-brain and leaves it
+			if err := h.Resolve(bg, tc.path, tc.policy, tc.brick); err != nil {
+				t.Fatal(err)
+			}
+			c.healthy()
+			sameBytes(t, "/f", c.content(0, "/f"), []byte(tc.want))
+			if info, _ := h.Info(bg); info.SplitBrain != 0 {
+				t.Fatalf("still %d split-brains", info.SplitBrain)
+			}
+		})
+	}
+	c := newCluster(t, 3, true)
+	h := c.healer(Options{})
+	if err := h.Resolve(bg, "/f", "source-brick", "host:/brick2"); err == nil {
+		t.Error("an arbiter accepted as the source of data")
+	}
+	if err := h.Resolve(bg, "/f", "source-brick", "host:/nowhere"); err == nil {
+		t.Error("an unknown brick accepted")
+	}
+}
+
+func TestDirectoriesMerge(t *testing.T) {
+	c := newCluster(t, 3, false)
+	c.everywhere(seq(mkdir("/d", layer.NewGfid()), create("/d/both", layer.NewGfid(), []byte("b"))))
+	c.on([]int{0}, create("/d/a", layer.NewGfid(), []byte("made on 0")))
+	c.on([]int{1}, seq(create("/d/b", layer.NewGfid(), []byte("made on 1")), removeTree("/d/both")))
+	h := c.healer(Options{})
+	scan(h)
+	c.healthy()
+	// The union: nothing is lost, not even the name 1 removed.
+	for _, name := range []string{"/d/a", "/d/b", "/d/both"} {
+		if _, err := c.stores[2].Lookup(bg, name); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// One name, two inodes: that name is a split-brain until resolved.
+	c.on([]int{0}, create("/d/c", layer.NewGfid(), []byte("c on 0")))
+	c.on([]int{1}, create("/d/c", layer.NewGfid(), []byte("c on 1")))
+	scan(h)
+	sb, err := h.SplitBrain(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sb) != 1 || sb[0].Path != "/d/c" {
+		t.Fatalf("SplitBrain: %+v", sb)
+	}
+	if err := h.Resolve(bg, "/d/c", "source-brick", "host:/brick1"); err != nil {
+		t.Fatal(err)
+	}
+	scan(h)
+	c.healthy()
+	sameBytes(t, "/d/c", c.content(0, "/d/c"), []byte("c on 1"))
+}
