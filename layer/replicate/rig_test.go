@@ -19,7 +19,7 @@ const testVolume = "vol-replicate-test"
 // testBrick is a real brick served on 127.0.0.1 that a test can stop (as
 // if its process were killed) and start again on the same port.
 type testBrick struct {
-	t       *testing.T
+	t       testing.TB
 	id      string
 	dir     string
 	arbiter bool
@@ -68,14 +68,14 @@ func (b *testBrick) stop() {
 
 // rig is a replica set of real bricks, each behind a network client.
 type rig struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	bricks  []*testBrick
 	clients []*protocol.Client
 	r       *Replicate
 }
 
-func newRig(t *testing.T, n int, arbiter bool, opts Options) *rig {
+func newRig(t testing.TB, n int, arbiter bool, opts Options) *rig {
 	t.Helper()
 	g := &rig{t: t, ctx: context.Background()}
 	var children []Child
