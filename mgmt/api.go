@@ -25,6 +25,26 @@ const maxRequestBody = 1 << 20
 //	GET    /v1/volumes/{name}/status         VolumeStatus
 //	PUT    /v1/volumes/{name}/options/{key}  SetOptionRequest → VolumeInfo
 //	GET    /v1/volumes/{name}/spec           volume.Spec (started volumes only)
+//	POST   /v1/volumes/{name}/heal           HealRequest → FullHeal ({} for an index heal)
+//	GET    /v1/volumes/{name}/heal           HealInfo
+//	GET    /v1/volumes/{name}/heal/split-brain   SplitBrainInfo
+//	POST   /v1/volumes/{name}/heal/split-brain   SplitBrainRequest → SplitBrainResolved
+//	POST   /v1/volumes/{name}/reset-brick    ResetBrickRequest → VolumeInfo
+//
+// The heal endpoints are for started replicated volumes (others are
+// refused: "not replicated", kind invalid; "not started", kind state).
+// POST heal makes the heal daemon scan the heal indexes now, or with
+// {"full": true} starts a full heal (a crawl of every replica set) in the
+// background and answers at once with its state, which GET heal shows
+// too; asked during a full heal, another crawl follows it. POST
+// heal/split-brain resolves split-brains by "latest-mtime" or
+// "bigger-file" (a path is required) or "source-brick" (source
+// "host:/path" required; without a path, every split-brain of its set);
+// a request naming nothing in split-brain is refused. POST reset-brick
+// takes a brick whose directory is new and empty (a replaced disk): it
+// marks it as the volume's brick again and as needing everything the
+// other bricks of its set have, restarts it and starts a full heal; a
+// directory that holds anything is refused.
 func (n *Node) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/node", func(w http.ResponseWriter, r *http.Request) {
@@ -77,10 +97,51 @@ func (n *Node) handler() http.Handler {
 		spec, err := n.spec(r.PathValue("name"))
 		n.reply(w, r, http.StatusOK, spec, err)
 	})
+	n.healHandlers(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Error: fmt.Sprintf("no such API endpoint: %s %s", r.Method, r.URL.Path)})
 	})
 	return n.logRequests(mux)
+}
+
+// healHandlers adds the endpoints of self-heal and reset-brick.
+func (n *Node) healHandlers(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/volumes/{name}/heal", func(w http.ResponseWriter, r *http.Request) {
+		var req HealRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		fh, err := n.heal(r.PathValue("name"), req.Full)
+		var out any = fh
+		if !req.Full {
+			out = struct{}{}
+		}
+		n.reply(w, r, http.StatusOK, out, err)
+	})
+	mux.HandleFunc("GET /v1/volumes/{name}/heal", func(w http.ResponseWriter, r *http.Request) {
+		hi, err := n.healInfo(r.Context(), r.PathValue("name"))
+		n.reply(w, r, http.StatusOK, hi, err)
+	})
+	mux.HandleFunc("GET /v1/volumes/{name}/heal/split-brain", func(w http.ResponseWriter, r *http.Request) {
+		sb, err := n.splitBrainInfo(r.Context(), r.PathValue("name"))
+		n.reply(w, r, http.StatusOK, sb, err)
+	})
+	mux.HandleFunc("POST /v1/volumes/{name}/heal/split-brain", func(w http.ResponseWriter, r *http.Request) {
+		var req SplitBrainRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		paths, err := n.resolveSplitBrain(r.Context(), r.PathValue("name"), req)
+		n.reply(w, r, http.StatusOK, SplitBrainResolved{Paths: paths}, err)
+	})
+	mux.HandleFunc("POST /v1/volumes/{name}/reset-brick", func(w http.ResponseWriter, r *http.Request) {
+		var req ResetBrickRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		vi, err := n.resetBrick(r.Context(), r.PathValue("name"), req.Brick)
+		n.reply(w, r, http.StatusOK, vi, err)
+	})
 }
 
 // logRequests logs every request at debug level.

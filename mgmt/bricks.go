@@ -27,6 +27,7 @@ type volumeRun struct {
 	ctx    context.Context      // cancelled when the volume stops here
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	heal   *healDaemon // a replicated volume's (see heal.go); guarded by Node.runMu
 }
 
 // spawn runs fn in a goroutine that the volume's stop waits for; fn
@@ -81,6 +82,7 @@ func (n *Node) startBricks(v *VolumeState, allOrNothing bool) error {
 			errs = append(errs, err)
 		}
 	}
+	n.startHeal(vr, v)
 	if len(errs) > 0 {
 		return errorf(ErrInvalid, "volume %s: %w", v.Name, errors.Join(errs...))
 	}

@@ -110,6 +110,53 @@ func (c *Client) Set(ctx context.Context, name, key, value string) (VolumeInfo, 
 	return out, err
 }
 
+// Heal makes the heal daemon of a replicated volume heal what the heal
+// indexes list now, rather than at its next scan.
+func (c *Client) Heal(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodPost, volPath(name, "heal"), HealRequest{}, nil)
+}
+
+// HealFull starts a full heal of a replicated volume in the background (a
+// crawl of every replica set that repairs every difference) and returns
+// its state; HealInfo shows its progress.
+func (c *Client) HealFull(ctx context.Context, name string) (FullHeal, error) {
+	var out FullHeal
+	err := c.do(ctx, http.MethodPost, volPath(name, "heal"), HealRequest{Full: true}, &out)
+	return out, err
+}
+
+// HealInfo lists what each brick of a replicated volume has to heal, with
+// the heal daemon's progress.
+func (c *Client) HealInfo(ctx context.Context, name string) (HealInfo, error) {
+	var out HealInfo
+	err := c.do(ctx, http.MethodGet, volPath(name, "heal"), nil, &out)
+	return out, err
+}
+
+// SplitBrain lists the files of a replicated volume in split-brain.
+func (c *Client) SplitBrain(ctx context.Context, name string) (SplitBrainInfo, error) {
+	var out SplitBrainInfo
+	err := c.do(ctx, http.MethodGet, volPath(name, "heal/split-brain"), nil, &out)
+	return out, err
+}
+
+// ResolveSplitBrain resolves split-brains as req says and returns the
+// paths it healed.
+func (c *Client) ResolveSplitBrain(ctx context.Context, name string, req SplitBrainRequest) ([]string, error) {
+	var out SplitBrainResolved
+	err := c.do(ctx, http.MethodPost, volPath(name, "heal/split-brain"), req, &out)
+	return out.Paths, err
+}
+
+// ResetBrick makes brick ("host:/path"), whose directory is new and
+// empty, the volume's brick again and starts rebuilding it from the other
+// bricks of its replica set.
+func (c *Client) ResetBrick(ctx context.Context, name, brick string) (VolumeInfo, error) {
+	var out VolumeInfo
+	err := c.do(ctx, http.MethodPost, volPath(name, "reset-brick"), ResetBrickRequest{Brick: brick}, &out)
+	return out, err
+}
+
 func volPath(name, sub string) string {
 	p := "/v1/volumes/" + url.PathEscape(name)
 	if sub != "" {

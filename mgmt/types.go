@@ -1,5 +1,7 @@
 package mgmt
 
+import "time"
+
 // The types of the HTTP API, shared by the server and the Client.
 
 // CreateVolumeRequest asks for a new volume. The counts are GlusterFS's
@@ -103,4 +105,121 @@ type errorBody struct {
 	Error string `json:"error"`
 	// Kind names the marker error (see markers), if any.
 	Kind string `json:"kind,omitempty"`
+}
+
+// HealRequest is the body of POST /v1/volumes/{name}/heal.
+type HealRequest struct {
+	// Full crawls every replica set from the root in the background
+	// instead of healing what the heal indexes list.
+	Full bool `json:"full,omitempty"`
+}
+
+// HealInfo is what a volume's heal daemon knows: each brick's heal index
+// and the daemon's counters.
+type HealInfo struct {
+	Name   string      `json:"name"`
+	Bricks []HealBrick `json:"bricks"`
+	// Healed and Failed count inodes since the heal daemon (re)started:
+	// the node started, the volume started or a heal option changed.
+	Healed uint64 `json:"healed"`
+	Failed uint64 `json:"failed"`
+	// InProgress is how many entries are being healed now.
+	InProgress int `json:"in_progress"`
+	// SplitBrain is how many inodes were in split-brain when last looked
+	// at.
+	SplitBrain int `json:"split_brain"`
+	// LastScan is when the heal indexes were last scanned (zero: never).
+	LastScan time.Time `json:"last_scan,omitzero"`
+	// Full is the last full heal, if any since the daemon started.
+	Full *FullHeal `json:"full,omitempty"`
+}
+
+// Pending sums the entries of every brick's heal index.
+func (h HealInfo) Pending() int {
+	n := 0
+	for _, b := range h.Bricks {
+		n += b.Entries
+	}
+	return n
+}
+
+// HealBrick is one brick's list of inodes that need healing (or, in a
+// SplitBrainInfo, that are in split-brain).
+type HealBrick struct {
+	Name   string `json:"name"` // host:/path
+	Set    int    `json:"set"`  // index of its replica set
+	Online bool   `json:"online"`
+	// Entries counts the inodes; Paths lists them (at most
+	// MaxHealPaths, "<gfid:...>" for an inode whose path is unknown).
+	Entries int      `json:"entries"`
+	Paths   []string `json:"paths,omitempty"`
+	// Error says why the brick's list could not be read.
+	Error string `json:"error,omitempty"`
+}
+
+// FullHeal is the state of a full heal (a crawl of every replica set).
+type FullHeal struct {
+	Running bool `json:"running"`
+	// Again: another crawl was asked for during this one and follows it.
+	Again    bool      `json:"again,omitempty"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished,omitzero"`
+	// Error is why the last crawl did not finish cleanly.
+	Error string `json:"error,omitempty"`
+}
+
+// SplitBrainInfo lists a volume's inodes in split-brain, per brick and
+// with each copy's details.
+type SplitBrainInfo struct {
+	Name    string            `json:"name"`
+	Bricks  []HealBrick       `json:"bricks"`
+	Entries []SplitBrainEntry `json:"entries"`
+}
+
+// SplitBrainEntry is an inode whose copies blame each other (or disagree
+// on its identity with no copy to decide).
+type SplitBrainEntry struct {
+	Set    int              `json:"set"`
+	Path   string           `json:"path"`
+	Gfid   string           `json:"gfid"`
+	Copies []SplitBrainCopy `json:"copies"`
+}
+
+// SplitBrainCopy is one brick's copy of an inode in split-brain.
+type SplitBrainCopy struct {
+	Brick string    `json:"brick"`
+	Error string    `json:"error,omitempty"` // no copy there, or the brick is down
+	Gfid  string    `json:"gfid,omitempty"`
+	Size  uint64    `json:"size"`
+	Mtime time.Time `json:"mtime,omitzero"`
+	// Blames are the bricks this copy says missed changes.
+	Blames []string `json:"blames,omitempty"`
+}
+
+// Split-brain resolution policies (SplitBrainRequest.Policy), as
+// GlusterFS names them.
+const (
+	PolicyLatestMtime = "latest-mtime"
+	PolicyBiggerFile  = "bigger-file"
+	PolicySourceBrick = "source-brick"
+)
+
+// SplitBrainRequest asks to resolve split-brains: Path with the newest
+// copy (latest-mtime) or the biggest (bigger-file); or with the copy on
+// brick Source (source-brick), for Path or, without one, for every
+// split-brain of Source's replica set.
+type SplitBrainRequest struct {
+	Policy string `json:"policy"`
+	Source string `json:"source,omitempty"` // host:/path
+	Path   string `json:"path,omitempty"`
+}
+
+// SplitBrainResolved lists the paths a resolution healed.
+type SplitBrainResolved struct {
+	Paths []string `json:"paths"`
+}
+
+// ResetBrickRequest is the body of POST /v1/volumes/{name}/reset-brick.
+type ResetBrickRequest struct {
+	Brick string `json:"brick"` // host:/path
 }

@@ -56,6 +56,8 @@ The syntax follows GlusterFS's gluster CLI.`,
 		v.statusCommand(),
 		v.listCommand(),
 		v.setCommand(),
+		v.healCommand(),
+		v.resetBrickCommand(),
 	)
 	return cmd
 }

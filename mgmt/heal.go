@@ -1,0 +1,541 @@
+package mgmt
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mortarfs/mortar/heal"
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/protocol"
+	"github.com/mortarfs/mortar/volume"
+)
+
+// The heal daemon. Every started replicated volume that this node runs
+// has one (started with the volume's bricks, stopped with them): a
+// heal.Healer over protocol clients to every brick of the volume, which
+// scans the bricks' heal indexes every cluster.heal-interval and heals
+// what they list. GlusterFS calls it the self-heal daemon (glustershd).
+//
+// The healer is built from the volume's spec: the bricks' addresses, the
+// heal options and the ping timeout. The daemon re-reads the state every
+// healReload (and at once when the volume's bricks are started again), and
+// when any of those changed (`volume set`, a brick's first port) it replaces
+// the healer; a full heal that was running carries on with the new one.
+
+// healReload is how often a heal daemon looks for changes to the volume's
+// bricks and heal options.
+const healReload = time.Second
+
+// fullConnectWait bounds how long a full heal waits for the clients of the
+// bricks this node runs to connect (a brick just restarted), so that the
+// crawl does not skip them as down.
+const fullConnectWait = 10 * time.Second
+
+// healClientWait is how long a heal daemon's operation waits for a brick
+// that is not connected: the healer does not wait for a brick that is
+// down, as replicate does not.
+const healClientWait = 100 * time.Millisecond
+
+// MaxHealPaths is how many paths heal info lists per brick (the count
+// covers them all).
+const MaxHealPaths = heal.MaxListed
+
+// healDaemon is the heal daemon of one volume on this node.
+type healDaemon struct {
+	n        *Node
+	vr       *volumeRun
+	name, id string // the volume's
+	kick     chan struct{}
+
+	mu    sync.Mutex
+	cur   *healRun  // nil before the first build and after the stop
+	full  *FullHeal // the last full heal; nil: none since the daemon started
+	crawl *healRun  // the run the full heal crawls with
+}
+
+// healRun is a healer built from one configuration of the volume, with
+// its brick clients.
+type healRun struct {
+	key     string // the configuration (see healKey)
+	healer  *heal.Healer
+	sets    []heal.Set
+	bricks  []volume.Brick // parallel to clients
+	clients []*protocol.Client
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// startHeal starts the heal daemon of v, a volume whose bricks vr has just
+// started, or has the running one look at the bricks again (their ports
+// may be new).
+func (n *Node) startHeal(vr *volumeRun, v *VolumeState) {
+	if v.Type != volume.Replicate {
+		return
+	}
+	n.runMu.Lock()
+	d, fresh := vr.heal, vr.heal == nil
+	if fresh {
+		d = &healDaemon{n: n, vr: vr, name: v.Name, id: v.ID, kick: make(chan struct{}, 1)}
+		vr.heal = d
+	}
+	n.runMu.Unlock()
+	if !fresh {
+		d.poke()
+		return
+	}
+	d.reload(vr.ctx) // requests find a healer as soon as the volume runs
+	vr.spawn(d.run)
+}
+
+// run keeps the healer in line with the volume's configuration until ctx
+// is done (the volume stops here), then stops it.
+func (d *healDaemon) run(ctx context.Context) {
+	t := time.NewTicker(healReload)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			d.swap(nil)
+			return
+		case <-t.C:
+		case <-d.kick:
+		}
+		d.reload(ctx)
+	}
+}
+
+// poke makes run look at the configuration now.
+func (d *healDaemon) poke() {
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// current returns the running healer, or nil.
+func (d *healDaemon) current() *healRun {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cur
+}
+
+// reload replaces the healer if the volume's configuration changed.
+func (d *healDaemon) reload(ctx context.Context) {
+	st := d.n.store.State()
+	v := st.Volumes[d.name]
+	if v == nil || v.ID != d.id || ctx.Err() != nil {
+		return // the volume is stopping
+	}
+	spec := st.Spec(v)
+	key := healKey(spec)
+	if r := d.current(); r != nil && r.key == key {
+		return
+	}
+	r, err := d.newRun(ctx, spec, key)
+	if err != nil {
+		d.n.log.Error("heal daemon cannot start", "volume", d.name, "err", err)
+		return
+	}
+	d.swap(r)
+}
+
+// healKey is what a healer is built from: the bricks' addresses and the
+// options the healer and its clients read.
+func healKey(spec volume.Spec) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "interval=%s policy=%s ping=%s replica=%d",
+		spec.Option(OptHealInterval, ""), spec.Option(OptFavoriteChildPolicy, ""),
+		spec.Option(OptPingTimeout, ""), spec.Replica)
+	for _, br := range spec.Bricks {
+		fmt.Fprintf(&b, " %s@%s/%t", br.ID, br.Addr, br.Arbiter)
+	}
+	return b.String()
+}
+
+// newRun connects to every brick of spec and builds a healer; it does not
+// start it (see swap).
+func (d *healDaemon) newRun(ctx context.Context, spec volume.Spec, key string) (*healRun, error) {
+	r := &healRun{key: key}
+	r.ctx, r.cancel = context.WithCancel(ctx)
+	log := d.n.log.With("volume", spec.Name, "component", "heal")
+	for _, set := range spec.Sets() {
+		var hs heal.Set
+		for _, b := range set {
+			c := newBrickClient(spec, b, healClientWait, log)
+			r.bricks, r.clients = append(r.bricks, b), append(r.clients, c)
+			hs = append(hs, heal.Replica{Name: b.Name(), Layer: c, Arbiter: b.Arbiter, Up: c.Connected})
+		}
+		r.sets = append(r.sets, hs)
+	}
+	var err error
+	r.healer, err = heal.New(r.sets, heal.Options{
+		Interval: spec.DurationOption(OptHealInterval, 2*time.Second),
+		Policy:   spec.Option(OptFavoriteChildPolicy, "none"),
+		Logger:   log,
+	})
+	if err != nil {
+		r.stop()
+		return nil, err
+	}
+	return r, nil
+}
+
+// newBrickClient connects a protocol client to brick b of spec.
+func newBrickClient(spec volume.Spec, b volume.Brick, wait time.Duration, log *slog.Logger) *protocol.Client {
+	return protocol.New(protocol.Config{
+		Addr: b.Addr, BrickID: b.ID, VolumeID: spec.ID,
+		PingTimeout: spec.DurationOption(OptPingTimeout, 0), ConnectWait: wait,
+		Logger: log.With("brick", b.Name()),
+	})
+}
+
+// swap makes r the daemon's healer (nil: none) and starts it, once the
+// one it replaces has stopped; a full heal that was running starts again
+// with r.
+func (d *healDaemon) swap(r *healRun) {
+	d.mu.Lock()
+	old := d.cur
+	d.cur = r
+	d.mu.Unlock()
+	if old != nil {
+		old.stop()
+	}
+	if r == nil {
+		return
+	}
+	r.wg.Go(func() { r.healer.Run(r.ctx) })
+	d.mu.Lock()
+	if d.full != nil && d.full.Running && d.crawl != r {
+		d.startCrawl(r)
+	}
+	d.mu.Unlock()
+	d.n.log.Info("heal daemon running", "volume", d.name, "config", r.key)
+}
+
+// stop stops the healer and closes its clients.
+func (r *healRun) stop() {
+	r.cancel()
+	r.wg.Wait()
+	for _, c := range r.clients {
+		c.Close()
+	}
+}
+
+// trigger makes the healer scan the heal indexes now.
+func (d *healDaemon) trigger() error {
+	r, err := d.running()
+	if err != nil {
+		return err
+	}
+	r.healer.Trigger()
+	return nil
+}
+
+// running returns the running healer, or why there is none.
+func (d *healDaemon) running() (*healRun, error) {
+	if r := d.current(); r != nil {
+		return r, nil
+	}
+	return nil, d.notRunning()
+}
+
+func (d *healDaemon) notRunning() error {
+	return errorf(ErrState, "the heal daemon of volume %s is not running on this node (see the node's log)", d.name)
+}
+
+// startFull starts a full heal in the background; during one, it asks
+// for another crawl after it (what the first has crawled may have
+// changed).
+func (d *healDaemon) startFull() (FullHeal, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cur == nil {
+		return FullHeal{}, d.notRunning()
+	}
+	if d.full != nil && d.full.Running {
+		d.full.Again = true
+	} else {
+		d.full = &FullHeal{Running: true, Started: time.Now()}
+		d.startCrawl(d.cur)
+	}
+	return *d.full, nil
+}
+
+// startCrawl runs a full heal with r. d.mu is held.
+func (d *healDaemon) startCrawl(r *healRun) {
+	d.crawl = r
+	r.wg.Go(func() {
+		d.waitLocalBricks(r)
+		err := r.healer.Full(r.ctx)
+		d.crawled(r, err)
+	})
+}
+
+// waitLocalBricks waits, up to fullConnectWait, until r's clients of the
+// bricks this node runs are connected.
+func (d *healDaemon) waitLocalBricks(r *healRun) {
+	deadline := time.Now().Add(fullConnectWait)
+	for i := 0; i < len(r.clients) && time.Now().Before(deadline); {
+		if r.clients[i].Connected() || !d.n.isRunning(d.vr, r.bricks[i].ID) {
+			i++
+			continue
+		}
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// crawled records the end of a full heal run by r, and starts the crawl
+// asked for meanwhile. A crawl whose healer was replaced was started
+// again by swap.
+func (d *healDaemon) crawled(r *healRun, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if r != d.crawl || r != d.cur {
+		return
+	}
+	f := d.full
+	if f.Again {
+		f.Again, f.Started, f.Error = false, time.Now(), ""
+		d.startCrawl(r)
+		return
+	}
+	f.Running, f.Finished = false, time.Now()
+	if err != nil {
+		f.Error = err.Error()
+		d.n.log.Warn("full heal finished with errors", "volume", d.name, "took", f.Finished.Sub(f.Started), "err", err)
+		return
+	}
+	d.n.log.Info("full heal finished", "volume", d.name, "took", f.Finished.Sub(f.Started))
+}
+
+// info reads every brick's heal index.
+func (d *healDaemon) info(ctx context.Context) (HealInfo, error) {
+	r, err := d.running()
+	if err != nil {
+		return HealInfo{}, err
+	}
+	hi, err := r.healer.Info(ctx)
+	if err != nil {
+		return HealInfo{}, err
+	}
+	out := HealInfo{
+		Name: d.name, Bricks: []HealBrick{}, Healed: hi.Healed, Failed: hi.Failed,
+		InProgress: hi.InProgress, SplitBrain: hi.SplitBrain, LastScan: hi.LastScan,
+	}
+	for _, ri := range hi.Replicas {
+		hb := HealBrick{Name: ri.Name, Set: ri.Set, Online: ri.Up, Entries: ri.Count, Error: ri.Error}
+		for _, e := range ri.Entries {
+			hb.Paths = append(hb.Paths, entryName(e.Path, e.Gfid.String()))
+		}
+		out.Bricks = append(out.Bricks, hb)
+	}
+	d.mu.Lock()
+	if d.full != nil {
+		f := *d.full
+		out.Full = &f
+	}
+	d.mu.Unlock()
+	return out, nil
+}
+
+// entryName is how heal info shows an inode: its path, or its gfid as
+// GlusterFS writes it when the path is unknown.
+func entryName(path, gfid string) string {
+	if path == "" {
+		return "<gfid:" + gfid + ">"
+	}
+	return path
+}
+
+// splitBrain lists the inodes in split-brain, per brick (under every brick
+// that has a copy) and with each copy's details.
+func (d *healDaemon) splitBrain(ctx context.Context) (SplitBrainInfo, error) {
+	r, err := d.running()
+	if err != nil {
+		return SplitBrainInfo{}, err
+	}
+	entries, err := r.healer.SplitBrain(ctx)
+	if err != nil {
+		return SplitBrainInfo{}, err
+	}
+	out := SplitBrainInfo{Name: d.name, Bricks: []HealBrick{}, Entries: []SplitBrainEntry{}}
+	at := map[string]int{} // brick name → index in out.Bricks
+	for si, s := range r.sets {
+		for _, rep := range s {
+			at[rep.Name] = len(out.Bricks)
+			out.Bricks = append(out.Bricks, HealBrick{Name: rep.Name, Set: si, Online: rep.Up()})
+		}
+	}
+	for _, e := range entries {
+		se := SplitBrainEntry{Set: e.Set, Path: e.Path, Gfid: e.Gfid.String()}
+		for _, c := range e.Copies {
+			sc := SplitBrainCopy{Brick: c.Replica, Error: c.Error, Blames: c.Pending}
+			if c.Error == "" {
+				sc.Gfid, sc.Size, sc.Mtime = c.Gfid.String(), c.Size, c.Mtime
+				if i, ok := at[c.Replica]; ok {
+					hb := &out.Bricks[i]
+					hb.Entries++
+					hb.Paths = append(hb.Paths, entryName(e.Path, se.Gfid))
+				}
+			}
+			se.Copies = append(se.Copies, sc)
+		}
+		out.Entries = append(out.Entries, se)
+	}
+	return out, nil
+}
+
+// healDaemonOf returns the heal daemon of volume name, refusing a volume
+// that is not replicated or not started.
+func (n *Node) healDaemonOf(name string) (*healDaemon, *VolumeState, error) {
+	v, err := n.store.State().volume(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkReplicatedStarted(v, "nothing to heal"); err != nil {
+		return nil, nil, err
+	}
+	n.runMu.Lock()
+	var d *healDaemon
+	if vr := n.vols[v.ID]; vr != nil {
+		d = vr.heal
+	}
+	n.runMu.Unlock()
+	if d == nil {
+		return nil, nil, (&healDaemon{name: name}).notRunning()
+	}
+	return d, v, nil
+}
+
+// checkReplicatedStarted refuses a volume that is not replicated (saying
+// why: what) or not started.
+func checkReplicatedStarted(v *VolumeState, why string) error {
+	if v.Type != volume.Replicate {
+		return errorf(ErrInvalid, "volume %s is not replicated: %s", v.Name, why)
+	}
+	if v.Status != StatusStarted {
+		return errorf(ErrState, "volume %s is not started (mortar volume start %s)", v.Name, v.Name)
+	}
+	return nil
+}
+
+// heal triggers an index heal of volume name, or starts a full heal.
+func (n *Node) heal(name string, full bool) (FullHeal, error) {
+	d, _, err := n.healDaemonOf(name)
+	if err != nil {
+		return FullHeal{}, err
+	}
+	if full {
+		return d.startFull()
+	}
+	return FullHeal{}, d.trigger()
+}
+
+// healInfo reads the heal indexes of volume name.
+func (n *Node) healInfo(ctx context.Context, name string) (HealInfo, error) {
+	d, _, err := n.healDaemonOf(name)
+	if err != nil {
+		return HealInfo{}, err
+	}
+	return d.info(ctx)
+}
+
+// splitBrainInfo lists the split-brains of volume name.
+func (n *Node) splitBrainInfo(ctx context.Context, name string) (SplitBrainInfo, error) {
+	d, _, err := n.healDaemonOf(name)
+	if err != nil {
+		return SplitBrainInfo{}, err
+	}
+	return d.splitBrain(ctx)
+}
+
+// resolveSplitBrain resolves the split-brains req names and returns their
+// paths. It refuses a request that names no split-brain.
+func (n *Node) resolveSplitBrain(ctx context.Context, name string, req SplitBrainRequest) ([]string, error) {
+	d, v, err := n.healDaemonOf(name)
+	if err != nil {
+		return nil, err
+	}
+	set, err := n.checkResolve(ctx, v, &req)
+	if err != nil {
+		return nil, err
+	}
+	r, err := d.running()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := r.healer.SplitBrain(ctx)
+	if err != nil {
+		return nil, err
+	}
+	paths := []string{}
+	for _, e := range entries {
+		if (req.Path == "" || e.Path == req.Path) && (set < 0 || e.Set == set) {
+			paths = append(paths, e.Path)
+		}
+	}
+	where := "volume " + name
+	if set >= 0 {
+		where = "the replica set of brick " + req.Source
+	}
+	switch {
+	case len(paths) == 0 && req.Path != "":
+		return nil, errorf(ErrInvalid, "%s is not in split-brain in %s (see mortar volume heal %s info split-brain)", req.Path, where, name)
+	case len(paths) == 0:
+		return nil, errorf(ErrInvalid, "nothing is in split-brain in %s", where)
+	}
+	if err := r.healer.Resolve(ctx, req.Path, req.Policy, req.Source); err != nil {
+		return nil, fmt.Errorf("resolving the split-brain of %s: %w", strings.Join(paths, ", "), err)
+	}
+	n.log.Info("split-brain resolved", "volume", name, "policy", req.Policy, "source", req.Source, "paths", paths)
+	return paths, nil
+}
+
+// checkResolve checks a split-brain resolution request, cleans its path
+// and makes its source the brick's name as the volume has it. It returns
+// the replica set of the source brick, or -1.
+func (n *Node) checkResolve(ctx context.Context, v *VolumeState, req *SplitBrainRequest) (int, error) {
+	set := -1
+	switch req.Policy {
+	case PolicyLatestMtime, PolicyBiggerFile:
+		if req.Path == "" {
+			return set, errorf(ErrInvalid, "split-brain %s needs the PATH of the file, from the volume's root (such as /dir/file)", req.Policy)
+		}
+		if req.Source != "" {
+			return set, errorf(ErrInvalid, "split-brain %s takes no source brick (use source-brick to name the brick whose copy wins)", req.Policy)
+		}
+	case PolicySourceBrick:
+		if req.Source == "" {
+			return set, errorf(ErrInvalid, "split-brain source-brick needs the brick whose copies win, as HOST:/PATH")
+		}
+		b, i, err := n.findBrick(ctx, v, req.Source)
+		if err != nil {
+			return set, err
+		}
+		if b.Arbiter {
+			return set, errorf(ErrInvalid, "brick %s is an arbiter: it holds no file data, so its copies cannot win", b.Name())
+		}
+		req.Source, set = b.Name(), i/v.Replica
+	default:
+		return set, errorf(ErrInvalid, "unknown split-brain policy %q: use %s, %s or %s", req.Policy, PolicyLatestMtime, PolicyBiggerFile, PolicySourceBrick)
+	}
+	if req.Path != "" {
+		if strings.HasPrefix(req.Path, "/") {
+			req.Path = path.Clean(req.Path)
+		}
+		if err := layer.CheckPath(req.Path); err != nil {
+			return set, errorf(ErrInvalid, "path %q: %v (want a path from the volume's root, such as /dir/file)", req.Path, err)
+		}
+	}
+	return set, nil
+}

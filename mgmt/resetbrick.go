@@ -1,0 +1,179 @@
+package mgmt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mortarfs/mortar/brick/posix"
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/volume"
+)
+
+// markStaleTimeout bounds marking a reset brick as stale on the other
+// bricks of its set.
+const markStaleTimeout = 10 * time.Second
+
+// resetBrick makes the empty directory of a brick whose disk was replaced
+// the volume's brick again and has the heal daemon rebuild it from the
+// other bricks of its replica set:
+//
+//  1. the directory must exist and be empty (or hold only the .mortar of
+//     a brick of this volume): nothing is ever deleted;
+//  2. the brick is stopped if it runs;
+//  3. the other bricks of its set mark the root as pending for it, so
+//     that clients trust their view of the names, not its empty one;
+//  4. the directory is marked as the volume's brick and the brick started
+//     again on its port;
+//  5. a full heal starts, which recreates everything on it.
+func (n *Node) resetBrick(ctx context.Context, name, brick string) (VolumeInfo, error) {
+	n.opMu.Lock()
+	defer n.opMu.Unlock()
+	st := n.store.State()
+	v, err := st.volume(name)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	if err := checkReplicatedStarted(v, "its bricks hold the only copy of their files, so there is nothing to rebuild a brick from (reset-brick is for replicated volumes)"); err != nil {
+		return VolumeInfo{}, err
+	}
+	b, pos, err := n.findBrick(ctx, v, brick)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	if b.Node != n.id {
+		return VolumeInfo{}, errorf(ErrInvalid, "brick %s is served by another node: run reset-brick there", b.Name())
+	}
+	if err := checkEmptyBrick(b, v); err != nil {
+		return VolumeInfo{}, err
+	}
+	n.runMu.Lock()
+	vr := n.vols[v.ID]
+	var d *healDaemon
+	if vr != nil {
+		d = vr.heal
+	}
+	n.runMu.Unlock()
+	if d == nil {
+		return VolumeInfo{}, errorf(ErrState, "volume %s does not run on this node", name)
+	}
+	wasRunning := n.stopBrick(vr, b.ID)
+	err = markStale(ctx, st.Spec(v), pos, n.log)
+	if err == nil {
+		err = posix.Mark(b.Path, v.ID, true)
+	}
+	if err != nil && !wasRunning {
+		return VolumeInfo{}, errorf(ErrState, "reset-brick %s: %w", b.Name(), err)
+	}
+	if serr := n.startBrick(vr, v, b); serr != nil {
+		return VolumeInfo{}, errorf(ErrState, "reset-brick %s: %w", b.Name(), errors.Join(err, serr))
+	}
+	if err != nil { // the brick that ran runs again, untouched
+		return VolumeInfo{}, errorf(ErrState, "reset-brick %s: %w", b.Name(), err)
+	}
+	n.log.Info("brick reset; rebuilding it with a full heal", "volume", name, "brick", b.Name())
+	d.poke()
+	if _, err := d.startFull(); err != nil {
+		return VolumeInfo{}, err
+	}
+	return n.info(name)
+}
+
+// findBrick returns the brick of v that s ("host:/path") names, and its
+// position: the host may be any name of the brick's node.
+func (n *Node) findBrick(ctx context.Context, v *VolumeState, s string) (BrickState, int, error) {
+	host, path, err := ParseBrick(s)
+	if err != nil {
+		return BrickState{}, 0, err
+	}
+	advHost, _ := splitHostPortDefault(n.addr)
+	var names []string
+	for i, b := range v.Bricks {
+		if b.Path == path && (b.Host == host || b.Node == n.id && isLocalHost(ctx, host, advHost)) {
+			return b, i, nil
+		}
+		names = append(names, b.Name())
+	}
+	return BrickState{}, 0, errorf(ErrInvalid, "%s is not a brick of volume %s (its bricks: %s)", s, v.Name, strings.Join(names, " "))
+}
+
+// checkEmptyBrick refuses a brick directory that holds anything but the
+// hidden directory of a brick of volume v.
+func checkEmptyBrick(b BrickState, v *VolumeState) error {
+	entries, err := os.ReadDir(b.Path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return errorf(ErrInvalid, "brick directory %s does not exist: create the new, empty directory first (mkdir)", b.Path)
+	case err != nil:
+		return errorf(ErrInvalid, "brick directory %s: %w", b.Path, err)
+	}
+	mark, err := posix.ReadMark(b.Path)
+	if err != nil {
+		return errorf(ErrInvalid, "brick directory %s: %w", b.Path, err)
+	}
+	if mark != "" && mark != v.ID {
+		return errorf(ErrInvalid, "brick directory %s belongs to volume %s, not to this one", b.Path, mark)
+	}
+	for _, e := range entries {
+		if e.Name() == posix.HiddenDir && mark == v.ID {
+			continue
+		}
+		return errorf(ErrInvalid, "brick directory %s is not empty (it holds %q): reset-brick takes only an empty directory and never deletes anything (if the brick's data is intact, \"mortar volume start %s force\" brings it back; if its contents are really lost, empty it or give a new directory)",
+			b.Path, e.Name(), v.Name)
+	}
+	return nil
+}
+
+// stopBrick stops brick id of vr if it runs, and reports whether it did.
+// It then stays offline until started again.
+func (n *Node) stopBrick(vr *volumeRun, id string) bool {
+	n.runMu.Lock()
+	br := vr.bricks[id]
+	if br == nil || br.proc == nil {
+		n.runMu.Unlock()
+		return false
+	}
+	proc := br.proc
+	br.proc, br.err = nil, "stopped for reset-brick"
+	n.runMu.Unlock()
+	proc.stop(brickStopTimeout)
+	return true
+}
+
+// markStale marks the root of the other bricks of the set of brick pos of
+// spec as pending for that brick. It needs at least one other data brick
+// of the set; bricks that are down are skipped (the ones that are up will
+// heal them too).
+func markStale(ctx context.Context, spec volume.Spec, pos int, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, markStaleTimeout)
+	defer cancel()
+	set := spec.Sets()[pos/spec.Replica]
+	self := pos % spec.Replica
+	var errs []error
+	data := 0
+	for i, b := range set {
+		if i == self {
+			continue
+		}
+		c := newBrickClient(spec, b, 2*time.Second, log)
+		err := c.MarkPending(ctx, "/", layer.RootGfid, 1<<uint(self))
+		c.Close()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("brick %s: %w", b.Name(), err))
+			continue
+		}
+		if !b.Arbiter {
+			data++
+		}
+	}
+	if data == 0 {
+		return fmt.Errorf("no other data brick of the replica set of %s is up to rebuild it from (start them first): %w",
+			set[self].Name(), errors.Join(errs...))
+	}
+	return nil
+}
