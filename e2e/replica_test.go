@@ -118,6 +118,20 @@ func (n *node) waitHealed(vol string, bricks []string, replica int, arbiter bool
 	}
 }
 
+// mountLogs returns the tail of every mount log of this node.
+func (n *node) mountLogs() string {
+	logs, _ := filepath.Glob(filepath.Join(n.data, "mount-*.log"))
+	var out strings.Builder
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		if len(b) > 6000 {
+			b = b[len(b)-6000:]
+		}
+		fmt.Fprintf(&out, "== %s\n%s\n", l, b)
+	}
+	return out.String()
+}
+
 // pendingEntries sums the "Number of entries: N" lines of heal info.
 func pendingEntries(out string) int {
 	total := 0
@@ -384,7 +398,7 @@ func TestReplicaNoQuorum(t *testing.T) {
 	n.killBrick("qv", bricks[1])
 	err := os.WriteFile(filepath.Join(mnt, "b"), []byte("x"), 0o644)
 	if !errors.Is(err, syscall.EROFS) {
-		t.Fatalf("create with two of three bricks down: %v, want EROFS", err)
+		t.Fatalf("create with two of three bricks down: %v, want EROFS\n%s", err, n.mountLogs())
 	}
 	// An existing name cannot even be looked up without a quorum: the
 	// surviving copy may be the stale one.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mortarfs/mortar/layer"
@@ -185,6 +186,9 @@ func (h *Healer) healMoved(ctx context.Context, si int, it indexed) error {
 		moved := ""
 		if dir == parent {
 			ents, err := layer.ReadDirAll(ctx, r.Layer, dir)
+			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENOENT) {
+				ents, err = nil, nil // the directory became a file, or went: the inode is gone from it
+			}
 			if err != nil {
 				errs = append(errs, err)
 				continue

@@ -151,6 +151,15 @@ func TestNoQuorum(t *testing.T) {
 	if _, err := g.readFile("/f"); !errors.Is(err, syscall.ENOTCONN) {
 		t.Fatalf("read without quorum: %v, want ENOTCONN", err)
 	}
+	if _, err := g.r.Lookup(g.ctx, "/f"); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("lookup of a file without quorum: %v, want ENOTCONN", err)
+	}
+	if a, err := g.r.Lookup(g.ctx, "/"); err != nil || !a.IsDir() {
+		t.Fatalf("lookup of a directory without quorum: %v; want its attributes", err)
+	}
+	if _, err := g.r.Readdir(g.ctx, "/", 0, 100); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("readdir without quorum: %v, want ENOTCONN", err)
+	}
 	g.revive(1)
 	got, err := g.readFile("/f")
 	if err != nil || string(got) != "before" {

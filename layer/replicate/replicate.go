@@ -170,7 +170,7 @@ func (r *Replicate) readable(ctx context.Context) (Mask, error) {
 // quorum, a copy is never trusted, because the copies that know better
 // may be the ones down. That a name does not exist may be answered by a
 // minority (the create that follows then fails with EROFS, a clearer
-// error than ENOTCONN).
+// error than ENOTCONN), and so may a directory's attributes (judgeAs).
 func (r *Replicate) answered(v Verdict) error {
 	if r.quorate(v.Present | v.Absent | v.Failed) {
 		return nil
@@ -348,13 +348,19 @@ func parentOf(p string) string {
 // are good. If the replicas disagree on whether it exists, the parent's
 // marks decide whose view of the name is stale.
 func (r *Replicate) judge(ctx context.Context, path string) (Verdict, []Copy, error) {
+	return r.judgeAs(ctx, path, false)
+}
+
+// judgeAs is judge; with statOnly a directory's attributes may come from a
+// minority of the set (see answered).
+func (r *Replicate) judgeAs(ctx context.Context, path string, statOnly bool) (Verdict, []Copy, error) {
 	m, err := r.readable(ctx)
 	if err != nil {
 		return Verdict{}, nil, err
 	}
 	copies := r.lookupAll(ctx, m, path)
 	v := Judge(copies, 0, r.arbiters)
-	if err := r.answered(v); err != nil {
+	if err := r.answered(v); err != nil && !(statOnly && v.Err == nil && v.Attr.IsDir()) {
 		return Verdict{}, nil, err
 	}
 	if v.Present != 0 && v.Absent != 0 && path != "/" {
@@ -378,9 +384,11 @@ func (r *Replicate) lookupAll(ctx context.Context, m Mask, path string) []Copy {
 	return copies
 }
 
-// Lookup returns the attributes of a good copy.
+// Lookup returns the attributes of a good copy. Without a quorum only
+// directories are answered (so that paths still resolve and a create fails
+// with EROFS rather than ENOTCONN); their listings are not.
 func (r *Replicate) Lookup(ctx context.Context, path string) (layer.Attr, error) {
-	v, _, err := r.judge(ctx, path)
+	v, _, err := r.judgeAs(ctx, path, true)
 	if err != nil {
 		return layer.Attr{}, err
 	}
