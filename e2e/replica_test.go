@@ -91,8 +91,56 @@ func (n *node) killBrick(vol, dir string) {
 	}
 }
 
-// restartBricks brings dead bricks back, as an operator would.
-func (n *node) restartBricks(vol string) { n.must("volume", "start", vol, "force") }
+// restartBricks brings dead bricks back, as an operator would, and waits
+// until every client that was connected to the other bricks is connected
+// to them again (clients retry with a backoff of up to 2 s).
+func (n *node) restartBricks(vol string) {
+	n.t.Helper()
+	n.must("volume", "start", vol, "force")
+	var st struct {
+		Bricks []struct {
+			Addr string `json:"addr"`
+		} `json:"bricks"`
+	}
+	out := n.must("volume", "status", vol, "--json")
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		n.t.Fatalf("volume status --json: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		counts := map[int]bool{}
+		for _, b := range st.Bricks {
+			_, port, _ := strings.Cut(b.Addr, ":")
+			var p int
+			fmt.Sscan(port, &p)
+			counts[established(p)] = true
+		}
+		if len(counts) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			n.t.Fatalf("clients did not reconnect to the restarted bricks within 15s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// established counts the established TCP connections to local port p.
+func established(p int) int {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return -1
+	}
+	want := fmt.Sprintf(":%04X", p)
+	n := 0
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 3 && strings.HasSuffix(f[1], want) && f[3] == "01" {
+			n++
+		}
+	}
+	return n
+}
 
 // waitHealed waits until heal info shows nothing pending and every replica
 // set's bricks hold identical trees.

@@ -36,7 +36,11 @@ func (s *Store) Setattr(ctx context.Context, path string, in layer.SetattrIn) (l
 	}
 	defer unlock()
 	if in.Valid&layer.SetSize != 0 && s.arbiter {
-		in.Valid &^= layer.SetSize // arbiters hold no data
+		// Arbiters hold no data, but refuse what a data brick refuses.
+		if err := truncateAt(a, 0, true); err != nil {
+			return layer.Attr{}, err
+		}
+		in.Valid &^= layer.SetSize
 	}
 	if in.Valid&(layer.SetUid|layer.SetGid) != 0 {
 		uid, gid := chownArgs(in)
@@ -50,7 +54,7 @@ func (s *Store) Setattr(ctx context.Context, path string, in layer.SetattrIn) (l
 		}
 	}
 	if in.Valid&layer.SetSize != 0 {
-		if err := truncateAt(a, in.Size); err != nil {
+		if err := truncateAt(a, in.Size, false); err != nil {
 			return layer.Attr{}, err
 		}
 	}
@@ -145,8 +149,9 @@ func chmodAt(dir int, name string, mode uint32) error {
 	return unix.Chmod(procFd(fd), mode)
 }
 
-// truncateAt sets the size of the regular file a names.
-func truncateAt(a at, size uint64) error {
+// truncateAt sets the size of the regular file a names (with checkOnly,
+// only checks that it could).
+func truncateAt(a at, size uint64, checkOnly bool) error {
 	if size > math.MaxInt64 {
 		return unix.EFBIG
 	}
@@ -160,6 +165,9 @@ func truncateAt(a at, size uint64) error {
 		return unix.EISDIR
 	default:
 		return unix.EINVAL
+	}
+	if checkOnly {
+		return nil
 	}
 	fd, err := unix.Openat(a.dir, a.name,
 		unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)

@@ -311,7 +311,10 @@ func (f *file) modify(ctx context.Context, fn func(ctx context.Context, lf layer
 	f.mu.Unlock()
 	pctx := f.r.withPending(ctx, m)
 	errs := f.r.parallel(m, func(i int) error { return fn(pctx, files[i], i) })
-	o := f.r.settle(m, errs)
+	f.mu.Lock()
+	good := f.good
+	f.mu.Unlock()
+	o := f.r.settle(m, errs, good)
 	if o.winners != 0 && o.losers != 0 {
 		mark := layer.WithTxn(ctx, layer.Txn{Pending: uint64(f.r.all &^ o.winners)})
 		f.r.parallel(o.winners, func(i int) error {

@@ -37,6 +37,7 @@ func TestJudge(t *testing.T) {
 		{name: "gfid differs, both good", copies: []Copy{file(g1, 0, 5), file(g2, 0, 5)}, split: true, bad: 3, err: syscall.EIO},
 		{name: "gfid differs, one blamed", copies: []Copy{file(g1, 2, 5), file(g2, 0, 5)}, good: 1, bad: 2, size: 5},
 		{name: "deleted while away: stale copy distrusted", copies: []Copy{file(g1, 0, 5), gone, gone}, distrust: 1, bad: 1, err: syscall.ENOENT},
+		{name: "stale name with another gfid, parent distrusts it", copies: []Copy{file(g1, 0, 5), file(g2, 0, 7), file(g1, 0, 5)}, distrust: 2, good: 5, bad: 2, size: 5},
 		{name: "distrusted but same inode", copies: []Copy{file(g1, 0, 5), file(g1, 0, 5), file(g1, 0, 5)}, distrust: 1, good: 7, size: 5},
 		{name: "arbiter alone vouches for data", copies: []Copy{file(g1, 2, 5), file(g1, 1, 5), file(g1, 2, 0)}, arbs: 4, split: true, bad: 7, err: syscall.EIO},
 		{name: "arbiter vouches, trusted data copy down", copies: []Copy{file(g1, 0, 5), down, file(g1, 1, 0)}, arbs: 4, bad: 1, err: syscall.ENOTCONN},

@@ -243,10 +243,12 @@ type outcome struct {
 	err     error
 }
 
-// settle decides a modification's outcome. ok holds the replicas that
-// succeeded. When the replicas disagree, the side with quorum wins; the
-// others are losers to be marked pending on the winners.
-func (r *Replicate) settle(targets Mask, errs []error) outcome {
+// settle decides a modification's outcome. When the replicas disagree,
+// the side holding the good copies wins (good: the replicas whose copies
+// of the changed inodes are current, if known); failing that, the side
+// with quorum, or the larger one. The others are losers, to be marked
+// pending on the winners.
+func (r *Replicate) settle(targets Mask, errs []error, good Mask) outcome {
 	var ok, down, failed Mask
 	for i := range r.children {
 		switch {
@@ -265,9 +267,12 @@ func (r *Replicate) settle(targets Mask, errs []error) outcome {
 	case ok == 0:
 		// They all refused (EEXIST, ENOENT, ENOSPC ...): nothing changed.
 		return outcome{err: errs[failed.First()]}
-	case failed == 0 || r.quorate(ok) || ok.Count() > failed.Count():
+	case failed != 0 && failed&good != 0 && ok&good == 0:
+		// Only stale copies did it: the refusal of the good ones stands.
+		return outcome{winners: failed, losers: ok, err: errs[failed.First()]}
+	case failed == 0 || (ok&good != 0 && failed&good == 0) || r.quorate(ok) || ok.Count() > failed.Count():
 		o := outcome{winners: ok, losers: failed | down}
-		if !r.quorate(ok) {
+		if !r.quorate(ok) && (ok&good == 0 || failed&good != 0) {
 			o.err = syscall.EIO // quorum lost during the operation
 		}
 		return o
@@ -275,6 +280,20 @@ func (r *Replicate) settle(targets Mask, errs []error) outcome {
 	// A minority did it and the majority refused: the refusal stands, and
 	// the minority is what heal must undo.
 	return outcome{winners: failed, losers: ok, err: errs[failed.First()]}
+}
+
+// goodOf returns the replicas whose copies of every path in marks are
+// current (0 if that cannot be known).
+func (r *Replicate) goodOf(ctx context.Context, marks []string) Mask {
+	good := r.all
+	for _, p := range marks {
+		v, _, err := r.judge(ctx, p)
+		if err != nil || v.Err != nil {
+			return 0
+		}
+		good &= v.Good
+	}
+	return good
 }
 
 // modify runs a modifying operation on every writable replica: fn gets a
@@ -293,11 +312,32 @@ func (r *Replicate) modify(ctx context.Context, marks []string, fn func(ctx cont
 	}
 	pctx := r.withPending(ctx, targets)
 	errs := r.parallel(targets, func(i int) error { return fn(pctx, i) })
-	o := r.settle(targets, errs)
+	good := Mask(0)
+	if disagree(targets, errs) {
+		// Rare: find out which side holds the current copies.
+		good = r.goodOf(ctx, marks)
+	}
+	o := r.settle(targets, errs, good)
 	if o.winners != 0 && o.losers != 0 {
 		r.markLosers(ctx, o, marks)
 	}
 	return o, o.err
+}
+
+// disagree reports whether some targets succeeded and others answered
+// with an error (not counting replicas that are down).
+func disagree(targets Mask, errs []error) bool {
+	var ok, failed bool
+	for i, err := range errs {
+		switch {
+		case !targets.Has(i):
+		case err == nil:
+			ok = true
+		case !IsDown(err):
+			failed = true
+		}
+	}
+	return ok && failed
 }
 
 // guard checks, when replicas are missing, that the inodes an operation
@@ -345,8 +385,8 @@ func parentOf(p string) string {
 }
 
 // judge looks path up on every readable replica and decides which copies
-// are good. If the replicas disagree on whether it exists, the parent's
-// marks decide whose view of the name is stale.
+// are good. If the replicas disagree on whether it exists, or on what it
+// is, the parent's marks decide whose view of the name is stale.
 func (r *Replicate) judge(ctx context.Context, path string) (Verdict, []Copy, error) {
 	return r.judgeAs(ctx, path, false)
 }
@@ -363,13 +403,25 @@ func (r *Replicate) judgeAs(ctx context.Context, path string, statOnly bool) (Ve
 	if err := r.answered(v); err != nil && !(statOnly && v.Err == nil && v.Attr.IsDir()) {
 		return Verdict{}, nil, err
 	}
-	if v.Present != 0 && v.Absent != 0 && path != "/" {
+	if (v.Present != 0 && v.Absent != 0 || differ(copies, v.Present)) && path != "/" {
 		pv := Judge(r.lookupAll(ctx, m, parentOf(path)), 0, r.arbiters)
 		if distrust := pv.Bad &^ pv.Good; distrust != 0 {
 			v = Judge(copies, distrust, r.arbiters)
 		}
 	}
 	return v, copies, nil
+}
+
+// differ reports whether the copies in m disagree on gfid or type.
+func differ(copies []Copy, m Mask) bool {
+	first := m.First()
+	for i := range copies {
+		if m.Has(i) && (copies[i].Attr.Gfid != copies[first].Attr.Gfid ||
+			copies[i].Attr.Mode&syscall.S_IFMT != copies[first].Attr.Mode&syscall.S_IFMT) {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Replicate) lookupAll(ctx context.Context, m Mask, path string) []Copy {
