@@ -85,7 +85,7 @@ func TestReplicaRandomizedModel(t *testing.T) {
 			} else {
 				// A second failure before the first is healed would leave
 				// files with one current copy: no quorum (EROFS) for them.
-				n.waitHealed("mod", bricks, 3, false, 2*time.Minute)
+				n.waitHealed("mod", bricks, 3, false, healWait())
 				down = r.Intn(3)
 				n.killBrick("mod", bricks[down])
 			}
@@ -101,7 +101,7 @@ func TestReplicaRandomizedModel(t *testing.T) {
 	if down >= 0 {
 		n.restartBricks("mod")
 	}
-	n.waitHealed("mod", bricks, 3, false, 2*time.Minute)
+	n.waitHealed("mod", bricks, 3, false, healWait())
 	if d := diffMount(mnt, model); d != "" {
 		t.Fatalf("seed %d: mount differs from the model: %s", seed, d)
 	}
@@ -296,4 +296,13 @@ func marksOf(bricks []string, path string) string {
 		}
 	}
 	return out.String()
+}
+
+// healWait bounds each wait for heal (MORTAR_MODEL_HEAL_WAIT, a Go
+// duration, shortens it when replaying a failure).
+func healWait() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("MORTAR_MODEL_HEAL_WAIT")); err == nil {
+		return d
+	}
+	return 2 * time.Minute
 }

@@ -160,7 +160,11 @@ func (n *node) waitHealed(vol string, bricks []string, replica int, arbiter bool
 			last = fmt.Sprintf("heal info (%v):\n%s", err, out)
 		}
 		if time.Now().After(deadline) {
-			n.t.Fatalf("not healed after %v: %s\n%s", within, last, n.log())
+			keep := filepath.Join(os.TempDir(), "mortar-e2e-"+vol+"-server.log")
+			if b, err := os.ReadFile(filepath.Join(n.data, "server.log")); err == nil {
+				os.WriteFile(keep, b, 0o644)
+			}
+			n.t.Fatalf("not healed after %v: %s\n(server log kept in %s)\n%s", within, last, keep, n.log())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -269,6 +273,7 @@ func userXattrs(p string) string {
 
 // diffSets compares the bricks of every replica set; "" when identical.
 func diffSets(bricks []string, replica int, arbiter bool) string {
+	var diffs []string
 	for s := 0; s+replica <= len(bricks); s += replica {
 		ref, err := brickTree(bricks[s], false)
 		if err != nil {
@@ -285,11 +290,11 @@ func diffSets(bricks []string, replica int, arbiter bool) string {
 				want = stripData(ref)
 			}
 			if d := diffTrees(want, other); d != "" {
-				return fmt.Sprintf("%s vs %s: %s", bricks[s], bricks[s+i], d)
+				diffs = append(diffs, fmt.Sprintf("%s vs %s: %s", bricks[s], bricks[s+i], d))
 			}
 		}
 	}
-	return ""
+	return strings.Join(diffs, "\n")
 }
 
 func stripData(t map[string]string) map[string]string {

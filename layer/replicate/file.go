@@ -84,7 +84,7 @@ func (r *Replicate) Create(ctx context.Context, path string, in layer.CreateIn) 
 			copies[i].Err = syscall.ENOTCONN
 		}
 	}
-	v := Judge(copies, 0, r.arbiters)
+	v := r.verdict(ctx, o.winners, path, copies)
 	f := &file{r: r, path: path, flags: in.Flags, key: pathKey(path), files: files, open: o.winners, good: v.Good}
 	return f, r.attrOf(attrsOf(copies), o.winners), nil
 }
@@ -146,7 +146,7 @@ func (r *Replicate) Open(ctx context.Context, path string, flags uint32) (layer.
 			copies[i].Err = syscall.ENOTCONN
 		}
 	}
-	v := Judge(copies, 0, r.arbiters)
+	v := r.verdict(ctx, m, path, copies)
 	if err := r.answered(v); err != nil {
 		releaseAll(files)
 		return nil, err

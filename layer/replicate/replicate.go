@@ -399,17 +399,25 @@ func (r *Replicate) judgeAs(ctx context.Context, path string, statOnly bool) (Ve
 		return Verdict{}, nil, err
 	}
 	copies := r.lookupAll(ctx, m, path)
-	v := Judge(copies, 0, r.arbiters)
+	v := r.verdict(ctx, m, path, copies)
 	if err := r.answered(v); err != nil && !(statOnly && v.Err == nil && v.Attr.IsDir()) {
 		return Verdict{}, nil, err
 	}
+	return v, copies, nil
+}
+
+// verdict judges the copies of path that the replicas in m gave. If they
+// disagree on whether it exists, or on what it is, the parent's marks
+// decide whose view of the name is stale (one more round trip).
+func (r *Replicate) verdict(ctx context.Context, m Mask, path string, copies []Copy) Verdict {
+	v := Judge(copies, 0, r.arbiters)
 	if (v.Present != 0 && v.Absent != 0 || differ(copies, v.Present)) && path != "/" {
 		pv := Judge(r.lookupAll(ctx, m, parentOf(path)), 0, r.arbiters)
 		if distrust := pv.Bad &^ pv.Good; distrust != 0 {
 			v = Judge(copies, distrust, r.arbiters)
 		}
 	}
-	return v, copies, nil
+	return v
 }
 
 // differ reports whether the copies in m disagree on gfid or type.
