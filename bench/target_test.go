@@ -44,7 +44,6 @@ func TestUnsupportedLayouts(t *testing.T) {
 		l    Layout
 		opts SetupOptions
 	}{
-		{Layout{Kind: "replicate", Bricks: 3, Replica: 3}, SetupOptions{}},
 		{Layout{Kind: "disperse", Bricks: 6, Redundancy: 2}, SetupOptions{}},
 		{Layout{Kind: "distribute", Bricks: 3}, SetupOptions{Encryption: true}},
 		{Layout{Kind: "distribute", Bricks: 3}, SetupOptions{Net: &NetSetup{Servers: []string{"a", "b"}}}},
