@@ -16,8 +16,10 @@ import (
 // name in a Full crawl) is healed as an inode of its own, distrusting the
 // replicas the directory's copies blame. Names the good copies have go
 // first, so that a sink can reuse an inode it holds under a stale name
-// before that name is removed.
-func (h *Healer) healEntries(ctx context.Context, j *job, path string, p *plan, members replicate.Mask) error {
+// before that name is removed. made are the sinks on which the directory
+// was just created: every name they lack is healed, as if they were
+// blamed.
+func (h *Healer) healEntries(ctx context.Context, j *job, path string, p *plan, members, made replicate.Mask) error {
 	si := j.set
 	hint := &dirHint{lists: make([]map[string]layer.Entry, len(h.sets[si])), good: p.good}
 	for r := range h.sets[si] {
@@ -46,7 +48,7 @@ func (h *Healer) healEntries(ctx context.Context, j *job, path string, p *plan, 
 			}
 			seen[name] = true
 			switch {
-			case !j.deep && hint.agree(name, members):
+			case !j.deep && !j.crawl && hint.agree(name, members):
 			case hint.linked(name):
 				passes[1] = append(passes[1], name)
 			case hint.onGood(name):
@@ -62,7 +64,7 @@ func (h *Healer) healEntries(ctx context.Context, j *job, path string, p *plan, 
 		g := group{h: h, serial: i == 1}
 		for _, name := range names {
 			g.Go(func() error {
-				return h.healPath(ctx, j, layer.Join(path, name), p.v.Blamed, members, hint)
+				return h.healPath(ctx, j, layer.Join(path, name), p.v.Blamed|made, members, hint)
 			})
 		}
 		errs = append(errs, g.Wait())
@@ -189,42 +191,54 @@ func sameInode(a, b layer.Attr) bool {
 // place makes sink s hold the source's inode at path: another inode under
 // the name is removed, a missing one created with the source's gfid (or,
 // in a directory heal, taken from another name of it on the sink).
-func (h *Healer) place(ctx context.Context, si, s int, path string, p *plan, hint *dirHint) error {
+// It reports how the sink came to hold it.
+func (h *Healer) place(ctx context.Context, si, s int, path string, p *plan, hint *dirHint) (placed, error) {
 	c, want := p.copies[s], p.attr()
 	l := h.sets[si][s].Layer
 	switch {
 	case c.Err == nil && sameInode(c.Attr, want):
-		return nil
+		return placeHad, nil
 	case c.Err == nil:
 		h.log.Debug("replacing another inode", "replica", h.sets[si][s].Name, "path", path,
 			"gfid", c.Attr.Gfid, "with", want.Gfid)
 		if err := removeAll(ctx, l, path, c.Attr); err != nil {
-			return err
+			return placeHad, err
 		}
 	case !errors.Is(c.Err, syscall.ENOENT):
-		return c.Err
+		return placeHad, c.Err
 	}
+	how := placeMoved
 	if hint == nil || !h.reuse(ctx, si, s, path, want, hint) {
+		how = placeMade
 		err := h.create(ctx, si, s, path, p)
 		if errors.Is(err, syscall.EEXIST) {
-			// Made meanwhile (by another heal): fine if it is that inode.
+			// Made meanwhile (by a client): fine if it is that inode.
 			if a, lerr := l.Lookup(ctx, path); lerr == nil && sameInode(a, want) {
-				err = nil
+				err, how = nil, placeHad
 			}
 		}
 		if errors.Is(err, syscall.ENOENT) {
-			return errNoParent
+			return placeHad, errNoParent
 		}
 		if err != nil {
-			return err
+			return placeHad, err
 		}
 	}
 	if hint != nil {
 		_, name := layer.Split(path)
 		hint.added(s, name, want)
 	}
-	return nil
+	return how, nil
 }
+
+// placed is how a sink came to hold an inode.
+type placed int
+
+const (
+	placeHad   placed = iota // it had it already (or got it meanwhile)
+	placeMade                // created: a new inode, a directory without names
+	placeMoved               // another name of it renamed or linked
+)
 
 // reuse gives sink s the inode at path by linking or renaming another name
 // of it in the same directory; false if there is none or that failed.

@@ -51,13 +51,22 @@
 //
 // # What it does not do
 //
-// Heal works by path (there is no open-by-gfid on the bricks): an index
-// entry whose inode was renamed to another directory since it was marked is
-// dropped after its old parent is healed; the inode keeps its marks (so
-// reads stay correct) and is healed with its new directory or by the next
-// Full crawl. A rename into another directory is healed as a new name
-// there, copied in full, and the old name removed. Heals do not lock out
-// clients: a change that lands on
+// Heal works by path (there is no open-by-gfid on the bricks). The bricks
+// keep their index entries in line with renames (the entry of a renamed
+// inode, and of everything under a renamed directory, takes the new
+// path), best effort: an entry can still name a path a rename took away
+// (the brick died between the two, or the entry was being rewritten). Such
+// an entry is dropped after its nearest existing ancestor is healed, or
+// followed to a new name in the same directory; the inode keeps its marks
+// (so reads stay correct). If a sink missed the rename, healing the
+// directory that holds the new name finds the inode: a directory the sink
+// has under its old name in the same parent is renamed there and its
+// whole subtree visited for marks; a name new to the sink's directory
+// (moved from another one) is created, a directory with everything under
+// it, copied in full, and the old name removed. Otherwise only the next
+// Full crawl finds it.
+//
+// Heals do not lock out clients: a change that lands on
 // a sink while it is healed is caught by the ctime check on the source, but
 // a client creating a name at the very moment the healer creates it may see
 // EEXIST.
@@ -276,17 +285,43 @@ func (h *Healer) Heal(ctx context.Context, si int, path string) error {
 }
 
 // healUp heals path; if a sink lacks its parent directory, it heals the
-// parent first and tries again.
+// missing directories first and tries again. The highest missing one is a
+// name in a directory every replica has, whose names are healed first
+// (when it blames the sink): the sink may hold the missing directory
+// under an old name (renamed while it was away), which that heal renames;
+// healed alone, it would be made anew and everything under it copied
+// again.
 func (h *Healer) healUp(ctx context.Context, j *job, path string) error {
 	err := h.healTop(ctx, j, path)
-	if errors.Is(err, errNoParent) && path != "/" {
-		dir, _ := layer.Split(path)
-		if err := h.healUp(ctx, j, dir); err != nil {
-			return err
-		}
-		err = h.healTop(ctx, j, path)
+	if !errors.Is(err, errNoParent) || path == "/" {
+		return err
 	}
-	return err
+	dir, _ := layer.Split(path)
+	top := dir
+	for top != "/" && h.lacking(ctx, j.set, top) {
+		top, _ = layer.Split(top)
+	}
+	if top != dir {
+		// Whatever it does, what follows heals the rest.
+		if terr := h.healTop(ctx, j, top); ctx.Err() != nil {
+			return terr
+		}
+	}
+	if err := h.healUp(ctx, j, dir); err != nil {
+		return err
+	}
+	return h.healTop(ctx, j, path)
+}
+
+// lacking reports whether a reachable replica of set si answers that path
+// does not exist.
+func (h *Healer) lacking(ctx context.Context, si int, path string) bool {
+	for _, c := range h.look(ctx, si, path, h.all(si)) {
+		if errors.Is(c.Err, syscall.ENOENT) || errors.Is(c.Err, syscall.ENOTDIR) {
+			return true
+		}
+	}
+	return false
 }
 
 // healTop heals path with the replicas its parent blames distrusted.

@@ -166,7 +166,9 @@ func reachable(copies []replicate.Copy, m replicate.Mask) replicate.Mask {
 // are marks on the parent directory, so the nearest existing ancestor is
 // healed; then the inode is looked for under another name in the parent
 // (renamed in place) and healed there, or the entry is dropped. An inode
-// moved to another directory keeps its marks; the next Full finds it.
+// moved to another directory, itself or with an ancestor, keeps its marks:
+// the heal of its new directory finds it if a sink missed the move (see
+// apply), the next Full otherwise.
 func (h *Healer) healMoved(ctx context.Context, si int, it indexed) error {
 	e := it.entry
 	dir, _ := layer.Split(e.Path)

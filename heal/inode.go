@@ -16,6 +16,9 @@ type job struct {
 	set    int
 	choose chooser // nil: leave split-brains
 	deep   bool
+	// crawl: every name is visited, not only the names that differ, but
+	// only what the marks blame is healed (see apply).
+	crawl bool
 }
 
 // plan is what healing one inode will do, decided from its copies.
@@ -117,7 +120,7 @@ func (h *Healer) plan(j *job, path string, copies []replicate.Copy, distrust rep
 			p.partial = true
 		}
 	}
-	if a := p.attr(); p.sinks == 0 && !(j.deep && a.IsDir()) {
+	if a := p.attr(); p.sinks == 0 && !((j.deep || j.crawl) && a.IsDir()) {
 		if p.partial {
 			return nil, fmt.Errorf("%s: %w", path, errNoSource)
 		}
@@ -145,19 +148,41 @@ func (h *Healer) apply(ctx context.Context, j *job, path string, p *plan, hint *
 	}
 	var errs []error
 	members := p.good // copies holding the source's inode
+	var made, moved replicate.Mask
 	for s := range h.sets[si] {
 		if !p.sinks.Has(s) || p.good.Has(s) {
 			continue
 		}
-		if err := h.place(ctx, si, s, path, p, hint); err != nil {
+		how, err := h.place(ctx, si, s, path, p, hint)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s on %s: %w", path, h.sets[si][s].Name, err))
 			continue
 		}
 		members |= replicate.Bit(s)
+		switch how {
+		case placeMade:
+			made |= replicate.Bit(s)
+		case placeMoved:
+			moved |= replicate.Bit(s)
+		}
 	}
 	src := p.attr()
 	if src.IsDir() {
-		if err := h.healEntries(ctx, j, path, p, members); err != nil {
+		// A directory just made on a sink lacks every name, not only
+		// those the marks explain: its names are healed as if it were
+		// blamed (a directory moved while the sink was away is copied
+		// whole, marks or not). A directory a sink had under another
+		// name was renamed while it was away: the index entries of what
+		// was marked under it before name its old path and are lost
+		// (healMoved cannot follow them), so its whole subtree is
+		// visited for marks.
+		jj := j
+		if moved != 0 && !j.deep && !j.crawl {
+			c := *j
+			c.crawl = true
+			jj = &c
+		}
+		if err := h.healEntries(ctx, jj, path, p, members, made); err != nil {
 			// The names are not all right: no mark may be cleared.
 			return errors.Join(append(errs, err)...)
 		}

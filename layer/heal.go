@@ -40,8 +40,9 @@ func TxnFrom(ctx context.Context) Txn {
 // HealEntry is one inode in a brick's heal index.
 type HealEntry struct {
 	Gfid Gfid
-	// Path is where the inode was when it was marked; a rename since may
-	// have moved it.
+	// Path is where the inode was when it was marked, moved along by
+	// the storage when the inode or a directory above it is renamed
+	// (best effort: it may still name a path a rename took away).
 	Path string
 	// Pending is the inode's current mark (0 when only the index entry
 	// is left, for instance after the inode was removed).

@@ -260,16 +260,28 @@ func (s *Store) Rename(ctx context.Context, oldpath, newpath string, flags uint3
 	if from.isRoot() || to.isRoot() {
 		return unix.EBUSY
 	}
+	moved, err := self(from, oldpath).gfid(s)
+	if err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(from.dir, from.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
 	unlock, err := s.pend(ctx, parent(from, oldpath), parent(to, newpath))
 	if err != nil {
 		return err
 	}
-	defer unlock()
 	var rflags uint
 	if flags&layer.RenameNoReplace != 0 {
 		rflags = unix.RENAME_NOREPLACE
 	}
-	return unix.Renameat2(from.dir, from.name, to.dir, to.name, rflags)
+	err = unix.Renameat2(from.dir, from.name, to.dir, to.name, rflags)
+	unlock()
+	if err == nil {
+		s.reindex(moved, st.Mode&unix.S_IFMT == unix.S_IFDIR, oldpath, newpath)
+	}
+	return err
 }
 
 // Link makes newpath another name of the non-directory at oldpath.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -20,7 +21,8 @@ import (
 // set are known to miss carries XattrPending, a little-endian uint64 mask
 // of those replicas, and has an entry in the heal index: a file named by
 // its gfid in HealDir whose content is the inode's path when it was
-// marked.
+// marked, rewritten when the inode or a directory above it is renamed
+// (reindex).
 //
 // A modifying operation with pending replicas marks its inode (the inode
 // itself for attribute, xattr and data changes; the parent directory, or
@@ -339,6 +341,81 @@ func (s *Store) ClearPending(ctx context.Context, path string, g layer.Gfid, mas
 		return err
 	}
 	return s.DropHealEntry(ctx, g)
+}
+
+// reindex keeps the heal index in line with the rename of inode g (a
+// directory if dir) from oldpath to newpath. Index entries record the path
+// at marking time and the healer finds inodes by path: an entry naming a
+// path a rename took away loses its inode, which keeps its marks but is
+// healed by nothing short of a full crawl. So the renamed inode's entry,
+// and a directory's entries under it, are given the new path. Best effort:
+// an entry left with the old path is what it was before.
+func (s *Store) reindex(g layer.Gfid, dir bool, oldpath, newpath string) {
+	if err := s.repath(g, oldpath, newpath, false); err != nil {
+		s.log.Warn("heal index entry not moved", "brick", s.root, "gfid", g, "from", oldpath, "to", newpath, "err", err)
+	}
+	if !dir {
+		return
+	}
+	names, err := s.indexNames()
+	if err != nil {
+		s.log.Warn("heal index unreadable", "brick", s.root, "err", err)
+		return
+	}
+	for _, name := range names {
+		var c layer.Gfid
+		if b, err := hex.DecodeString(name); err != nil || len(b) != len(c) {
+			continue // not an entry
+		} else {
+			copy(c[:], b)
+		}
+		if c == g {
+			continue
+		}
+		if err := s.repath(c, oldpath, newpath, true); err != nil {
+			s.log.Warn("heal index entry not moved", "brick", s.root, "gfid", c, "from", oldpath, "to", newpath, "err", err)
+		}
+	}
+}
+
+// repath rewrites g's index entry if it records oldpath (or, with under,
+// a path under oldpath) to the same place under newpath. It holds g's mark
+// lock, as marking and clearing do, and replaces the entry atomically: a
+// scan never reads half a path.
+func (s *Store) repath(g layer.Gfid, oldpath, newpath string, under bool) error {
+	l := s.marks.of(g)
+	l.Lock()
+	defer l.Unlock()
+	name := hex.EncodeToString(g[:])
+	cur := s.indexPath(name)
+	var p string
+	switch {
+	case cur == "":
+		return nil // no entry (the common case), or an unreadable one
+	case !under && cur == oldpath:
+		p = newpath
+	case under && strings.HasPrefix(cur, oldpath+"/"):
+		p = newpath + cur[len(oldpath):]
+	default:
+		return nil
+	}
+	if layer.CheckPath(p) != nil {
+		return nil // too long: left as it was
+	}
+	tmp := name + ".tmp" // not a gfid: HealIndex skips it
+	fd, err := unix.Openat(s.healfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = unix.Write(fd, []byte(p))
+	unix.Close(fd)
+	if err == nil {
+		err = unix.Renameat(s.healfd, tmp, s.healfd, name)
+	}
+	if err != nil {
+		unix.Unlinkat(s.healfd, tmp, 0)
+	}
+	return err
 }
 
 // DropHealEntry removes g's heal index entry.

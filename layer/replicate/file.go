@@ -85,8 +85,36 @@ func (r *Replicate) Create(ctx context.Context, path string, in layer.CreateIn) 
 		}
 	}
 	v := r.verdict(ctx, o.winners, path, copies)
-	f := &file{r: r, path: path, flags: in.Flags, key: pathKey(path), files: files, open: o.winners, good: v.Good}
-	return f, r.attrOf(attrsOf(copies), o.winners), nil
+	open, from := o.winners, o.winners
+	if v.Good&o.winners != 0 {
+		from = v.Good & o.winners
+		open &^= r.strangers(ctx, files, copies, v)
+	}
+	f := &file{r: r, path: path, flags: in.Flags, key: pathKey(path), files: files, open: open, good: v.Good}
+	return f, r.attrOf(attrsOf(copies), from), nil
+}
+
+// strangers releases and returns the replicas whose opened copy is another
+// inode than the good copies': a replica with a stale view of the
+// directory (the parent's marks blame it) still has an old inode under the
+// name, which a create that is not exclusive, or an open, found there.
+// That inode is not this file and must not be written (it may be a file
+// renamed elsewhere meanwhile); heal replaces the name. (An O_TRUNC has
+// truncated it already; heal copies the content of an inode it reuses
+// under another name, but not of another hard link of it on that brick.)
+func (r *Replicate) strangers(ctx context.Context, files []layer.File, copies []Copy, v Verdict) Mask {
+	var m Mask
+	for i, lf := range files {
+		a := copies[i].Attr
+		if lf == nil || v.Good.Has(i) || copies[i].Err != nil ||
+			a.Gfid == v.Attr.Gfid && a.Mode&syscall.S_IFMT == v.Attr.Mode&syscall.S_IFMT {
+			continue
+		}
+		lf.Release(context.WithoutCancel(ctx))
+		files[i] = nil
+		m |= Bit(i)
+	}
+	return m
 }
 
 func attrsOf(copies []Copy) []layer.Attr {
@@ -155,6 +183,7 @@ func (r *Replicate) Open(ctx context.Context, path string, flags uint32) (layer.
 		releaseAll(files)
 		return nil, v.Err
 	}
+	r.strangers(ctx, files, copies, v)
 	var opened Mask
 	for i := range files {
 		if files[i] != nil {
