@@ -33,13 +33,13 @@ func (b Brick) Name() string { return b.Host + ":" + b.Path }
 
 // Spec is everything a client needs to mount a volume.
 type Spec struct {
-	Name    string            `json:"name"`
-	ID      string            `json:"id"`
-	Type    string            `json:"type"`
-	Bricks  []Brick           `json:"bricks"`
+	Name   string  `json:"name"`
+	ID     string  `json:"id"`
+	Type   string  `json:"type"`
+	Bricks []Brick `json:"bricks"`
 	// Replica is the size of a replica set (Replicate volumes). The sets
 	// are Bricks[0:Replica], Bricks[Replica:2*Replica], ...
-	Replica int `json:"replica,omitempty"`
+	Replica int               `json:"replica,omitempty"`
 	Options map[string]string `json:"options,omitempty"`
 	// Version increases with every change to the spec.
 	Version uint64 `json:"version"`

@@ -167,7 +167,6 @@ var schema = [opMax][]field{
 	OpDropHealEntry: {fGfid},
 }
 
-
 // Encode appends the request's schema fields (not Data) to e.
 func (r *Request) Encode(e *Enc) {
 	for _, f := range schema[r.Op] {
