@@ -116,9 +116,11 @@ it once they are back.
   heal NAME                   heal what the bricks record now, without waiting
                               for the daemon's next scan
   heal NAME full              crawl every replica set from the root and repair
-                              every difference, also those nothing recorded (a
-                              replaced disk); it runs in the background: watch
-                              it with "heal NAME info"
+                              missing names and differing types, gfids and
+                              metadata, also where nothing recorded them (a
+                              replaced disk); file contents are compared where
+                              marks say a copy is behind. It runs in the
+                              background: watch it with "heal NAME info"
   heal NAME info              per brick: whether it is connected, the number
                               of entries it records as needing heal ("-" when
                               it cannot be asked) and their paths; then what
