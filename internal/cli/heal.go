@@ -116,10 +116,10 @@ it once they are back.
   heal NAME                   heal what the bricks record now, without waiting
                               for the daemon's next scan
   heal NAME full              crawl every replica set from the root and repair
-                              missing names and differing types, gfids and
-                              metadata, also where nothing recorded them (a
-                              replaced disk); file contents are compared where
-                              marks say a copy is behind. It runs in the
+                              missing or extra names and differing types and
+                              gfids, also where nothing recorded them (a
+                              replaced disk); contents and metadata are copied
+                              where marks say a copy is behind. It runs in the
                               background: watch it with "heal NAME info"
   heal NAME info              per brick: whether it is connected, the number
                               of entries it records as needing heal ("-" when
