@@ -116,7 +116,7 @@ it once they are back.
   heal NAME                   heal what the bricks record now, without waiting
                               for the daemon's next scan
   heal NAME full              crawl every replica set from the root and repair
-                              missing or extra names and differing types and
+                              names missing on some copies, and differing types and
                               gfids, also where nothing recorded them (a
                               replaced disk); contents and metadata are copied
                               where marks say a copy is behind. It runs in the
