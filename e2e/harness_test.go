@@ -165,7 +165,15 @@ func (n *node) must(args ...string) string {
 // volume creates and starts a distribute volume over nbricks bricks.
 func (n *node) volume(name string, nbricks int) []string {
 	n.t.Helper()
-	args := []string{"volume", "create", name}
+	return n.createVolume(name, nbricks, nil, nil)
+}
+
+// createVolume creates a volume over nbricks new brick directories, with
+// the type keywords given (e.g. "replica", "3"), sets the options given as
+// key, value pairs, and starts it.
+func (n *node) createVolume(name string, nbricks int, keywords, opts []string) []string {
+	n.t.Helper()
+	args := append([]string{"volume", "create", name}, keywords...)
 	var bricks []string
 	for i := 1; i <= nbricks; i++ {
 		b := filepath.Join(n.data, fmt.Sprintf("%s-b%d", name, i))
@@ -176,6 +184,9 @@ func (n *node) volume(name string, nbricks int) []string {
 		args = append(args, "127.0.0.1:"+b)
 	}
 	n.must(args...)
+	for i := 0; i+1 < len(opts); i += 2 {
+		n.must("volume", "set", name, opts[i], opts[i+1])
+	}
 	n.must("volume", "start", name)
 	return bricks
 }

@@ -29,25 +29,11 @@ import (
 // brick of each set) and returns its brick directories.
 func (n *node) replicaVolume(name string, replica, nbricks int, arbiter bool, opts ...string) []string {
 	n.t.Helper()
-	args := []string{"volume", "create", name, "replica", fmt.Sprint(replica)}
+	keywords := []string{"replica", fmt.Sprint(replica)}
 	if arbiter {
-		args = append(args, "arbiter", "1")
+		keywords = append(keywords, "arbiter", "1")
 	}
-	var bricks []string
-	for i := 1; i <= nbricks; i++ {
-		b := filepath.Join(n.data, fmt.Sprintf("%s-b%d", name, i))
-		if err := os.MkdirAll(b, 0o755); err != nil {
-			n.t.Fatal(err)
-		}
-		bricks = append(bricks, b)
-		args = append(args, "127.0.0.1:"+b)
-	}
-	n.must(args...)
-	for i := 0; i+1 < len(opts); i += 2 {
-		n.must("volume", "set", name, opts[i], opts[i+1])
-	}
-	n.must("volume", "start", name)
-	return bricks
+	return n.createVolume(name, nbricks, keywords, opts)
 }
 
 // brickPID returns the pid of the process serving brick dir.

@@ -283,21 +283,32 @@ func (s *Store) currentMark(path string, g layer.Gfid) uint64 {
 	return m
 }
 
+// inodeAt resolves path for MarkPending and ClearPending: the inode must
+// have gfid g (any if g is zero), or ESTALE. The caller closes the at.
+func (s *Store) inodeAt(path string, g layer.Gfid) (at, inode, layer.Gfid, error) {
+	a, err := s.resolve(path, false)
+	if err != nil {
+		return at{}, inode{}, layer.Gfid{}, err
+	}
+	ino := self(a, path)
+	cur, err := ino.gfid(s)
+	if err == nil && !g.IsZero() && cur != g {
+		err = unix.ESTALE
+	}
+	if err != nil {
+		a.close()
+		return at{}, inode{}, layer.Gfid{}, err
+	}
+	return a, ino, cur, nil
+}
+
 // MarkPending adds mask to the marks of the inode at path.
 func (s *Store) MarkPending(ctx context.Context, path string, g layer.Gfid, mask uint64) error {
-	a, err := s.resolve(path, false)
+	a, ino, cur, err := s.inodeAt(path, g)
 	if err != nil {
 		return err
 	}
 	defer a.close()
-	ino := self(a, path)
-	cur, err := ino.gfid(s)
-	if err != nil {
-		return err
-	}
-	if !g.IsZero() && cur != g {
-		return unix.ESTALE
-	}
 	l := s.marks.of(cur)
 	l.Lock()
 	defer l.Unlock()
@@ -307,19 +318,14 @@ func (s *Store) MarkPending(ctx context.Context, path string, g layer.Gfid, mask
 // ClearPending removes mask from the marks of the inode at path if it is
 // still g with ctime ctime.
 func (s *Store) ClearPending(ctx context.Context, path string, g layer.Gfid, mask uint64, ctime layer.Timespec) error {
-	a, err := s.resolve(path, false)
+	if g.IsZero() {
+		return unix.EINVAL
+	}
+	a, ino, _, err := s.inodeAt(path, g)
 	if err != nil {
 		return err
 	}
 	defer a.close()
-	ino := self(a, path)
-	cur, err := ino.gfid(s)
-	if err != nil {
-		return err
-	}
-	if cur != g {
-		return unix.ESTALE
-	}
 	l := s.marks.of(g)
 	l.Lock()
 	defer l.Unlock()
