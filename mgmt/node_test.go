@@ -157,7 +157,7 @@ func TestCreateRefusals(t *testing.T) {
 		{"no bricks", CreateVolumeRequest{Name: "v"}, ErrInvalid, "no bricks"},
 		{"relative path", CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:data"}}, ErrInvalid, "absolute"},
 		{"existing name", CreateVolumeRequest{Name: "taken", Bricks: []string{"localhost:" + dirs[1]}}, ErrExists, "volume taken already exists"},
-		{"disperse", CreateVolumeRequest{Name: "v", Disperse: 3, Bricks: []string{"localhost:" + dirs[1]}}, ErrUnsupported, "dispersed volumes are not supported yet"},
+		{"disperse", CreateVolumeRequest{Name: "v", Disperse: 3, Bricks: []string{"localhost:" + dirs[1]}}, ErrInvalid, "1 bricks do not make disperse sets of 3"},
 	}
 	for _, tc := range cases {
 		_, err := c.CreateVolume(ctx, tc.req)

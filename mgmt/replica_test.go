@@ -78,7 +78,7 @@ func TestCreateReplicated(t *testing.T) {
 func TestCreateReplicatedRefusals(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
-	dirs := brickDirs(t, 4)
+	dirs := brickDirs(t, 7)
 	cases := []struct {
 		name   string
 		req    CreateVolumeRequest
@@ -94,7 +94,11 @@ func TestCreateReplicatedRefusals(t *testing.T) {
 		{"arbiter replica 4", CreateVolumeRequest{Replica: 4, Arbiter: 1, Bricks: bricksOn(dirs[:4])}, ErrInvalid, "arbiter volumes are replica 3"},
 		{"arbiter old spelling, 4 bricks", CreateVolumeRequest{Replica: 2, Arbiter: 1, Bricks: bricksOn(dirs[:4])}, ErrInvalid, "replica sets of 3 need"},
 		{"disperse", CreateVolumeRequest{Disperse: -1, Bricks: bricksOn(dirs[:3])}, ErrUnsupported, "dispersed volumes are not supported yet"},
-		{"redundancy", CreateVolumeRequest{Replica: 3, Redundancy: 1, Bricks: bricksOn(dirs[:3])}, ErrUnsupported, "not supported yet"},
+		{"redundancy", CreateVolumeRequest{Replica: 3, Redundancy: 1, Bricks: bricksOn(dirs[:3])}, ErrInvalid, "either replicated or dispersed"},
+		{"disperse half redundancy", CreateVolumeRequest{Disperse: 6, Redundancy: 3, Bricks: bricksOn(dirs[:6])}, ErrInvalid, "not below half"},
+		{"disperse data mismatch", CreateVolumeRequest{Disperse: 6, DisperseData: 3, Redundancy: 2, Bricks: bricksOn(dirs[:6])}, ErrInvalid, "does not equal"},
+		{"disperse 4+2", CreateVolumeRequest{DisperseData: 4, Redundancy: 2, Bricks: bricksOn(dirs[:6])}, ErrUnsupported, "disperse 4+2 (1.5× the raw space"},
+		{"disperse 5+2 note", CreateVolumeRequest{Disperse: 7, Redundancy: 2, Bricks: bricksOn(dirs[:7])}, ErrUnsupported, "not a power of two"},
 	}
 	for _, tc := range cases {
 		tc.req.Name = "v"

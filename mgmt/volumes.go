@@ -3,6 +3,7 @@ package mgmt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/mortarfs/mortar/brick/posix"
+	"github.com/mortarfs/mortar/layer/disperse"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -67,11 +69,49 @@ type layout struct {
 	arbiter bool // the third brick of every set is an arbiter
 }
 
+// planDisperse checks a dispersed volume's geometry as GlusterFS reads the
+// keywords ("disperse N" is the set size, all the bricks without a count;
+// "disperse-data K" with "redundancy M" makes N = K+M; redundancy defaults
+// to a third of the set, rounded down, at least 1), so that an impossible
+// geometry gets its own error; a possible one is refused as not supported
+// yet.
+func planDisperse(req CreateVolumeRequest) error {
+	if req.Replica != 0 || req.Arbiter != 0 {
+		return errorf(ErrInvalid, "a volume is either replicated or dispersed, not both")
+	}
+	n, m := req.Disperse, req.Redundancy
+	if n == -1 || (n == 0 && req.DisperseData == 0) {
+		n = len(req.Bricks)
+	}
+	if m == 0 {
+		m = max(1, n/3)
+	}
+	if req.DisperseData != 0 {
+		if req.Disperse > 0 && req.Disperse != req.DisperseData+m {
+			return errorf(ErrInvalid, "disperse %d does not equal disperse-data %d + redundancy %d", req.Disperse, req.DisperseData, m)
+		}
+		n = req.DisperseData + m
+	}
+	if n < 1 || len(req.Bricks)%n != 0 {
+		return errorf(ErrInvalid, "%d bricks do not make disperse sets of %d", len(req.Bricks), n)
+	}
+	g, warn, err := disperse.NewGeometry(n, m)
+	if err != nil {
+		return errorf(ErrInvalid, "disperse %d redundancy %d: %v", n, m, err)
+	}
+	msg := fmt.Sprintf("disperse %d+%d (%.2g× the raw space, survives %d bricks down per set) is a possible geometry, "+
+		"but dispersed volumes are not supported yet; create a distribute or replicated volume", g.K, g.M, g.Overhead(), g.M)
+	if warn != "" {
+		msg += " (note: " + warn + ")"
+	}
+	return errorf(ErrUnsupported, "%s", msg)
+}
+
 // planLayout checks the volume-type keywords of req (GlusterFS's) and
 // the brick count against them.
 func planLayout(req CreateVolumeRequest) (layout, error) {
 	if req.Disperse != 0 || req.DisperseData != 0 || req.Redundancy != 0 {
-		return layout{}, errorf(ErrUnsupported, "dispersed volumes are not supported yet; create a distribute or replicated volume (no disperse/redundancy keywords)")
+		return layout{}, planDisperse(req)
 	}
 	lay := layout{typ: volume.Distribute}
 	switch {

@@ -54,7 +54,7 @@ func TestVolumeCommands(t *testing.T) {
 		{[]string{"volume", "list", srv}, []string{"No volumes present"}, false},
 		{[]string{"volume", "create", "gv0", "localhost:" + b1, "127.0.0.1:" + b2, srv}, []string{"volume create: gv0: success: please start the volume"}, false},
 		{[]string{"volume", "create", "gv1", "replica", "3", "localhost:" + b1, srv}, []string{"volume create: gv1: failed: replica sets of 3 need a multiple of 3 bricks, not 1"}, true},
-		{[]string{"volume", "create", "gv1", "disperse", "3", "localhost:" + b1, srv}, []string{"volume create: gv1: failed: dispersed volumes are not supported yet"}, true},
+		{[]string{"volume", "create", "gv1", "disperse", "3", "localhost:" + b1, srv}, []string{"volume create: gv1: failed: 1 bricks do not make disperse sets of 3"}, true},
 		{[]string{"volume", "start", "gv0", srv}, []string{"volume start: gv0: success"}, false},
 		{[]string{"volume", "set", "gv0", "performance.attr-timeout", "3", srv}, []string{"volume set: success"}, false},
 		{[]string{"volume", "set", "gv0", "nonsense", "3", srv}, []string{"known options: cluster.favorite-child-policy", "network.ping-timeout"}, true},
