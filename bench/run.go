@@ -24,6 +24,9 @@ type Config struct {
 	Log         *slog.Logger
 	Progress    io.Writer // progress lines; nil = none
 	Command     string    // the command line, for the report header
+	// GlusterStrictODirect sets performance.strict-o-direct on every
+	// GlusterFS volume (like-for-like O_DIRECT).
+	GlusterStrictODirect bool
 }
 
 // TargetNames are the targets in the order the suite runs them.
@@ -182,7 +185,11 @@ func (cfg *Config) makeTargets() ([]Target, error) {
 		case n == "mortar":
 			ts = append(ts, NewMortarTarget(cfg.Bin, cfg.Log))
 		case n == "glusterfs":
-			ts = append(ts, NewGlusterTarget(cfg.Log, nil))
+			g := NewGlusterTarget(cfg.Log, nil)
+			if cfg.GlusterStrictODirect {
+				StrictODirect(g)
+			}
+			ts = append(ts, g)
 		}
 	}
 	return ts, nil

@@ -30,6 +30,10 @@ type glusterTarget struct {
 	host     string    // brick host on loopback: a non-loopback address of this machine
 	sys      *glusterd // the machine's glusterd
 	seq      atomic.Int64
+	// strictODirect sets performance.strict-o-direct on every volume, so
+	// that O_DIRECT writes reach the bricks as mortar's do (by default
+	// GlusterFS's write-behind takes them like buffered writes).
+	strictODirect bool
 }
 
 // NewGlusterTarget returns the GlusterFS target; progress (may be nil)
@@ -42,6 +46,14 @@ func NewGlusterTarget(log *slog.Logger, progress func(format string, args ...any
 }
 
 func (t *glusterTarget) Name() string { return "glusterfs" }
+
+// StrictODirect makes a GlusterFS target honour O_DIRECT end to end
+// (performance.strict-o-direct on); t must come from NewGlusterTarget.
+func StrictODirect(t Target) {
+	if g, ok := t.(*glusterTarget); ok {
+		g.strictODirect = true
+	}
+}
 
 // glusterPackages are the Debian packages the target needs.
 var glusterPackages = []string{"glusterfs-server", "glusterfs-client"}
@@ -246,6 +258,12 @@ func (t *glusterTarget) Mount(ctx context.Context, work string, layout Layout, o
 	}
 	if err := m.create(ctx, layout, opts.NoClientCache); err != nil {
 		return nil, err
+	}
+	if t.strictODirect {
+		if _, err := m.nodes[0].cli(ctx, "volume", "set", m.name, "performance.strict-o-direct", "on"); err != nil {
+			return nil, err
+		}
+		m.version += " (performance.strict-o-direct on)"
 	}
 	if err := m.mount(ctx, opts); err != nil {
 		return nil, err

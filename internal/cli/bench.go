@@ -78,6 +78,8 @@ writing the partial report).`,
 	f.StringVar(&cfg.Out, "out", "bench-out", "directory for report.md, results.csv and plots")
 	f.StringVar(&cfg.Work, "work", "/var/tmp/mortar-bench", "parent directory of bricks, mounts and files (one disk)")
 	f.IntVar(&cfg.Reps, "reps", 0, "repetitions of each measurement (default 3, 1 with --quick)")
+	f.BoolVar(&cfg.GlusterStrictODirect, "gluster-strict-o-direct", false,
+		"set performance.strict-o-direct on GlusterFS volumes, so that its O_DIRECT writes reach the bricks as mortar's do")
 	f.StringVar(&cfg.Bin, "bin", "", "mortar binary to measure (default: this one)")
 	f.StringVar(&logLevel, "log-level", "warn", "log level of stderr: debug, info, warn or error")
 	return cmd
