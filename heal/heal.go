@@ -86,15 +86,11 @@ import (
 	"github.com/mortarfs/mortar/layer/replicate"
 )
 
-// Replica is one brick of a replica set, as the healer reaches it.
-type Replica struct {
-	Name string // "host:/path", for reports and Resolve
-	// Layer reaches the brick; it must also implement layer.HealStore
-	// (a *protocol.Client or a *posix.Store do).
-	Layer   layer.Layer
-	Arbiter bool        // holds names and metadata, no data
-	Up      func() bool // nil: always up
-}
+// Replica is one brick of a replica set, as the healer reaches it: the
+// same description replicate uses. Name ("host:/path") is used in reports
+// and by Resolve; Layer must also implement layer.HealStore (a
+// *protocol.Client or a *posix.Store do).
+type Replica = replicate.Child
 
 // Set is a replica set: bit i of a pending mask is Set[i].
 type Set []Replica
