@@ -16,8 +16,12 @@ func (c *conn) dispatch(ctx context.Context, r *wire.Request, e *wire.Enc) error
 	if isHealOp(r.Op) {
 		return c.healOp(ctx, r, e)
 	}
-	if r.Pending != 0 {
-		ctx = layer.WithTxn(ctx, layer.Txn{Pending: r.Pending})
+	if r.Pending != 0 || r.Size != 0 {
+		t := layer.Txn{Pending: r.Pending}
+		if r.Size != 0 {
+			t.SetSize, t.Size = true, r.Size-1
+		}
+		ctx = layer.WithTxn(ctx, t)
 	}
 	if isFileOp(r.Op) {
 		return c.fileOp(ctx, r, e)

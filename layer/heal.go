@@ -22,6 +22,12 @@ type Txn struct {
 	// Pending has bit i set for each replica i of the set that will miss
 	// this operation.
 	Pending uint64
+	// SetSize asks a disperse brick (one whose storage keeps fragments)
+	// to record the file's size with the operation: with Write it raises
+	// the recorded size to at least Size, with Setattr SetSize it sets it
+	// to Size exactly (the fragment's own length is not the file's size).
+	SetSize bool
+	Size    uint64
 }
 
 type txnKey struct{}

@@ -91,15 +91,17 @@ type Request struct {
 	// Pending is replicate's Txn.Pending for modifying operations, and
 	// the mask of MarkPending and ClearPending.
 	Pending uint64
-	Gfid    layer.Gfid
-	Ctime   layer.Timespec
+	// Size is the Txn's size for disperse fragments, plus one (0: none).
+	Size  uint64
+	Gfid  layer.Gfid
+	Ctime layer.Timespec
 	// Data is the raw tail of a write request (not part of the schema).
 	Data []byte
 }
 
-// WriteHead is the size of a write request's fields (fh, offset, pending),
-// which come before its data.
-const WriteHead = 24
+// WriteHead is the size of a write request's fields (fh, offset, pending,
+// size), which come before its data.
+const WriteHead = 32
 
 type field uint8
 
@@ -129,12 +131,13 @@ const (
 	fPending
 	fGfid
 	fCtime
+	fSize
 )
 
 var schema = [opMax][]field{
 	OpHandshake:     {fVersion, fVolume, fBrick},
 	OpLookup:        {fPath},
-	OpSetattr:       {fPath, fSetattr, fPending},
+	OpSetattr:       {fPath, fSetattr, fPending, fSize},
 	OpMknod:         {fPath, fOwner, fMode, fRdev, fLinkto, fPending},
 	OpMkdir:         {fPath, fOwner, fMode, fPending},
 	OpSymlink:       {fPath, fOwner, fTarget, fPending},
@@ -152,9 +155,9 @@ var schema = [opMax][]field{
 	OpListxattr:     {fPath},
 	OpRemovexattr:   {fPath, fName, fPending},
 	OpRead:          {fFh, fOff, fLen},
-	OpWrite:         {fFh, fOff, fPending}, // data follows
+	OpWrite:         {fFh, fOff, fPending, fSize}, // data follows
 	OpFgetattr:      {fFh},
-	OpFsetattr:      {fFh, fSetattr, fPending},
+	OpFsetattr:      {fFh, fSetattr, fPending, fSize},
 	OpFsync:         {fFh, fFlags},
 	OpFallocate:     {fFh, fMode, fOff, fLen, fPending},
 	OpFlush:         {fFh, fLockOwner},
@@ -221,6 +224,8 @@ func (r *Request) Encode(e *Enc) {
 			e.Gfid(r.Gfid)
 		case fCtime:
 			e.Time(r.Ctime)
+		case fSize:
+			e.U64(r.Size)
 		}
 	}
 }
@@ -297,5 +302,7 @@ func (r *Request) decodeField(d *Dec, f field) {
 		r.Gfid = d.Gfid()
 	case fCtime:
 		r.Ctime = d.Time()
+	case fSize:
+		r.Size = d.U64()
 	}
 }

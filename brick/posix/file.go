@@ -62,6 +62,10 @@ func (s *Store) Create(ctx context.Context, path string, in layer.CreateIn) (lay
 			return nil, layer.Attr{}, unix.EISDIR
 		}
 		f.path = path
+		if err := s.truncatedFragment(f, flags); err != nil {
+			f.close()
+			return nil, layer.Attr{}, err
+		}
 		if attr, err = s.attrFd(f.fd); err != nil {
 			f.close()
 			return nil, layer.Attr{}, err
@@ -115,6 +119,10 @@ func (s *Store) Open(ctx context.Context, path string, flags uint32) (layer.File
 	}
 	f, ptr, err := s.openAt(a, int(flags)&openFlags)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.truncatedFragment(f, int(flags)); err != nil {
+		f.close()
 		return nil, err
 	}
 	if ptr {
@@ -290,7 +298,7 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 		n += m
 	}
-	return n, nil
+	return n, f.s.recordSize(ctx, f.ino(), false)
 }
 
 func (f *file) Getattr(ctx context.Context) (layer.Attr, error) { return f.s.attrFd(f.fd) }
@@ -302,6 +310,9 @@ func (f *file) Setattr(ctx context.Context, in layer.SetattrIn) (layer.Attr, err
 		return layer.Attr{}, err
 	}
 	defer unlock()
+	if err := f.s.checkFragmentTruncate(ctx, in); err != nil {
+		return layer.Attr{}, err
+	}
 	if f.s.arbiter {
 		in.Valid &^= layer.SetSize
 	}
@@ -318,6 +329,9 @@ func (f *file) Setattr(ctx context.Context, in layer.SetattrIn) (layer.Attr, err
 	}
 	if in.Valid&layer.SetSize != 0 {
 		if err := f.truncate(in.Size); err != nil {
+			return layer.Attr{}, err
+		}
+		if err := f.s.recordSize(ctx, f.ino(), true); err != nil {
 			return layer.Attr{}, err
 		}
 	}

@@ -35,6 +35,9 @@ func (s *Store) Setattr(ctx context.Context, path string, in layer.SetattrIn) (l
 		return layer.Attr{}, err
 	}
 	defer unlock()
+	if err := s.checkFragmentTruncate(ctx, in); err != nil {
+		return layer.Attr{}, err
+	}
 	if in.Valid&layer.SetSize != 0 && s.arbiter {
 		// Arbiters hold no data, but refuse what a data brick refuses.
 		if err := truncateAt(a, 0, true); err != nil {
@@ -55,6 +58,9 @@ func (s *Store) Setattr(ctx context.Context, path string, in layer.SetattrIn) (l
 	}
 	if in.Valid&layer.SetSize != 0 {
 		if err := truncateAt(a, in.Size, false); err != nil {
+			return layer.Attr{}, err
+		}
+		if err := s.recordSize(ctx, self(a, path), true); err != nil {
 			return layer.Attr{}, err
 		}
 	}

@@ -79,34 +79,42 @@ type inode struct {
 func (ino inode) gfid(s *Store) (layer.Gfid, error) { return s.gfidOf(ino.proc, ino.fd) }
 
 // pending reads the inode's mask (0 if unmarked).
-func (ino inode) pending() (uint64, error) {
+func (ino inode) pending() (uint64, error) { return ino.u64(XattrPending) }
+
+// setPending writes the inode's mask, removing the xattr for 0.
+func (ino inode) setPending(m uint64) error { return ino.setU64(XattrPending, m) }
+
+// u64 reads a little-endian uint64 xattr of the inode (0 if it has none,
+// or one that is not 8 bytes long: not ours).
+func (ino inode) u64(name string) (uint64, error) {
 	var b [8]byte
 	var n int
 	var err error
 	if ino.fd >= 0 {
-		n, err = unix.Fgetxattr(ino.fd, XattrPending, b[:])
+		n, err = unix.Fgetxattr(ino.fd, name, b[:])
 	} else {
-		n, err = unix.Lgetxattr(ino.proc, XattrPending, b[:])
+		n, err = unix.Lgetxattr(ino.proc, name, b[:])
 	}
 	switch {
-	case err == unix.ENODATA:
+	case err == unix.ENODATA || err == unix.ERANGE:
 		return 0, nil
 	case err != nil:
 		return 0, err
 	case n != 8:
-		return 0, nil // not ours: treated as unmarked
+		return 0, nil
 	}
 	return binary.LittleEndian.Uint64(b[:]), nil
 }
 
-// setPending writes the inode's mask, removing the xattr for 0.
-func (ino inode) setPending(m uint64) error {
-	if m == 0 {
+// setU64 writes a little-endian uint64 xattr of the inode, removing it
+// for 0.
+func (ino inode) setU64(name string, v uint64) error {
+	if v == 0 {
 		var err error
 		if ino.fd >= 0 {
-			err = unix.Fremovexattr(ino.fd, XattrPending)
+			err = unix.Fremovexattr(ino.fd, name)
 		} else {
-			err = unix.Lremovexattr(ino.proc, XattrPending)
+			err = unix.Lremovexattr(ino.proc, name)
 		}
 		if err == unix.ENODATA {
 			return nil
@@ -114,11 +122,11 @@ func (ino inode) setPending(m uint64) error {
 		return err
 	}
 	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], m)
+	binary.LittleEndian.PutUint64(b[:], v)
 	if ino.fd >= 0 {
-		return unix.Fsetxattr(ino.fd, XattrPending, b[:], 0)
+		return unix.Fsetxattr(ino.fd, name, b[:], 0)
 	}
-	return unix.Lsetxattr(ino.proc, XattrPending, b[:], 0)
+	return unix.Lsetxattr(ino.proc, name, b[:], 0)
 }
 
 // markLocked adds mask to the marks of ino, whose gfid is g, and lists it

@@ -117,6 +117,9 @@ func (s *Store) fillAt(dir int, name string, st *unix.Stat_t) (layer.Attr, error
 			return layer.Attr{}, err
 		}
 	}
+	if err := s.withFileSize(&attr, inode{proc: path, fd: -1}); err != nil {
+		return layer.Attr{}, err
+	}
 	return attr, nil
 }
 
@@ -138,8 +141,10 @@ func (s *Store) attrFd(fd int) (layer.Attr, error) {
 		}
 		attr.Linkto = string(v)
 	}
-	attr.Pending, err = inode{fd: fd}.pending()
-	return attr, err
+	if attr.Pending, err = (inode{fd: fd}).pending(); err != nil {
+		return layer.Attr{}, err
+	}
+	return attr, s.withFileSize(&attr, inode{fd: fd})
 }
 
 // gfidOf reads the gfid of path (not following it) or, when fd >= 0, of fd.

@@ -51,6 +51,10 @@ type Options struct {
 	// Arbiter makes an arbiter brick: names, metadata and heal records,
 	// but writes of file data are accepted and dropped.
 	Arbiter bool
+	// Disperse makes a brick of a disperse set: its regular files are
+	// fragments, and their size is the file's size recorded with each
+	// write and truncate (XattrSize), not the fragment's length.
+	Disperse bool
 }
 
 // Store is the posix storage of one brick. It implements layer.Layer.
@@ -59,7 +63,8 @@ type Store struct {
 	rootfd  int // O_PATH|O_DIRECTORY
 	healfd  int // the heal index directory, O_PATH|O_DIRECTORY
 	log     *slog.Logger
-	arbiter bool
+	arbiter  bool
+	disperse bool
 	marks   markLocks
 }
 
@@ -116,7 +121,7 @@ func New(root string, opts Options) (*Store, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("brick %s: open %s: %w", root, HealDir, err)
 	}
-	s := &Store{root: root, rootfd: fd, healfd: healfd, log: log, arbiter: opts.Arbiter}
+	s := &Store{root: root, rootfd: fd, healfd: healfd, log: log, arbiter: opts.Arbiter, disperse: opts.Disperse}
 	s.marks.seed = maphash.MakeSeed()
 	return s, nil
 }

@@ -218,8 +218,12 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 // roundTrip sends req on s and waits for the answer. data is appended raw
 // (writes); dest receives a read's data.
 func (c *Client) roundTrip(ctx context.Context, s *session, req *wire.Request, data, dest []byte) (*call, error) {
+	txn := layer.TxnFrom(ctx)
 	if req.Pending == 0 {
-		req.Pending = layer.TxnFrom(ctx).Pending
+		req.Pending = txn.Pending
+	}
+	if txn.SetSize {
+		req.Size = txn.Size + 1
 	}
 	var e wire.Enc
 	req.Encode(&e)
