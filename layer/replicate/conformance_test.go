@@ -28,7 +28,7 @@ func TestConformanceDistributed(t *testing.T) {
 		var children []distribute.Child
 		for k := 0; k < 2; k++ {
 			g := newRig(t, 3, false, Options{})
-			children = append(children, distribute.Child{ID: g.bricks[0].id + "-" + string(rune('a'+k)), Layer: g.r})
+			children = append(children, distribute.Child{ID: g.bricks[0].ID + "-" + string(rune('a'+k)), Layer: g.r})
 		}
 		d, err := distribute.New(children, distribute.Options{})
 		if err != nil {

@@ -42,7 +42,7 @@ func (g *rig) pending(i int, path string) Mask {
 
 func (g *rig) index(i int) []layer.HealEntry {
 	g.t.Helper()
-	es, err := g.bricks[i].store.HealIndex(g.ctx, layer.Gfid{}, 100)
+	es, err := g.bricks[i].Store.HealIndex(g.ctx, layer.Gfid{}, 100)
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestBrickDiesDuringWrite(t *testing.T) {
 	var want []byte
 	for k := 0; k < 32; k++ {
 		if k == 10 {
-			g.bricks[1].stop() // no waiting: the write finds out
+			g.bricks[1].Stop() // no waiting: the write finds out
 		}
 		if _, err := f.Write(g.ctx, chunk, int64(k*len(chunk))); err != nil {
 			t.Fatalf("write %d with brick 1 dying: %v", k, err)

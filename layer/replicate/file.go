@@ -24,6 +24,7 @@ type file struct {
 	files []layer.File // by replica; nil where not open
 	open  Mask         // replicas taking writes
 	good  Mask         // replicas whose content is current (for reads)
+	attr  layer.Attr   // the good copies' attributes when opened
 }
 
 var _ layer.File = (*file)(nil)
@@ -91,7 +92,8 @@ func (r *Replicate) Create(ctx context.Context, path string, in layer.CreateIn) 
 		open &^= r.strangers(ctx, files, copies, v)
 	}
 	f := &file{r: r, path: path, flags: in.Flags, key: pathKey(path), files: files, open: open, good: v.Good}
-	return f, r.attrOf(attrsOf(copies), from), nil
+	f.attr = r.attrOf(attrsOf(copies), from)
+	return f, f.attr, nil
 }
 
 // strangers releases and returns the replicas whose opened copy is another
@@ -149,7 +151,7 @@ func (r *Replicate) Open(ctx context.Context, path string, flags uint32) (layer.
 	}
 	key := pathKey(path)
 	opening := m
-	if !wantsWrite(flags) {
+	if !wantsWrite(flags) && !r.opts.OpenAll {
 		opening = Bit(r.pick(m, key))
 	}
 	files := make([]layer.File, len(r.children))
@@ -198,8 +200,8 @@ func (r *Replicate) Open(ctx context.Context, path string, flags uint32) (layer.
 			return nil, e
 		}
 	}
-	f := &file{r: r, path: path, flags: flags, key: key, files: files, good: v.Good}
-	if wantsWrite(flags) {
+	f := &file{r: r, path: path, flags: flags, key: key, files: files, good: v.Good, attr: v.Attr}
+	if wantsWrite(flags) || r.opts.OpenAll {
 		if opened == 0 {
 			return nil, firstErr(openErrs, syscall.ENOTCONN)
 		}
@@ -313,7 +315,13 @@ func (f *file) Getattr(ctx context.Context) (layer.Attr, error) {
 // quorum.
 func (f *file) targets() (Mask, error) {
 	f.mu.Lock()
-	m, good := f.open&f.r.up(), f.good
+	m := f.open & f.r.up()
+	// A replica down now misses this change (it is marked pending in the
+	// same round trip): it leaves the file, or it would serve this
+	// file's reads again once its client has reconnected.
+	f.open &= m
+	f.good &= m
+	good := f.good
 	f.mu.Unlock()
 	if !f.r.quorate(m) || m&^f.r.arbiters == 0 {
 		f.r.log.Warn("replica set has no quorum: refusing writes", "path", f.path, "up", f.r.names(m))
@@ -345,24 +353,94 @@ func (f *file) modify(ctx context.Context, fn func(ctx context.Context, lf layer
 	f.mu.Unlock()
 	o := f.r.settle(m, errs, good)
 	if o.winners != 0 && o.losers != 0 {
-		mark := layer.WithTxn(ctx, layer.Txn{Pending: uint64(f.r.all &^ o.winners)})
-		f.r.parallel(o.winners, func(i int) error {
-			// A zero-length write records the mark on the open inode,
-			// wherever it has been renamed to.
-			if _, err := files[i].Write(mark, nil, 0); err != nil {
-				f.r.log.Error("cannot record a missed write: the replicas may differ until a full heal",
-					"path", f.path, "replica", f.r.children[i].Name, "err", err)
-			}
-			return nil
-		})
-		f.r.log.Warn("replicas missed a write; marked for heal", "path", f.path, "missed", f.r.names(o.losers))
-		f.mu.Lock()
-		f.open &^= o.losers
-		f.good &^= o.losers
-		f.mu.Unlock()
+		f.Missed(ctx, o.winners, o.losers)
 	}
 	return o.winners, o.err
 }
+
+// Missed records on the replicas in winners that the ones in losers
+// missed a change to the file (or hold a copy found bad), and drops the
+// losers from the file: they take no more writes and serve no reads.
+func (f *file) Missed(ctx context.Context, winners, losers Mask) {
+	f.mu.Lock()
+	files := append([]layer.File(nil), f.files...)
+	f.open &^= losers
+	f.good &^= losers
+	f.mu.Unlock()
+	mark := layer.WithTxn(ctx, layer.Txn{Pending: uint64(f.r.all &^ winners)})
+	f.r.parallel(winners, func(i int) error {
+		// A zero-length write records the mark on the open inode,
+		// wherever it has been renamed to.
+		if files[i] == nil {
+			return nil
+		}
+		if _, err := files[i].Write(mark, nil, 0); err != nil {
+			f.r.log.Error("cannot record a missed write: the replicas may differ until a full heal",
+				"path", f.path, "replica", f.r.children[i].Name, "err", err)
+		}
+		return nil
+	})
+	f.r.log.Warn("replicas missed a write; marked for heal", "path", f.path, "missed", f.r.names(losers))
+}
+
+// Drop takes the replicas in m out of the file: they take no more writes
+// (until Reopen) and serve no reads.
+func (f *file) Drop(m Mask) {
+	f.mu.Lock()
+	f.open &^= m
+	f.good &^= m
+	f.mu.Unlock()
+}
+
+// Handles returns the files open on each replica (nil where not open),
+// the replicas taking writes and those whose content is current: what a
+// layer that spreads one file's data over the replicas (disperse) needs.
+func (f *file) Handles() (files []layer.File, open, good Mask) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]layer.File(nil), f.files...), f.open, f.good
+}
+
+// Reopen opens the file again on the replicas that are up but not taking
+// its writes (back after being down): they take writes again, but serve
+// no reads until healed. A replica whose name now holds another inode is
+// left out. It returns the replicas added.
+func (f *file) Reopen(ctx context.Context) Mask {
+	f.mu.Lock()
+	want := f.r.up() &^ f.open
+	f.mu.Unlock()
+	var added Mask
+	for i := range f.r.children {
+		if !want.Has(i) {
+			continue
+		}
+		lf, err := f.r.children[i].Layer.Open(ctx, f.path, f.flags&^(syscall.O_TRUNC|syscall.O_CREAT|syscall.O_EXCL))
+		if err != nil {
+			continue
+		}
+		if a, err := lf.Getattr(ctx); err != nil || a.Gfid != f.attr.Gfid {
+			lf.Release(context.WithoutCancel(ctx))
+			continue
+		}
+		f.mu.Lock()
+		old := f.files[i]
+		f.files[i] = lf
+		f.open |= Bit(i)
+		f.mu.Unlock()
+		if old != nil {
+			old.Release(context.WithoutCancel(ctx))
+		}
+		added |= Bit(i)
+	}
+	if added != 0 {
+		f.r.log.Info("replicas back: the open file takes writes on them again", "path", f.path, "replicas", f.r.names(added))
+	}
+	return added
+}
+
+// Opened returns the file's attributes as the good copies had them when
+// it was opened or created.
+func (f *file) Opened() layer.Attr { return f.attr }
 
 func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	ns := make([]int, len(f.r.children))

@@ -59,7 +59,10 @@ type Options struct {
 	// ConnectWait is how long an operation waits for enough replicas to
 	// come up (at mount time, or while a brick restarts); default 2s.
 	ConnectWait time.Duration
-	Logger      *slog.Logger
+	// OpenAll opens files on every replica up, for reading too (disperse
+	// reads from several).
+	OpenAll bool
+	Logger  *slog.Logger
 }
 
 // Replicate is the layer over one replica set.
@@ -231,7 +234,9 @@ func (r *Replicate) parallel(m Mask, fn func(i int) error) []error {
 // sent to targets.
 func (r *Replicate) withPending(ctx context.Context, targets Mask) context.Context {
 	if miss := r.all &^ targets; miss != 0 {
-		return layer.WithTxn(ctx, layer.Txn{Pending: uint64(miss)})
+		t := layer.TxnFrom(ctx) // keeps what a layer above set (disperse's size)
+		t.Pending = uint64(miss)
+		return layer.WithTxn(ctx, t)
 	}
 	return ctx
 }
