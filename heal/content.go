@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/replicate"
 )
 
 // Chunk is the unit of incremental data heal: a sink gets only the chunks
@@ -23,7 +24,12 @@ var chunkPool = sync.Pool{New: func() any { b := make([]byte, Chunk); return &b 
 func (h *Healer) healContent(ctx context.Context, si, s int, path string, p *plan) error {
 	want := p.attr()
 	src, dst := h.sets[si][p.src].Layer, h.sets[si][s].Layer
-	if p.data >= 0 && !h.arbs[si].Has(s) {
+	if h.data != nil && want.IsReg() && want.Linkto == "" {
+		if err := h.data.HealData(ctx, si, path, p.good, replicate.Bit(s), want.Size); err != nil {
+			return err
+		}
+		h.log.Debug("data rebuilt", "replica", h.sets[si][s].Name, "path", path)
+	} else if p.data >= 0 && !h.arbs[si].Has(s) {
 		n, err := copyData(ctx, h.sets[si][p.data].Layer, dst, path, want.Size)
 		if err != nil {
 			return err

@@ -110,7 +110,24 @@ type Options struct {
 	// Logger receives what the healer does (Debug) and what it cannot do
 	// (Warn); nil discards.
 	Logger *slog.Logger
+	// Data, when set, heals the data of regular files instead of copying
+	// it from one good copy: for sets whose bricks hold fragments, not
+	// copies (disperse).
+	Data DataHealer
 }
+
+// DataHealer rebuilds the data of a regular file on the sinks of a set
+// from its good copies.
+type DataHealer interface {
+	// HealData makes the file at path on the bricks in sinks of set hold
+	// the first size bytes of the file as the bricks in good hold it. It
+	// fails (errors.Is ErrNoSource) when good cannot rebuild it.
+	HealData(ctx context.Context, set int, path string, good, sinks replicate.Mask, size uint64) error
+}
+
+// ErrNoSource is what a DataHealer returns (wrapped) when the good copies
+// up cannot rebuild the data.
+var ErrNoSource = errNoSource
 
 // ErrSplitBrain is returned (wrapped) for an inode whose copies are in
 // split-brain and that no policy resolved.
@@ -124,6 +141,7 @@ var errNoSource = errors.New("no reachable copy of the data")
 
 // Healer heals the replica sets of one volume.
 type Healer struct {
+	data    DataHealer
 	sets    []Set
 	stores  [][]layer.HealStore
 	arbs    []replicate.Mask
@@ -162,6 +180,7 @@ func New(sets []Set, opts Options) (*Healer, error) {
 		return nil, err
 	}
 	h := &Healer{
+		data:     opts.Data,
 		sets:     sets,
 		policy:   policy,
 		log:      opts.Logger,

@@ -266,10 +266,12 @@ func (h *Healer) settle(ctx context.Context, si int, path string, p *plan, heale
 			errs = append(errs, h.stores[si][s].MarkPending(ctx, path, g, behind))
 		}
 	}
-	// Copies that were written during the heal have a new ctime: unless
-	// they must stop blaming each other now (a resolved split-brain,
-	// merged directories), their marks are settled by the next scan.
-	fresh := p.forced || p.v.Merge
+	// A healed sink now holds the source's inode: what it blamed the
+	// others for was undone by the heal, so it stops blaming the copies
+	// it now equals (looked up again: the heal changed its ctime).
+	// Without this, two sinks that blamed each other (each missed what
+	// the other did while the good copies saw both) would be healed
+	// again at every scan.
 	equal := uint64(healed | p.good)
 	for c := range h.sets[si] {
 		a := p.copies[c].Attr
@@ -277,9 +279,6 @@ func (h *Healer) settle(ctx context.Context, si int, path string, p *plan, heale
 			continue
 		}
 		if healed.Has(c) {
-			if !fresh {
-				continue
-			}
 			var err error
 			if a, err = h.sets[si][c].Layer.Lookup(ctx, path); err != nil || a.Gfid != g {
 				continue
