@@ -1,10 +1,8 @@
-// Package disperse is the erasure-coded volume type (issue 5), in
-// progress: today it holds the geometry of a disperse set and the stripe
-// codec (Reed-Solomon with github.com/klauspost/reedsolomon, systematic,
-// with a CRC-32C per fragment chunk so that a corrupted fragment is
-// detected and never returned). The layer itself (read-modify-write of
-// partial stripes, size and version in the pending-mark round trip, heal)
-// is not written yet; docs/ROADMAP.md says how it is meant to plug in.
+// Package disperse is the erasure-coded volume type: Reed-Solomon K+M
+// over the bricks of a disperse set (github.com/klauspost/reedsolomon,
+// systematic), with a version and CRC-32C checksums in a header per
+// fragment chunk (see Record), so that a corrupted or stale chunk is
+// detected and never returned.
 //
 // # Layout
 //
@@ -66,13 +64,6 @@ func (g Geometry) Stripe() int64 { return int64(g.K) * Chunk }
 
 // Overhead is the raw space used per byte stored (N/K).
 func (g Geometry) Overhead() float64 { return float64(g.N()) / float64(g.K) }
-
-// FragmentSize is the size of every brick's fragment file for a file of
-// size bytes: whole chunks, one per stripe begun.
-func (g Geometry) FragmentSize(size int64) int64 {
-	stripes := (size + g.Stripe() - 1) / g.Stripe()
-	return stripes * Chunk
-}
 
 // Span is the stripes a byte range touches: [First, Last], and whether the
 // first and last are only partly covered (they then need a

@@ -58,7 +58,7 @@ func (g Geometry) PlanWrite(off int64, data []byte, size int64, read ReadStripe)
 // a stripe in the middle and the file had data past that point, that
 // stripe with its tail zeroed (so that a later extension reads zeros, as
 // POSIX wants, and the parity matches). The fragment files are then cut to
-// FragmentSize(newSize).
+// FragmentLen(newSize).
 func (g Geometry) PlanTruncate(newSize, size int64, read ReadStripe) ([]StripeWrite, error) {
 	if newSize < 0 {
 		return nil, fmt.Errorf("disperse: negative size %d", newSize)

@@ -1,0 +1,741 @@
+package disperse
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/replicate"
+)
+
+// handles is what Disperse needs of replicate's open files.
+type handles interface {
+	layer.File
+	Handles() (files []layer.File, open, good replicate.Mask)
+	Missed(ctx context.Context, winners, losers replicate.Mask)
+	Reopen(ctx context.Context) replicate.Mask
+	Drop(m replicate.Mask)
+	Opened() layer.Attr
+}
+
+// file is a regular file open on the bricks of a disperse set. Names,
+// attributes other than the size, locks, flush and release are
+// replicate's (the embedded handles); reads, writes and truncates work on
+// the fragments.
+type file struct {
+	handles
+	d      *Disperse
+	path   string
+	append bool
+
+	// locks order reads and writes of one stripe in this client: writes
+	// of different stripes run in parallel, a partial-stripe write does
+	// not interleave with another write of the stripe.
+	locks [64]sync.RWMutex
+	// appendMu serialises O_APPEND writes (each needs the size).
+	appendMu sync.Mutex
+
+	mu         sync.Mutex
+	size       int64
+	cache      stripeCache
+	lastReopen time.Time
+}
+
+// reopenEvery bounds how often a file tries to take back bricks that
+// returned.
+const reopenEvery = time.Second
+
+// mayReopen reports whether it is time to try reopening bricks.
+func (f *file) mayReopen() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if time.Since(f.lastReopen) < reopenEvery {
+		return false
+	}
+	f.lastReopen = time.Now()
+	return true
+}
+
+var _ layer.File = (*file)(nil)
+
+// brickFlags are the open flags the fragments are opened with: always
+// readable (partial-stripe writes read), never O_APPEND (records go at
+// their own offsets).
+func brickFlags(flags uint32) uint32 {
+	flags &^= syscall.O_APPEND
+	if flags&syscall.O_ACCMODE == syscall.O_WRONLY {
+		flags = flags&^syscall.O_ACCMODE | syscall.O_RDWR
+	}
+	return flags
+}
+
+func (d *Disperse) newFile(rf layer.File, path string, flags uint32) (*file, error) {
+	h, ok := rf.(handles)
+	if !ok {
+		rf.Release(context.Background())
+		return nil, syscall.EIO
+	}
+	a := h.Opened()
+	if !a.IsReg() {
+		// Directories are opened for listing: nothing of ours.
+		return &file{handles: h, d: d, path: path}, nil
+	}
+	size := int64(a.Size)
+	if flags&syscall.O_TRUNC != 0 {
+		size = 0
+	}
+	return &file{handles: h, d: d, path: path, append: flags&syscall.O_APPEND != 0, size: size}, nil
+}
+
+// Create creates the file on the bricks (as a replicated name) and opens
+// its fragments.
+func (d *Disperse) Create(ctx context.Context, path string, in layer.CreateIn) (layer.File, layer.Attr, error) {
+	flags := in.Flags
+	in.Flags = brickFlags(flags)
+	rf, a, err := d.Replicate.Create(ctx, path, in)
+	if err != nil {
+		return nil, a, err
+	}
+	f, err := d.newFile(rf, path, flags)
+	a, _ = d.scale(a, nil)
+	return f, a, err
+}
+
+// Open opens the fragments on every brick up.
+func (d *Disperse) Open(ctx context.Context, path string, flags uint32) (layer.File, error) {
+	rf, err := d.Replicate.Open(ctx, path, brickFlags(flags))
+	if err != nil {
+		return nil, err
+	}
+	return d.newFile(rf, path, flags)
+}
+
+// Setattr with a size truncates through an open file; everything else is
+// the namespace's.
+func (d *Disperse) Setattr(ctx context.Context, path string, in layer.SetattrIn) (layer.Attr, error) {
+	if in.Valid&layer.SetSize == 0 {
+		return d.scale(d.Replicate.Setattr(ctx, path, in))
+	}
+	f, err := d.Open(ctx, path, syscall.O_RDWR)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	defer f.Release(context.WithoutCancel(ctx))
+	return f.Setattr(ctx, in)
+}
+
+// Statfs reports what the set can hold: K times its smallest brick.
+func (d *Disperse) Statfs(ctx context.Context, path string) (layer.Statfs, error) {
+	st, err := d.Replicate.Statfs(ctx, path)
+	k := uint64(d.g.K)
+	st.Blocks *= k
+	st.Bfree *= k
+	st.Bavail *= k
+	return st, err
+}
+
+// up returns the bricks reachable now.
+func (d *Disperse) up() replicate.Mask {
+	var m replicate.Mask
+	for i, c := range d.children {
+		if c.Up == nil || c.Up() {
+			m |= replicate.Bit(i)
+		}
+	}
+	return m
+}
+
+func (d *Disperse) all() replicate.Mask { return replicate.Mask(1)<<uint(d.g.N()) - 1 }
+
+// lockStripes takes the stripe locks of stripes [first, last] (all of them
+// for a whole-file operation) and returns the unlock.
+func (f *file) lockStripes(first, last int64, write bool) func() {
+	var taken []int
+	if last-first+1 >= int64(len(f.locks)) {
+		for i := range f.locks {
+			taken = append(taken, i)
+		}
+	} else {
+		seen := map[int]bool{}
+		for s := first; s <= last; s++ {
+			seen[int(s%int64(len(f.locks)))] = true
+		}
+		for i := range f.locks {
+			if seen[i] {
+				taken = append(taken, i)
+			}
+		}
+	}
+	for _, i := range taken {
+		if write {
+			f.locks[i].Lock()
+		} else {
+			f.locks[i].RLock()
+		}
+	}
+	return func() {
+		for _, i := range taken {
+			if write {
+				f.locks[i].Unlock()
+			} else {
+				f.locks[i].RUnlock()
+			}
+		}
+	}
+}
+
+func (f *file) curSize() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.size
+}
+
+// refreshSize asks a good brick for the size (another client may have
+// written past what this one knows).
+func (f *file) refreshSize(ctx context.Context) (int64, error) {
+	a, err := f.handles.Getattr(ctx)
+	if err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.size = int64(a.Size)
+	return f.size, nil
+}
+
+// Getattr returns the attributes from a good brick, which records the
+// file size with every write.
+func (f *file) Getattr(ctx context.Context) (layer.Attr, error) {
+	a, err := f.handles.Getattr(ctx)
+	if err == nil && a.IsReg() {
+		f.mu.Lock()
+		f.size = int64(a.Size)
+		f.mu.Unlock()
+	}
+	return f.d.scale(a, err)
+}
+
+// Read reads from the data bricks, rebuilding from the others what a data
+// brick cannot give (down, behind, or a chunk that fails its checksum).
+func (f *file) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	size := f.curSize()
+	if off+int64(len(p)) > size {
+		var err error
+		if size, err = f.refreshSize(ctx); err != nil {
+			return 0, err
+		}
+	}
+	if off >= size {
+		return 0, nil
+	}
+	n := min(int64(len(p)), size-off)
+	sp := f.d.g.SpanOf(off, n)
+	unlock := f.lockStripes(sp.First, sp.Last, false)
+	defer unlock()
+	if err := f.readRange(ctx, p[:n], off); err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
+
+// readRange fills p with the file's bytes at off (all within the size).
+func (f *file) readRange(ctx context.Context, p []byte, off int64) error {
+	g := f.d.g
+	ss := g.Stripe()
+	sp := g.SpanOf(off, int64(len(p)))
+	bad := f.readFast(ctx, p, off, sp)
+	for s := sp.First; s <= sp.Last; s++ {
+		if !bad[s-sp.First] {
+			continue
+		}
+		data, err := f.readStripe(ctx, s)
+		if err != nil {
+			return err
+		}
+		lo, hi := max(off, s*ss), min(off+int64(len(p)), (s+1)*ss)
+		copy(p[lo-off:hi-off], data[lo-s*ss:hi-s*ss])
+	}
+	return nil
+}
+
+// readFast reads the stripes of sp straight from the data bricks, one
+// request per brick, and copies what checks out into p. It returns, per
+// stripe, whether the stripe must be rebuilt instead.
+func (f *file) readFast(ctx context.Context, p []byte, off int64, sp Span) []bool {
+	g := f.d.g
+	ss := g.Stripe()
+	end := off + int64(len(p))
+	nstripes := sp.Last - sp.First + 1
+	bad := make([]bool, nstripes)
+	files, _, good := f.Handles()
+	avail := good & f.d.up()
+	// The last byte of each data chunk the read needs, in the last stripe.
+	type want struct {
+		buf      []byte
+		from, to int64 // chunk byte range needed in the first / last stripe
+		err      error
+	}
+	wants := make([]*want, g.K)
+	var wg sync.WaitGroup
+	for i := 0; i < g.K; i++ {
+		// The range of this chunk's bytes the read needs: in stripe
+		// First from lo0, in stripe Last up to hi1.
+		c0 := sp.First*ss + int64(i)*Chunk // file offset of chunk i in the first stripe
+		c1 := sp.Last*ss + int64(i)*Chunk
+		if nstripes == 1 && (c0 >= end || c0+Chunk <= off) {
+			continue // a single-stripe read not touching this chunk
+		}
+		w := &want{from: 0, to: Chunk}
+		if off > c0 {
+			w.from = min(off-c0, Chunk)
+		}
+		if end < c1+Chunk {
+			w.to = max(end-c1, 0)
+		}
+		if nstripes == 1 && w.from >= w.to {
+			continue
+		}
+		wants[i] = w
+		if !avail.Has(i) || files[i] == nil {
+			w.err = syscall.ENOTCONN
+			continue
+		}
+		length := (nstripes-1)*Record + HeaderSize + roundUp(max(w.to, 1), Block)
+		w.buf = make([]byte, length)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var got int
+			got, w.err = files[i].Read(ctx, w.buf, sp.First*Record)
+			if w.err == nil {
+				clear(w.buf[got:]) // past the fragment's end: zeros
+			}
+		}()
+	}
+	wg.Wait()
+	var corrupt replicate.Mask
+	for k := int64(0); k < nstripes; k++ {
+		s := sp.First + k
+		version, seen := uint64(0), false
+		for i, w := range wants {
+			if w == nil {
+				continue
+			}
+			from, to := int64(0), int64(Chunk)
+			if k == 0 {
+				from = w.from
+			}
+			if k == nstripes-1 {
+				to = w.to
+			}
+			if from >= to {
+				continue // this chunk holds none of the read in this stripe
+			}
+			if w.err != nil {
+				bad[k] = true
+				break
+			}
+			rec := w.buf[k*Record:]
+			h, err := parseHeader(rec[:HeaderSize])
+			chunk := rec[HeaderSize:]
+			if len(chunk) < Chunk {
+				chunk = append(chunk[:len(chunk):len(chunk)], make([]byte, Chunk-len(chunk))...)
+			}
+			fb, tb := int(from/Block), int(roundUp(to, Block)/Block)
+			if err != nil || (h.Version != 0 && (h.Stripe != s || int(h.Index) != i)) || !h.check(chunk, fb, tb) {
+				f.d.log.Warn("fragment chunk fails its checksum: rebuilt from the other bricks",
+					"path", f.path, "brick", f.d.children[i].Name, "stripe", s)
+				corrupt |= replicate.Bit(i)
+				bad[k] = true
+				break
+			}
+			if seen && h.Version != version {
+				bad[k] = true // chunks of different writes: let the rebuild decide
+				break
+			}
+			version, seen = h.Version, true
+			fileOff := s*ss + int64(i)*Chunk
+			lo, hi := max(off, fileOff+from), min(end, fileOff+to)
+			copy(p[lo-off:hi-off], chunk[lo-fileOff:hi-fileOff])
+		}
+	}
+	if corrupt != 0 {
+		f.Missed(ctx, avail&^corrupt, corrupt)
+	}
+	return bad
+}
+
+// stripeChunks is what the bricks hold of one stripe.
+type stripeChunks struct {
+	headers []Header
+	chunks  [][]byte // whole chunks; nil where missing or failing its checks
+}
+
+// fetchStripe reads record s from the bricks in m.
+func fetchStripe(ctx context.Context, g Geometry, files []layer.File, m replicate.Mask, s int64) (stripeChunks, replicate.Mask) {
+	n := g.N()
+	sc := stripeChunks{headers: make([]Header, n), chunks: make([][]byte, n)}
+	var corrupt replicate.Mask
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		if !m.Has(i) || files[i] == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, Record)
+			got, err := files[i].Read(ctx, buf, s*Record)
+			if err != nil {
+				return
+			}
+			clear(buf[got:])
+			h, err := parseHeader(buf[:HeaderSize])
+			chunk := buf[HeaderSize:]
+			if err != nil || (h.Version != 0 && (h.Stripe != s || int(h.Index) != i)) || !h.check(chunk, 0, blocks) {
+				mu.Lock()
+				corrupt |= replicate.Bit(i)
+				mu.Unlock()
+				return
+			}
+			sc.headers[i], sc.chunks[i] = h, chunk
+		}()
+	}
+	wg.Wait()
+	return sc, corrupt
+}
+
+// current keeps, of the chunks read, those of the write that at least K
+// bricks agree on (there is at most one: K > N/2), and returns its
+// version; ErrTooFew if no write has K chunks.
+func current(g Geometry, sc *stripeChunks) (uint64, error) {
+	count := map[uint64]int{}
+	for i, ch := range sc.chunks {
+		if ch != nil {
+			count[sc.headers[i].Version]++
+		}
+	}
+	for v, c := range count {
+		if c >= g.K {
+			for i, ch := range sc.chunks {
+				if ch != nil && sc.headers[i].Version != v {
+					sc.chunks[i] = nil
+				}
+			}
+			return v, nil
+		}
+	}
+	return 0, ErrTooFew
+}
+
+// readStripe returns the Stripe() bytes of stripe s, rebuilt from any K
+// bricks that agree, or from the stripe cache.
+func (f *file) readStripe(ctx context.Context, s int64) ([]byte, error) {
+	if data := f.cached(s); data != nil {
+		return data, nil
+	}
+	// Every brick up may serve: a brick behind on the file (not good)
+	// may still hold the current chunk of this stripe, and only chunks of
+	// the one write that K bricks share are used (see current).
+	files, open, _ := f.Handles()
+	avail := f.d.up()
+	sc, corrupt := fetchStripe(ctx, f.d.g, files, avail, s)
+	if corrupt != 0 {
+		f.d.log.Warn("fragment chunks fail their checksums: rebuilt from the other bricks",
+			"path", f.path, "bricks", f.d.names(corrupt), "stripe", s)
+		f.Missed(ctx, avail&open&^corrupt, corrupt)
+	}
+	if _, err := current(f.d.g, &sc); err != nil {
+		f.d.log.Error("stripe cannot be rebuilt: fewer than K bricks up and agreeing",
+			"path", f.path, "stripe", s, "k", f.d.g.K)
+		return nil, syscall.EIO
+	}
+	if err := f.d.codec.Rebuild(sc.chunks, true); err != nil {
+		return nil, syscall.EIO
+	}
+	data := make([]byte, 0, f.d.g.Stripe())
+	for _, ch := range sc.chunks[:f.d.g.K] {
+		data = append(data, ch...)
+	}
+	return data, nil
+}
+
+func (d *Disperse) names(m replicate.Mask) []string {
+	var out []string
+	for i, c := range d.children {
+		if m.Has(i) {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// newVersion returns the identity of a stripe write: random, so that
+// clients need not agree on a counter (what decides is which version K
+// bricks share, not which is newer).
+func newVersion() uint64 {
+	var b [8]byte
+	for {
+		rand.Read(b[:])
+		if v := binary.LittleEndian.Uint64(b[:]); v != 0 {
+			return v
+		}
+	}
+}
+
+// records encodes stripe writes (consecutive stripes) into one buffer per
+// brick, for a file of size bytes after the write.
+func (d *Disperse) records(ws []StripeWrite, size int64) ([][]byte, error) {
+	n := d.g.N()
+	first := ws[0].Stripe
+	total := int64(len(ws)-1)*Record + d.g.recordLen(ws[len(ws)-1].Stripe, size)
+	bufs := make([][]byte, n)
+	for i := range bufs {
+		bufs[i] = make([]byte, total)
+	}
+	parity := make([][]byte, d.g.M)
+	for i := range parity {
+		parity[i] = make([]byte, Chunk)
+	}
+	chunks := make([][]byte, n)
+	for k, w := range ws {
+		if w.Stripe != first+int64(k) {
+			return nil, errors.New("disperse: stripe writes not consecutive")
+		}
+		for i := 0; i < d.g.K; i++ {
+			chunks[i] = w.Data[i*Chunk : (i+1)*Chunk]
+		}
+		for j := range parity {
+			chunks[d.g.K+j] = parity[j]
+		}
+		if err := d.codec.Encode(chunks); err != nil {
+			return nil, err
+		}
+		version := newVersion()
+		rl := d.g.recordLen(w.Stripe, size)
+		for i, ch := range chunks {
+			h := Header{Version: version, Stripe: w.Stripe, K: uint8(d.g.K), M: uint8(d.g.M), Index: uint8(i)}
+			h.sumBlocks(ch)
+			rec := bufs[i][int64(k)*Record:]
+			h.put(rec)
+			copy(rec[HeaderSize:rl], ch)
+		}
+	}
+	return bufs, nil
+}
+
+// writeStripes writes whole stripes to every brick the file is open on.
+// The bricks record the size (at least size) and, for those that miss the
+// write, pending marks, in the same round trip. Fewer than K bricks taking
+// it is an error (EIO), and so is fewer than K up before (EROFS).
+func (f *file) writeStripes(ctx context.Context, ws []StripeWrite, size int64, raise bool) error {
+	if len(ws) == 0 {
+		return nil
+	}
+	files, open, _ := f.Handles()
+	up := f.d.up()
+	if up&^open != 0 && f.mayReopen() {
+		f.Reopen(ctx)
+		files, open, _ = f.Handles()
+	}
+	targets := open & up
+	// Bricks down now miss this write (marked pending in its round
+	// trip): out of the file until reopened.
+	f.Drop(open &^ up)
+	if targets.Count() < f.d.g.K {
+		f.d.log.Warn("disperse set has fewer than K bricks up: refusing writes", "path", f.path, "up", f.d.names(targets))
+		return syscall.EROFS
+	}
+	bufs, err := f.d.records(ws, size)
+	if err != nil {
+		return err
+	}
+	t := layer.Txn{Pending: uint64(f.d.all() &^ targets), SetSize: raise, Size: uint64(size)}
+	wctx := layer.WithTxn(ctx, t)
+	errs := make([]error, f.d.g.N())
+	var wg sync.WaitGroup
+	for i := range errs {
+		if !targets.Has(i) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = files[i].Write(wctx, bufs[i], ws[0].Stripe*Record)
+		}()
+	}
+	wg.Wait()
+	var ok, failed replicate.Mask
+	var firstErr error
+	for i, e := range errs {
+		switch {
+		case !targets.Has(i):
+		case e == nil:
+			ok |= replicate.Bit(i)
+		default:
+			failed |= replicate.Bit(i)
+			if firstErr == nil || replicate.IsDown(firstErr) {
+				firstErr = e
+			}
+		}
+	}
+	if ok != 0 && failed != 0 {
+		f.Missed(ctx, ok, failed)
+	}
+	if ok.Count() < f.d.g.K {
+		if ok == 0 && firstErr != nil && !replicate.IsDown(firstErr) {
+			return firstErr // ENOSPC, EDQUOT ... from every brick
+		}
+		f.d.log.Error("write reached fewer than K bricks", "path", f.path, "ok", f.d.names(ok), "failed", f.d.names(failed), "err", firstErr)
+		return syscall.EIO
+	}
+	return nil
+}
+
+// Write writes p at off (at the end of file for O_APPEND): whole stripes
+// encoded and written to all bricks at once; a partly covered stripe is
+// read first (from the stripe cache when the previous write left it).
+func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if f.append {
+		f.appendMu.Lock()
+		defer f.appendMu.Unlock()
+		size, err := f.refreshSize(ctx)
+		if err != nil {
+			return 0, err
+		}
+		off = size
+	}
+	if off < 0 {
+		return 0, syscall.EINVAL
+	}
+	sp := f.d.g.SpanOf(off, int64(len(p)))
+	unlock := f.lockStripes(sp.First, sp.Last, true)
+	defer unlock()
+	size := f.curSize()
+	ws, newSize, err := f.d.g.PlanWrite(off, p, size, func(s int64) ([]byte, error) { return f.readStripe(ctx, s) })
+	if err != nil {
+		return 0, err
+	}
+	if err := f.writeStripes(ctx, ws, newSize, true); err != nil {
+		f.forget()
+		return 0, err
+	}
+	f.mu.Lock()
+	f.size = max(f.size, newSize)
+	f.cache.put(ws[len(ws)-1])
+	f.mu.Unlock()
+	return len(p), nil
+}
+
+// Setattr truncates the fragments for a size change (rewriting the stripe
+// the new end cuts, so that its tail reads as zeros); the other
+// attributes are the namespace's.
+func (f *file) Setattr(ctx context.Context, in layer.SetattrIn) (layer.Attr, error) {
+	if in.Valid&layer.SetSize == 0 {
+		return f.d.scale(f.handles.Setattr(ctx, in))
+	}
+	if int64(in.Size) < 0 {
+		return layer.Attr{}, syscall.EFBIG
+	}
+	unlock := f.lockStripes(0, int64(len(f.locks)), true)
+	defer unlock()
+	newSize := int64(in.Size)
+	size, err := f.refreshSize(ctx)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	ws, err := f.d.g.PlanTruncate(newSize, size, func(s int64) ([]byte, error) { return f.readStripe(ctx, s) })
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	f.forget()
+	if err := f.writeStripes(ctx, ws, newSize, false); err != nil {
+		return layer.Attr{}, err
+	}
+	in.Size = uint64(f.d.g.FragmentLen(newSize))
+	a, err := f.handles.Setattr(layer.WithTxn(ctx, layer.Txn{SetSize: true, Size: uint64(newSize)}), in)
+	if err != nil {
+		return a, err
+	}
+	f.mu.Lock()
+	f.size = newSize
+	f.mu.Unlock()
+	return f.d.scale(a, nil)
+}
+
+// Fallocate allocates the records of the stripes the range touches on
+// every brick (reading as holes: zeros) and, without KEEP_SIZE, extends
+// the size as a truncate would; punching a hole writes zeros.
+func (f *file) Fallocate(ctx context.Context, mode uint32, off, length int64) error {
+	const keepSize, punchHole = 0x1, 0x2
+	switch {
+	case off < 0 || length <= 0:
+		return syscall.EINVAL
+	case mode == 0 || mode == keepSize:
+		sp := f.d.g.SpanOf(off, length)
+		if err := f.handles.Fallocate(ctx, mode|keepSize, sp.First*Record, (sp.Last-sp.First+1)*Record); err != nil {
+			return err
+		}
+		if end := off + length; mode == 0 && end > f.curSize() {
+			_, err := f.Setattr(ctx, layer.SetattrIn{Valid: layer.SetSize, Size: uint64(end)})
+			return err
+		}
+		return nil
+	case mode == punchHole|keepSize:
+		size := f.curSize()
+		end := min(off+length, size)
+		zeros := make([]byte, min(end-off, 1<<20))
+		for o := off; o < end; o += int64(len(zeros)) {
+			n := min(int64(len(zeros)), end-o)
+			if _, err := f.Write(ctx, zeros[:n], o); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return syscall.EOPNOTSUPP
+}
+
+// cached returns a copy of stripe s from the cache, or nil.
+func (f *file) cached(s int64) []byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cache.get(s)
+}
+
+// forget empties the stripe cache.
+func (f *file) forget() {
+	f.mu.Lock()
+	f.cache = stripeCache{}
+	f.mu.Unlock()
+}
+
+// stripeCache keeps the last stripe written, so that sequential writes
+// smaller than a stripe do not read back what they just wrote.
+type stripeCache struct {
+	stripe int64
+	data   []byte
+}
+
+func (c *stripeCache) get(s int64) []byte {
+	if c.data == nil || c.stripe != s {
+		return nil
+	}
+	return append([]byte(nil), c.data...)
+}
+
+func (c *stripeCache) put(w StripeWrite) {
+	c.stripe, c.data = w.Stripe, w.Data
+}

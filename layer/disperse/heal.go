@@ -1,0 +1,133 @@
+package disperse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/mortarfs/mortar/heal"
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/replicate"
+)
+
+// DataHealer rebuilds fragments for the healer (heal.Options.Data): each
+// of a sink's records is recomputed from the good bricks' records of the
+// write K of them share, and written only where the sink's differs (other
+// version, failing checksums, missing).
+type DataHealer struct {
+	sets  [][]replicate.Child
+	g     Geometry
+	codec *Codec
+}
+
+var _ heal.DataHealer = (*DataHealer)(nil)
+
+// NewDataHealer returns the data healer of a volume's disperse sets, all
+// of redundancy m.
+func NewDataHealer(sets [][]replicate.Child, m int) (*DataHealer, error) {
+	if len(sets) == 0 {
+		return nil, fmt.Errorf("disperse: no sets to heal")
+	}
+	g, _, err := NewGeometry(len(sets[0]), m)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range sets {
+		if len(s) != g.N() {
+			return nil, fmt.Errorf("disperse: sets of %d and %d bricks", g.N(), len(s))
+		}
+	}
+	codec, err := NewCodec(g)
+	if err != nil {
+		return nil, err
+	}
+	return &DataHealer{sets: sets, g: g, codec: codec}, nil
+}
+
+// HealData implements heal.DataHealer.
+func (h *DataHealer) HealData(ctx context.Context, set int, path string, good, sinks replicate.Mask, size uint64) (err error) {
+	if set < 0 || set >= len(h.sets) {
+		return fmt.Errorf("disperse: no set %d", set)
+	}
+	children := h.sets[set]
+	files := make([]layer.File, h.g.N())
+	defer func() {
+		for _, f := range files {
+			if f != nil {
+				err = errors.Join(err, f.Release(context.WithoutCancel(ctx)))
+			}
+		}
+	}()
+	// Every fragment reachable is read: a brick behind on the file may
+	// hold the current chunks of most stripes, and per stripe only the
+	// write that K bricks share counts (see current).
+	var reach replicate.Mask
+	for i, c := range children {
+		flags := uint32(syscall.O_RDONLY | syscall.O_NOATIME)
+		if sinks.Has(i) {
+			flags = syscall.O_RDWR | syscall.O_NOATIME
+		}
+		f, err := c.Layer.Open(ctx, path, flags)
+		if err != nil {
+			if sinks.Has(i) {
+				return fmt.Errorf("open the fragment on %s: %w", c.Name, err)
+			}
+			continue
+		}
+		files[i], reach = f, reach|replicate.Bit(i)
+	}
+	if reach.Count() < h.g.K {
+		return fmt.Errorf("%s: %d fragments reachable, %d needed: %w", path, reach.Count(), h.g.K, heal.ErrNoSource)
+	}
+	isize := int64(size)
+	stripes := (isize + h.g.Stripe() - 1) / h.g.Stripe()
+	for s := int64(0); s < stripes; s++ {
+		if err := h.healStripe(ctx, files, reach, sinks, s, isize); err != nil {
+			return fmt.Errorf("%s stripe %d: %w", path, s, err)
+		}
+	}
+	t := layer.WithTxn(ctx, layer.Txn{SetSize: true, Size: size})
+	for i, f := range files {
+		if sinks.Has(i) {
+			if _, err := f.Setattr(t, layer.SetattrIn{Valid: layer.SetSize, Size: uint64(h.g.FragmentLen(isize))}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// healStripe rewrites the sinks' records of stripe s that differ from what
+// the current write (the one K bricks share) says they should be.
+func (h *DataHealer) healStripe(ctx context.Context, files []layer.File, reach, sinks replicate.Mask, s, size int64) error {
+	sc, _ := fetchStripe(ctx, h.g, files, reach, s)
+	mine := stripeChunks{headers: append([]Header(nil), sc.headers...), chunks: append([][]byte(nil), sc.chunks...)}
+	version, err := current(h.g, &sc)
+	if err != nil {
+		return fmt.Errorf("%w: %w", err, heal.ErrNoSource)
+	}
+	if err := h.codec.Rebuild(sc.chunks, false); err != nil {
+		return err
+	}
+	rl := h.g.recordLen(s, size)
+	for i := range files {
+		if !sinks.Has(i) {
+			continue
+		}
+		if mine.chunks[i] != nil && mine.headers[i].Version == version {
+			continue // checked against its sums by fetchStripe: already right
+		}
+		rec := make([]byte, rl)
+		if version != 0 {
+			hd := Header{Version: version, Stripe: s, K: uint8(h.g.K), M: uint8(h.g.M), Index: uint8(i)}
+			hd.sumBlocks(sc.chunks[i])
+			hd.put(rec)
+			copy(rec[HeaderSize:], sc.chunks[i])
+		}
+		if _, err := files[i].Write(ctx, rec, s*Record); err != nil {
+			return err
+		}
+	}
+	return nil
+}
