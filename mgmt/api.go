@@ -31,8 +31,10 @@ const maxRequestBody = 1 << 20
 //	POST   /v1/volumes/{name}/heal/split-brain   SplitBrainRequest → SplitBrainResolved
 //	POST   /v1/volumes/{name}/reset-brick    ResetBrickRequest → VolumeInfo
 //
-// The heal endpoints are for started replicated volumes (others are
-// refused: "not replicated", kind invalid; "not started", kind state).
+// The heal endpoints are for started replicated and dispersed volumes
+// (others are refused: "neither replicated nor dispersed", kind invalid;
+// "not started", kind state); resolving split-brains is for replicated
+// volumes only.
 // POST heal makes the heal daemon scan the heal indexes now, or with
 // {"full": true} starts a full heal (a crawl of every replica set) in the
 // background and answers at once with its state, which GET heal shows

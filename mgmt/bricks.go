@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mortarfs/mortar/volume"
 )
 
 // brickStopTimeout is how long a brick may take to exit after SIGTERM
@@ -27,7 +29,7 @@ type volumeRun struct {
 	ctx    context.Context      // cancelled when the volume stops here
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	heal   *healDaemon // a replicated volume's (see heal.go); guarded by Node.runMu
+	heal   *healDaemon // a replicated or dispersed volume's (see heal.go); guarded by Node.runMu
 }
 
 // spawn runs fn in a goroutine that the volume's stop waits for; fn
@@ -105,6 +107,7 @@ func (n *Node) startBrick(vr *volumeRun, v *VolumeState, b BrickState) error {
 		BrickID:  b.ID,
 		Path:     b.Path,
 		Arbiter:  b.Arbiter,
+		Disperse: v.Type == volume.Disperse,
 		Listen:   net.JoinHostPort(n.brickHost, strconv.Itoa(b.Port)),
 		Logger:   n.log.With("volume", v.Name, "brick", b.Name()),
 	})

@@ -31,6 +31,7 @@ type BrickConfig struct {
 	BrickID  string // what clients name in their handshake
 	Path     string // the brick directory
 	Arbiter  bool   // an arbiter brick (names and metadata, no file data)
+	Disperse bool   // a brick of a disperse set (its files are fragments)
 	// Listen is the TCP address to serve on; port 0 picks a free port.
 	Listen string
 	// Logger receives the brick's logs (default: discarded).
@@ -56,7 +57,7 @@ func OpenBrick(cfg BrickConfig) (*ServedBrick, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	st, err := posix.New(cfg.Path, posix.Options{VolumeID: cfg.VolumeID, Logger: cfg.Logger, Arbiter: cfg.Arbiter})
+	st, err := posix.New(cfg.Path, posix.Options{VolumeID: cfg.VolumeID, Logger: cfg.Logger, Arbiter: cfg.Arbiter, Disperse: cfg.Disperse})
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +96,7 @@ func (b *ServedBrick) Addr() string { return b.ln.Addr().String() }
 
 // Serve accepts clients until Close.
 func (b *ServedBrick) Serve() error {
-	b.cfg.Logger.Info("brick serving", "path", b.cfg.Path, "addr", b.Addr(), "arbiter", b.cfg.Arbiter)
+	b.cfg.Logger.Info("brick serving", "path", b.cfg.Path, "addr", b.Addr(), "arbiter", b.cfg.Arbiter, "disperse", b.cfg.Disperse)
 	return b.srv.Serve(b.ln)
 }
 

@@ -110,14 +110,14 @@ func (c *Client) Set(ctx context.Context, name, key, value string) (VolumeInfo, 
 	return out, err
 }
 
-// Heal makes the heal daemon of a replicated volume heal what the heal
+// Heal makes the heal daemon of a replicated or dispersed volume heal what the heal
 // indexes list now, rather than at its next scan.
 func (c *Client) Heal(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodPost, volPath(name, "heal"), HealRequest{}, nil)
 }
 
-// HealFull starts a full heal of a replicated volume in the background (a
-// crawl of every replica set that repairs every difference) and returns
+// HealFull starts a full heal of a replicated or dispersed volume in the
+// background (a crawl of every set that repairs every difference) and returns
 // its state; HealInfo shows its progress.
 func (c *Client) HealFull(ctx context.Context, name string) (FullHeal, error) {
 	var out FullHeal
@@ -125,7 +125,7 @@ func (c *Client) HealFull(ctx context.Context, name string) (FullHeal, error) {
 	return out, err
 }
 
-// HealInfo lists what each brick of a replicated volume has to heal, with
+// HealInfo lists what each brick of a replicated or dispersed volume has to heal, with
 // the heal daemon's progress.
 func (c *Client) HealInfo(ctx context.Context, name string) (HealInfo, error) {
 	var out HealInfo
@@ -133,7 +133,8 @@ func (c *Client) HealInfo(ctx context.Context, name string) (HealInfo, error) {
 	return out, err
 }
 
-// SplitBrain lists the files of a replicated volume in split-brain.
+// SplitBrain lists the files of a replicated or dispersed volume in
+// split-brain.
 func (c *Client) SplitBrain(ctx context.Context, name string) (SplitBrainInfo, error) {
 	var out SplitBrainInfo
 	err := c.do(ctx, http.MethodGet, volPath(name, "heal/split-brain"), nil, &out)
@@ -150,7 +151,7 @@ func (c *Client) ResolveSplitBrain(ctx context.Context, name string, req SplitBr
 
 // ResetBrick makes brick ("host:/path"), whose directory is new and
 // empty, the volume's brick again and starts rebuilding it from the other
-// bricks of its replica set.
+// bricks of its replica or disperse set.
 func (c *Client) ResetBrick(ctx context.Context, name, brick string) (VolumeInfo, error) {
 	var out VolumeInfo
 	err := c.do(ctx, http.MethodPost, volPath(name, "reset-brick"), ResetBrickRequest{Brick: brick}, &out)

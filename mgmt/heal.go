@@ -11,15 +11,20 @@ import (
 
 	"github.com/mortarfs/mortar/heal"
 	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/disperse"
 	"github.com/mortarfs/mortar/layer/protocol"
+	"github.com/mortarfs/mortar/layer/replicate"
 	"github.com/mortarfs/mortar/volume"
 )
 
-// The heal daemon. Every started replicated volume that this node runs
-// has one (started with the volume's bricks, stopped with them): a
-// heal.Healer over protocol clients to every brick of the volume, which
+// The heal daemon. Every started replicated or dispersed volume that this
+// node runs has one (started with the volume's bricks, stopped with them):
+// a heal.Healer over protocol clients to every brick of the volume, which
 // scans the bricks' heal indexes every cluster.heal-interval and heals
 // what they list. GlusterFS calls it the self-heal daemon (glustershd).
+// The sets of a dispersed volume are healed like replica sets (their
+// namespace is replicated) except for file data, which the disperse
+// layer's DataHealer rebuilds from the fragments.
 //
 // The healer is built from the volume's spec: the bricks' addresses, the
 // heal options and the ping timeout. The daemon re-reads the state every
@@ -75,7 +80,7 @@ type healRun struct {
 // started, or has the running one look at the bricks again (their ports
 // may be new).
 func (n *Node) startHeal(vr *volumeRun, v *VolumeState) {
-	if v.Type != volume.Replicate {
+	if !healable(v) {
 		return
 	}
 	n.runMu.Lock()
@@ -149,9 +154,9 @@ func (d *healDaemon) reload(ctx context.Context) {
 // options the healer and its clients read.
 func healKey(spec volume.Spec) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "interval=%s policy=%s ping=%s replica=%d",
+	fmt.Fprintf(&b, "interval=%s policy=%s ping=%s type=%s replica=%d disperse=%d redundancy=%d",
 		spec.Option(OptHealInterval, ""), spec.Option(OptFavoriteChildPolicy, ""),
-		spec.Option(OptPingTimeout, ""), spec.Replica)
+		spec.Option(OptPingTimeout, ""), spec.Type, spec.Replica, spec.Disperse, spec.Redundancy)
 	for _, br := range spec.Bricks {
 		fmt.Fprintf(&b, " %s@%s/%t", br.ID, br.Addr, br.Arbiter)
 	}
@@ -173,12 +178,22 @@ func (d *healDaemon) newRun(ctx context.Context, spec volume.Spec, key string) (
 		}
 		r.sets = append(r.sets, hs)
 	}
-	var err error
-	r.healer, err = heal.New(r.sets, heal.Options{
+	opts := heal.Options{
 		Interval: spec.DurationOption(OptHealInterval, 2*time.Second),
 		Policy:   spec.Option(OptFavoriteChildPolicy, "none"),
 		Logger:   log,
-	})
+	}
+	var err error
+	if spec.Type == volume.Disperse {
+		sets := make([][]replicate.Child, len(r.sets))
+		for i, s := range r.sets {
+			sets[i] = s
+		}
+		opts.Data, err = disperse.NewDataHealer(sets, spec.Redundancy)
+	}
+	if err == nil {
+		r.healer, err = heal.New(r.sets, opts)
+	}
 	if err != nil {
 		r.stop()
 		return nil, err
@@ -396,13 +411,13 @@ func (d *healDaemon) splitBrain(ctx context.Context) (SplitBrainInfo, error) {
 }
 
 // healDaemonOf returns the heal daemon of volume name, refusing a volume
-// that is not replicated or not started.
+// that is neither replicated nor dispersed, or not started.
 func (n *Node) healDaemonOf(name string) (*healDaemon, *VolumeState, error) {
 	v, err := n.store.State().volume(name)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := checkReplicatedStarted(v, "nothing to heal"); err != nil {
+	if err := checkHealableStarted(v, "nothing to heal"); err != nil {
 		return nil, nil, err
 	}
 	n.runMu.Lock()
@@ -417,11 +432,17 @@ func (n *Node) healDaemonOf(name string) (*healDaemon, *VolumeState, error) {
 	return d, v, nil
 }
 
-// checkReplicatedStarted refuses a volume that is not replicated (saying
-// why: what) or not started.
-func checkReplicatedStarted(v *VolumeState, why string) error {
-	if v.Type != volume.Replicate {
-		return errorf(ErrInvalid, "volume %s is not replicated: %s", v.Name, why)
+// healable reports whether v has copies or fragments to heal from:
+// replicated and dispersed volumes.
+func healable(v *VolumeState) bool {
+	return v.Type == volume.Replicate || v.Type == volume.Disperse
+}
+
+// checkHealableStarted refuses a volume that is neither replicated nor
+// dispersed (saying why: what) or not started.
+func checkHealableStarted(v *VolumeState, why string) error {
+	if !healable(v) {
+		return errorf(ErrInvalid, "volume %s is neither replicated nor dispersed: %s", v.Name, why)
 	}
 	if v.Status != StatusStarted {
 		return errorf(ErrState, "volume %s is not started (mortar volume start %s)", v.Name, v.Name)
@@ -465,6 +486,9 @@ func (n *Node) resolveSplitBrain(ctx context.Context, name string, req SplitBrai
 	d, v, err := n.healDaemonOf(name)
 	if err != nil {
 		return nil, err
+	}
+	if v.Type != volume.Replicate {
+		return nil, errorf(ErrInvalid, "volume %s is dispersed: split-brain resolution applies to replicated volumes only (a disperse set's files are fragments, so no one brick holds a copy that could win)", name)
 	}
 	set, err := n.checkResolve(ctx, v, &req)
 	if err != nil {

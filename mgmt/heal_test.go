@@ -302,6 +302,21 @@ func TestHealTriggerAndFull(t *testing.T) {
 
 // A brick whose disk was replaced (an empty directory) is rebuilt by
 // reset-brick; it can be named by another name of its host.
+// wipeBrick kills brick i of vi (whose directories are dirs) and
+// replaces its directory with an empty one, as a failed disk replaced.
+func wipeBrick(t *testing.T, n *Node, vi VolumeInfo, dirs []string, i int) {
+	t.Helper()
+	if err := n.KillBrick(vi.Bricks[i].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dirs[i]); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dirs[i], 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestResetBrickRebuilds(t *testing.T) {
 	n, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
@@ -312,15 +327,7 @@ func TestResetBrickRebuilds(t *testing.T) {
 	for i := range 5 {
 		mustWrite(t, vol, fmt.Sprintf("/a/b/f%d", i), bytes.Repeat([]byte{byte(i)}, 1000*i))
 	}
-	if err := n.KillBrick(vi.Bricks[2].ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(dirs[2]); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(dirs[2], 0o755); err != nil {
-		t.Fatal(err)
-	}
+	wipeBrick(t, n, vi, dirs, 2)
 	if _, err := c.Start(ctx, "gv0", true); err == nil || !strings.Contains(err.Error(), "not a brick of any volume") {
 		t.Fatalf("start force on a wiped brick: %v", err)
 	}
@@ -357,7 +364,7 @@ func TestResetBrickRefusals(t *testing.T) {
 		marker     error
 		msg        string
 	}{
-		{"dist", "localhost:" + ddirs[0], ErrInvalid, "volume dist is not replicated: its bricks hold the only copy"},
+		{"dist", "localhost:" + ddirs[0], ErrInvalid, "volume dist is neither replicated nor dispersed: its bricks hold the only copy"},
 		{"stopped", "localhost:" + sdirs[0], ErrState, "volume stopped is not started"},
 		{"nope", "localhost:" + dirs[0], ErrNotFound, "volume nope does not exist"},
 		{"arb", "localhost:" + ddirs[0], ErrInvalid, "is not a brick of volume arb"},
@@ -422,7 +429,7 @@ func TestHealRefusals(t *testing.T) {
 		},
 	}
 	for what, call := range calls {
-		if err := call("dist"); !errors.Is(err, ErrInvalid) || err.Error() != "volume dist is not replicated: nothing to heal" {
+		if err := call("dist"); !errors.Is(err, ErrInvalid) || err.Error() != "volume dist is neither replicated nor dispersed: nothing to heal" {
 			t.Errorf("%s of a distribute volume: %v", what, err)
 		}
 		if err := call("stopped"); !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "volume stopped is not started") {

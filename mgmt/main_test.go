@@ -36,6 +36,7 @@ func testBrickMain(args []string) error {
 	fs.StringVar(&cfg.Path, "path", "", "")
 	fs.StringVar(&cfg.Listen, "listen", "", "")
 	fs.BoolVar(&cfg.Arbiter, "arbiter", false, "")
+	fs.BoolVar(&cfg.Disperse, "disperse", false, "")
 	fs.StringVar(&level, "log-level", "", "")
 	fs.IntVar(&readyFd, "ready-fd", 0, "")
 	if err := fs.Parse(args); err != nil {

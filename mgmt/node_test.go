@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +40,7 @@ func brickDirs(t *testing.T, n int) []string {
 	root := t.TempDir()
 	var dirs []string
 	for i := range n {
-		d := filepath.Join(root, "b"+string(rune('1'+i)))
+		d := filepath.Join(root, "b"+strconv.Itoa(i+1))
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}

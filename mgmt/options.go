@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/mortarfs/mortar/volume"
 )
 
 // Option is a volume option that `volume set` accepts.
@@ -95,8 +97,14 @@ func atLeast(min int) func(string) string {
 }
 
 // checkVolumeOption checks what depends on the volume as well as the
-// value: a fixed quorum cannot exceed the replica count.
+// value: a fixed quorum cannot exceed the replica count, and the quorum
+// options are for replica sets only (a disperse set's quorum is its data
+// brick count).
 func checkVolumeOption(v *VolumeState, key, value string) error {
+	if (key == OptQuorumType || key == OptQuorumCount) && v.Type == volume.Disperse {
+		return errorf(ErrInvalid, "option %s applies to replicated volumes only: a disperse set of volume %s writes while %d of its %d bricks are up (disperse %d redundancy %d), and that is fixed",
+			key, v.Name, v.Disperse-v.Redundancy, v.Disperse, v.Disperse, v.Redundancy)
+	}
 	if key != OptQuorumCount || v.Replica == 0 {
 		return nil
 	}

@@ -39,6 +39,9 @@ func BrickArgs(cfg BrickConfig, logLevel string) []string {
 	if cfg.Arbiter {
 		args = append(args, "--arbiter")
 	}
+	if cfg.Disperse {
+		args = append(args, "--disperse")
+	}
 	return args
 }
 

@@ -75,10 +75,10 @@ func TestCreateReplicated(t *testing.T) {
 	}
 }
 
-func TestCreateReplicatedRefusals(t *testing.T) {
+func TestCreateLayoutRefusals(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
-	dirs := brickDirs(t, 7)
+	dirs := brickDirs(t, 66)
 	cases := []struct {
 		name   string
 		req    CreateVolumeRequest
@@ -93,18 +93,32 @@ func TestCreateReplicatedRefusals(t *testing.T) {
 		{"arbiter alone", CreateVolumeRequest{Arbiter: 1, Bricks: bricksOn(dirs[:3])}, ErrInvalid, "arbiter needs a replicated volume"},
 		{"arbiter replica 4", CreateVolumeRequest{Replica: 4, Arbiter: 1, Bricks: bricksOn(dirs[:4])}, ErrInvalid, "arbiter volumes are replica 3"},
 		{"arbiter old spelling, 4 bricks", CreateVolumeRequest{Replica: 2, Arbiter: 1, Bricks: bricksOn(dirs[:4])}, ErrInvalid, "replica sets of 3 need"},
-		{"disperse", CreateVolumeRequest{Disperse: -1, Bricks: bricksOn(dirs[:3])}, ErrUnsupported, "dispersed volumes are not supported yet"},
-		{"redundancy", CreateVolumeRequest{Replica: 3, Redundancy: 1, Bricks: bricksOn(dirs[:3])}, ErrInvalid, "either replicated or dispersed"},
-		{"disperse half redundancy", CreateVolumeRequest{Disperse: 6, Redundancy: 3, Bricks: bricksOn(dirs[:6])}, ErrInvalid, "not below half"},
-		{"disperse data mismatch", CreateVolumeRequest{Disperse: 6, DisperseData: 3, Redundancy: 2, Bricks: bricksOn(dirs[:6])}, ErrInvalid, "does not equal"},
-		{"disperse 4+2", CreateVolumeRequest{DisperseData: 4, Redundancy: 2, Bricks: bricksOn(dirs[:6])}, ErrUnsupported, "disperse 4+2 (1.5× the raw space"},
-		{"disperse 5+2 note", CreateVolumeRequest{Disperse: 7, Redundancy: 2, Bricks: bricksOn(dirs[:7])}, ErrUnsupported, "not a power of two"},
+		{"redundancy half", CreateVolumeRequest{Disperse: 6, Redundancy: 3, Bricks: bricksOn(dirs[:6])}, ErrInvalid, "disperse 6 redundancy 3: redundancy 3 is not below half of 6 bricks"},
+		{"redundancy more than half", CreateVolumeRequest{Disperse: 6, Redundancy: 4, Bricks: bricksOn(dirs[:6])}, ErrInvalid, "not below half"},
+		{"data + half redundancy", CreateVolumeRequest{DisperseData: 2, Redundancy: 2, Bricks: bricksOn(dirs[:4])}, ErrInvalid, "not below half of 4 bricks"},
+		{"disperse not a multiple", CreateVolumeRequest{Disperse: 6, Redundancy: 2, Bricks: bricksOn(dirs[:8])}, ErrInvalid, "8 bricks do not make disperse sets of 6"},
+		{"data not a multiple", CreateVolumeRequest{DisperseData: 4, Redundancy: 2, Bricks: bricksOn(dirs[:9])}, ErrInvalid, "9 bricks do not make disperse sets of 6"},
+		{"replica and disperse", CreateVolumeRequest{Replica: 3, Disperse: 6, Bricks: bricksOn(dirs[:6])}, ErrInvalid, "either replicated or dispersed, not both"},
+		{"replica and redundancy", CreateVolumeRequest{Replica: 3, Redundancy: 1, Bricks: bricksOn(dirs[:3])}, ErrInvalid, "either replicated or dispersed"},
+		{"arbiter and disperse", CreateVolumeRequest{Arbiter: 1, Disperse: 3, Bricks: bricksOn(dirs[:3])}, ErrInvalid, "either replicated or dispersed"},
+		{"disperse data mismatch", CreateVolumeRequest{Disperse: 6, DisperseData: 3, Redundancy: 2, Bricks: bricksOn(dirs[:6])}, ErrInvalid, "disperse 6 does not equal disperse-data 3 + redundancy 2"},
+		{"disperse too small", CreateVolumeRequest{Disperse: 2, Redundancy: 1, Bricks: bricksOn(dirs[:2])}, ErrInvalid, "at least 3 bricks"},
+		{"disperse too big", CreateVolumeRequest{Disperse: -1, Redundancy: 2, Bricks: bricksOn(dirs[:66])}, ErrInvalid, "at most 64 bricks"},
+		{"negative redundancy", CreateVolumeRequest{Disperse: 6, Redundancy: -1, Bricks: bricksOn(dirs[:6])}, ErrInvalid, "redundancy must be at least 1"},
 	}
 	for _, tc := range cases {
 		tc.req.Name = "v"
 		_, err := c.CreateVolume(ctx, tc.req)
 		if !errors.Is(err, tc.marker) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%s: got %v; want %v containing %q", tc.name, err, tc.marker, tc.msg)
+		}
+	}
+	if vols, _ := c.List(ctx); len(vols) != 0 {
+		t.Errorf("refused creates left volumes: %+v", vols)
+	}
+	for _, d := range dirs {
+		if mark, err := posix.ReadMark(d); mark != "" || err != nil {
+			t.Errorf("refused create marked %s: %q %v", d, mark, err)
 		}
 	}
 	// A replica set without a data brick never reaches the state.

@@ -21,7 +21,7 @@ const markStaleTimeout = 10 * time.Second
 
 // resetBrick makes the empty directory of a brick whose disk was replaced
 // the volume's brick again and has the heal daemon rebuild it from the
-// other bricks of its replica set:
+// other bricks of its replica or disperse set:
 //
 //  1. the directory must exist and be empty (or hold only the .mortar of
 //     a brick of this volume): nothing is ever deleted;
@@ -39,7 +39,7 @@ func (n *Node) resetBrick(ctx context.Context, name, brick string) (VolumeInfo, 
 	if err != nil {
 		return VolumeInfo{}, err
 	}
-	if err := checkReplicatedStarted(v, "its bricks hold the only copy of their files, so there is nothing to rebuild a brick from (reset-brick is for replicated volumes)"); err != nil {
+	if err := checkHealableStarted(v, "its bricks hold the only copy of their files, so there is nothing to rebuild a brick from (reset-brick is for replicated and dispersed volumes)"); err != nil {
 		return VolumeInfo{}, err
 	}
 	b, pos, err := n.findBrick(ctx, v, brick)
@@ -147,13 +147,19 @@ func (n *Node) stopBrick(vr *volumeRun, id string) bool {
 
 // markStale marks the root of the other bricks of the set of brick pos of
 // spec as pending for that brick. It needs at least one other data brick
-// of the set; bricks that are down are skipped (the ones that are up will
-// heal them too).
+// of a replica set, or as many other bricks of a disperse set as it has
+// data bricks (what rebuilding a fragment takes); bricks that are down
+// are skipped (the ones that are up will heal them too).
 func markStale(ctx context.Context, spec volume.Spec, pos int, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, markStaleTimeout)
 	defer cancel()
-	set := spec.Sets()[pos/spec.Replica]
-	self := pos % spec.Replica
+	size := spec.SetSize()
+	set := spec.Sets()[pos/size]
+	self := pos % size
+	kind, need := "replica", 1
+	if spec.Type == volume.Disperse {
+		kind, need = "disperse", spec.Disperse-spec.Redundancy
+	}
 	var errs []error
 	data := 0
 	for i, b := range set {
@@ -171,9 +177,13 @@ func markStale(ctx context.Context, spec volume.Spec, pos int, log *slog.Logger)
 			data++
 		}
 	}
-	if data == 0 {
-		return fmt.Errorf("no other data brick of the replica set of %s is up to rebuild it from (start them first): %w",
-			set[self].Name(), errors.Join(errs...))
+	switch {
+	case data == 0:
+		return fmt.Errorf("no other data brick of the %s set of %s is up to rebuild it from (start them first): %w",
+			kind, set[self].Name(), errors.Join(errs...))
+	case data < need:
+		return fmt.Errorf("only %d other bricks of the disperse set of %s are up; rebuilding it takes %d (start them first): %w",
+			data, set[self].Name(), need, errors.Join(errs...))
 	}
 	return nil
 }

@@ -43,10 +43,15 @@ type VolumeState struct {
 	Type string `json:"type"`
 	// Replica is the size of a replica set (Replicate volumes): the sets
 	// are Bricks[0:Replica], Bricks[Replica:2*Replica], ...
-	Replica int               `json:"replica,omitempty"`
-	Bricks  []BrickState      `json:"bricks"`
-	Options map[string]string `json:"options"`
-	Status  string            `json:"status"`
+	Replica int `json:"replica,omitempty"`
+	// Disperse is the size of a disperse set and Redundancy how many of
+	// its bricks may be lost (Disperse volumes): the sets are
+	// Bricks[0:Disperse], Bricks[Disperse:2*Disperse], ...
+	Disperse   int               `json:"disperse,omitempty"`
+	Redundancy int               `json:"redundancy,omitempty"`
+	Bricks     []BrickState      `json:"bricks"`
+	Options    map[string]string `json:"options"`
+	Status     string            `json:"status"`
 	// SpecVersion increases with every change clients must follow.
 	SpecVersion uint64 `json:"spec_version"`
 }
@@ -316,9 +321,9 @@ func (s *State) Spec(v *VolumeState) volume.Spec {
 }
 
 // layoutSpec returns the part of v's spec that does not depend on where
-// the bricks run: name, id, type, replica sets and arbiters.
+// the bricks run: name, id, type, replica or disperse sets and arbiters.
 func layoutSpec(v *VolumeState) volume.Spec {
-	spec := volume.Spec{Name: v.Name, ID: v.ID, Type: v.Type, Replica: v.Replica}
+	spec := volume.Spec{Name: v.Name, ID: v.ID, Type: v.Type, Replica: v.Replica, Disperse: v.Disperse, Redundancy: v.Redundancy}
 	for _, b := range v.Bricks {
 		spec.Bricks = append(spec.Bricks, volume.Brick{ID: b.ID, Host: b.Host, Path: b.Path, Arbiter: b.Arbiter})
 	}

@@ -8,9 +8,12 @@ import "time"
 // volume-type keywords: Replica N makes replica sets of N consecutive
 // bricks (distributed-replicate with more than one set); Arbiter 1 with
 // Replica 3 (or GlusterFS's older "replica 2 arbiter 1") makes the third
-// brick of every set an arbiter. Disperse (-1: "disperse" without a
-// count), DisperseData and Redundancy are refused until mortar has
-// dispersed volumes.
+// brick of every set an arbiter. Disperse N makes disperse sets of N
+// consecutive bricks (-1: "disperse" without a count, one set of all the
+// bricks), DisperseData K with Redundancy M sets of K+M; Redundancy is
+// how many bricks of a set may be lost (default: a third of the set,
+// at least 1) and must stay below half the set. Disperse and replica do
+// not mix.
 type CreateVolumeRequest struct {
 	Name string `json:"name"`
 	// Bricks are "host:/path"; every host must name a node of the cluster.
@@ -40,12 +43,17 @@ type SetOptionRequest struct {
 type VolumeInfo struct {
 	Name        string            `json:"name"`
 	ID          string            `json:"id"`
-	Type        string            `json:"type"` // "distribute" or "replicate"
+	Type        string            `json:"type"` // "distribute", "replicate" or "disperse"
 	Replica     int               `json:"replica,omitempty"`
+	Disperse    int               `json:"disperse,omitempty"`   // bricks per disperse set
+	Redundancy  int               `json:"redundancy,omitempty"` // bricks of a disperse set that may be lost
 	Status      string            `json:"status"`
 	Bricks      []BrickInfo       `json:"bricks"`
 	Options     map[string]string `json:"options,omitempty"`
 	SpecVersion uint64            `json:"spec_version"`
+	// Warnings are notes for the operator in the answer to a create (a
+	// geometry that works but is slow); other answers leave it empty.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // BrickInfo describes one brick of a volume.

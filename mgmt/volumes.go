@@ -67,51 +67,63 @@ type layout struct {
 	typ     string
 	replica int  // size of a replica set (Replicate)
 	arbiter bool // the third brick of every set is an arbiter
+	// disperse is the size of a disperse set and redundancy the bricks
+	// of it that may be lost (Disperse).
+	disperse, redundancy int
+	// warnings are for the operator (a geometry that works, but slowly).
+	warnings []string
 }
 
-// planDisperse checks a dispersed volume's geometry as GlusterFS reads the
-// keywords ("disperse N" is the set size, all the bricks without a count;
-// "disperse-data K" with "redundancy M" makes N = K+M; redundancy defaults
-// to a third of the set, rounded down, at least 1), so that an impossible
-// geometry gets its own error; a possible one is refused as not supported
-// yet.
-func planDisperse(req CreateVolumeRequest) error {
+// DefaultRedundancy is the redundancy of a disperse set of n bricks
+// created without one: a third of the set, rounded down, at least 1.
+func DefaultRedundancy(n int) int { return max(1, n/3) }
+
+// planDisperse plans a dispersed volume from the keywords as GlusterFS
+// reads them ("disperse N" is the set size, all the bricks without a
+// count; "disperse-data K" with "redundancy M" makes N = K+M; redundancy
+// defaults to a third of the set, rounded down, at least 1). An impossible
+// geometry gets its own error; a data brick count that is not a power of
+// two gets a warning.
+func planDisperse(req CreateVolumeRequest) (layout, error) {
+	lay := layout{typ: volume.Disperse}
 	if req.Replica != 0 || req.Arbiter != 0 {
-		return errorf(ErrInvalid, "a volume is either replicated or dispersed, not both")
+		return lay, errorf(ErrInvalid, "a volume is either replicated or dispersed, not both")
 	}
 	n, m := req.Disperse, req.Redundancy
 	if n == -1 || (n == 0 && req.DisperseData == 0) {
 		n = len(req.Bricks)
 	}
 	if m == 0 {
-		m = max(1, n/3)
+		m = DefaultRedundancy(n)
 	}
 	if req.DisperseData != 0 {
 		if req.Disperse > 0 && req.Disperse != req.DisperseData+m {
-			return errorf(ErrInvalid, "disperse %d does not equal disperse-data %d + redundancy %d", req.Disperse, req.DisperseData, m)
+			return lay, errorf(ErrInvalid, "disperse %d does not equal disperse-data %d + redundancy %d", req.Disperse, req.DisperseData, m)
 		}
 		n = req.DisperseData + m
 	}
 	if n < 1 || len(req.Bricks)%n != 0 {
-		return errorf(ErrInvalid, "%d bricks do not make disperse sets of %d", len(req.Bricks), n)
+		return lay, errorf(ErrInvalid, "%d bricks do not make disperse sets of %d (consecutive bricks form a set)", len(req.Bricks), n)
 	}
-	g, warn, err := disperse.NewGeometry(n, m)
+	if n > volume.MaxDisperse {
+		return lay, errorf(ErrInvalid, "disperse %d: a disperse set has at most %d bricks", n, volume.MaxDisperse)
+	}
+	_, warn, err := disperse.NewGeometry(n, m)
 	if err != nil {
-		return errorf(ErrInvalid, "disperse %d redundancy %d: %v", n, m, err)
+		return lay, errorf(ErrInvalid, "disperse %d redundancy %d: %v", n, m, err)
 	}
-	msg := fmt.Sprintf("disperse %d+%d (%.2g× the raw space, survives %d bricks down per set) is a possible geometry, "+
-		"but dispersed volumes are not supported yet; create a distribute or replicated volume", g.K, g.M, g.Overhead(), g.M)
+	lay.disperse, lay.redundancy = n, m
 	if warn != "" {
-		msg += " (note: " + warn + ")"
+		lay.warnings = append(lay.warnings, fmt.Sprintf("disperse %d redundancy %d: %s", n, m, warn))
 	}
-	return errorf(ErrUnsupported, "%s", msg)
+	return lay, nil
 }
 
 // planLayout checks the volume-type keywords of req (GlusterFS's) and
 // the brick count against them.
 func planLayout(req CreateVolumeRequest) (layout, error) {
 	if req.Disperse != 0 || req.DisperseData != 0 || req.Redundancy != 0 {
-		return layout{}, planDisperse(req)
+		return planDisperse(req)
 	}
 	lay := layout{typ: volume.Distribute}
 	switch {
@@ -215,7 +227,8 @@ func (n *Node) createVolume(ctx context.Context, req CreateVolumeRequest) (Volum
 	if err != nil {
 		return VolumeInfo{}, err
 	}
-	v := &VolumeState{Name: req.Name, ID: newID(), Type: lay.typ, Replica: lay.replica, Bricks: bricks}
+	v := &VolumeState{Name: req.Name, ID: newID(), Type: lay.typ, Replica: lay.replica,
+		Disperse: lay.disperse, Redundancy: lay.redundancy, Bricks: bricks}
 	var marked []BrickState
 	for _, b := range bricks {
 		if err := posix.Mark(b.Path, v.ID, req.Force); err != nil {
@@ -228,8 +241,11 @@ func (n *Node) createVolume(ctx context.Context, req CreateVolumeRequest) (Volum
 		n.unmarkAll(marked)
 		return VolumeInfo{}, err
 	}
-	n.log.Info("volume created", "volume", v.Name, "id", v.ID, "type", v.Type, "replica", v.Replica, "bricks", len(bricks))
-	return n.info(v.Name)
+	n.log.Info("volume created", "volume", v.Name, "id", v.ID, "type", v.Type, "replica", v.Replica,
+		"disperse", v.Disperse, "redundancy", v.Redundancy, "bricks", len(bricks))
+	vi, err := n.info(v.Name)
+	vi.Warnings = lay.warnings
+	return vi, err
 }
 
 // unmarkAll undoes posix.Mark on bricks, logging failures.
@@ -404,6 +420,8 @@ func volumeInfo(st *State, v *VolumeState) VolumeInfo {
 		ID:          v.ID,
 		Type:        v.Type,
 		Replica:     v.Replica,
+		Disperse:    v.Disperse,
+		Redundancy:  v.Redundancy,
 		Status:      v.Status,
 		Options:     v.Options,
 		SpecVersion: v.SpecVersion,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/disperse"
 	"github.com/mortarfs/mortar/layer/distribute"
 	"github.com/mortarfs/mortar/layer/protocol"
 	"github.com/mortarfs/mortar/layer/replicate"
@@ -42,6 +43,14 @@ type Graph struct {
 //	            │             └─ protocol client ── brick 3 (arbiter)
 //	            └─ replicate ── ...
 //
+// and for a dispersed volume, one disperse layer per disperse set of K+M
+// bricks, each brick holding a fragment of every file of the set:
+//
+//	distribute ─┬─ disperse ─┬─ protocol client ── brick 1
+//	            │            ├─ ...
+//	            │            └─ protocol client ── brick K+M
+//	            └─ disperse ── ...
+//
 // Connections are made in the background; Build does not fail because a
 // brick is down (its operations fail with ENOTCONN until it is back).
 func Build(spec Spec, opts BuildOptions) (*Graph, error) {
@@ -64,28 +73,35 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 	}
 	var children []distribute.Child
 	for _, set := range spec.Sets() {
-		if spec.Type != Replicate {
+		if spec.Type != Replicate && spec.Type != Disperse {
 			children = append(children, distribute.Child{ID: set[0].ID, Layer: client(set[0], 0)})
 			continue
 		}
-		var replicas []replicate.Child
+		var members []replicate.Child
 		for _, b := range set {
-			// Replicate does not wait for a replica that is down, so
-			// neither should the replica's client.
+			// Replicate and disperse do not wait for a brick that is
+			// down, so neither should the brick's client.
 			c := client(b, 100*time.Millisecond)
-			replicas = append(replicas, replicate.Child{Name: b.Name(), Layer: c, Arbiter: b.Arbiter, Up: c.Connected})
+			members = append(members, replicate.Child{Name: b.Name(), Layer: c, Arbiter: b.Arbiter, Up: c.Connected})
 		}
-		count, _ := strconv.Atoi(spec.Option("cluster.quorum-count", "0"))
-		r, err := replicate.New(replicas, replicate.Options{
-			Quorum:      spec.Option("cluster.quorum-type", replicate.QuorumAuto),
-			QuorumCount: count,
-			Logger:      opts.Logger.With("volume", spec.Name, "set", set[0].Name()),
-		})
+		setLog := opts.Logger.With("volume", spec.Name, "set", set[0].Name())
+		var l layer.Layer
+		var err error
+		if spec.Type == Disperse {
+			l, err = disperse.New(members, spec.Redundancy, disperse.Options{Logger: setLog})
+		} else {
+			count, _ := strconv.Atoi(spec.Option("cluster.quorum-count", "0"))
+			l, err = replicate.New(members, replicate.Options{
+				Quorum:      spec.Option("cluster.quorum-type", replicate.QuorumAuto),
+				QuorumCount: count,
+				Logger:      setLog,
+			})
+		}
 		if err != nil {
 			g.Close()
 			return nil, fmt.Errorf("volume %s: %w", spec.Name, err)
 		}
-		children = append(children, distribute.Child{ID: set[0].ID, Layer: r})
+		children = append(children, distribute.Child{ID: set[0].ID, Layer: l})
 	}
 	top, err := distribute.New(children, distribute.Options{Logger: opts.Logger})
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/mortarfs/mortar/layer/disperse"
 )
 
 // Types of volume.
@@ -16,6 +18,11 @@ const (
 	// every set holding a copy of its files; files are distributed over
 	// the sets (distributed-replicate when there is more than one set).
 	Replicate = "replicate"
+	// Disperse groups the bricks in sets of Disperse consecutive bricks
+	// and erasure-codes every file over its set, which survives any
+	// Redundancy of them down; files are distributed over the sets
+	// (distributed-disperse when there is more than one set).
+	Disperse = "disperse"
 )
 
 // Brick is one brick of a volume.
@@ -39,8 +46,13 @@ type Spec struct {
 	Bricks []Brick `json:"bricks"`
 	// Replica is the size of a replica set (Replicate volumes). The sets
 	// are Bricks[0:Replica], Bricks[Replica:2*Replica], ...
-	Replica int               `json:"replica,omitempty"`
-	Options map[string]string `json:"options,omitempty"`
+	Replica int `json:"replica,omitempty"`
+	// Disperse is the size of a disperse set and Redundancy the number
+	// of its bricks that may be lost (Disperse volumes). The sets are
+	// Bricks[0:Disperse], Bricks[Disperse:2*Disperse], ...
+	Disperse   int               `json:"disperse,omitempty"`
+	Redundancy int               `json:"redundancy,omitempty"`
+	Options    map[string]string `json:"options,omitempty"`
 	// Version increases with every change to the spec.
 	Version uint64 `json:"version"`
 }
@@ -87,6 +99,8 @@ func (s *Spec) Validate() error {
 		return nil
 	case Replicate:
 		return s.validateSets()
+	case Disperse:
+		return s.validateDisperse()
 	}
 	return fmt.Errorf("volume %s: type %q is not supported", s.Name, s.Type)
 }
@@ -115,13 +129,45 @@ func (s *Spec) validateSets() error {
 	return nil
 }
 
-// Sets returns the replica sets of a Replicate volume, or one set per
-// brick for a Distribute volume.
-func (s *Spec) Sets() [][]Brick {
-	n := s.Replica
-	if s.Type != Replicate || n < 1 {
-		n = 1
+// MaxDisperse is the largest disperse set: its namespace is kept as a
+// replica set's is, with a 64-bit mask of pending work.
+const MaxDisperse = 64
+
+func (s *Spec) validateDisperse() error {
+	if s.Disperse > MaxDisperse {
+		return fmt.Errorf("volume %s: a disperse set has at most %d bricks (got %d)", s.Name, MaxDisperse, s.Disperse)
 	}
+	if _, _, err := disperse.NewGeometry(s.Disperse, s.Redundancy); err != nil {
+		return fmt.Errorf("volume %s: disperse %d redundancy %d: %w", s.Name, s.Disperse, s.Redundancy, err)
+	}
+	if len(s.Bricks)%s.Disperse != 0 {
+		return fmt.Errorf("volume %s: %d bricks do not make disperse sets of %d", s.Name, len(s.Bricks), s.Disperse)
+	}
+	for _, b := range s.Bricks {
+		if b.Arbiter {
+			return fmt.Errorf("volume %s: arbiter brick %s in a disperse volume", s.Name, b.Name())
+		}
+	}
+	return nil
+}
+
+// SetSize is the number of bricks in a set: Replica for a Replicate
+// volume, Disperse for a Disperse volume, 1 for a Distribute volume.
+func (s *Spec) SetSize() int {
+	n := 0
+	switch s.Type {
+	case Replicate:
+		n = s.Replica
+	case Disperse:
+		n = s.Disperse
+	}
+	return max(n, 1)
+}
+
+// Sets returns the replica sets of a Replicate volume, the disperse sets
+// of a Disperse volume, or one set per brick for a Distribute volume.
+func (s *Spec) Sets() [][]Brick {
+	n := s.SetSize()
 	var sets [][]Brick
 	for i := 0; i+n <= len(s.Bricks); i += n {
 		sets = append(sets, s.Bricks[i:i+n])

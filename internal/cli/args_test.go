@@ -2,6 +2,7 @@ package cli
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,14 @@ func TestParseCreateArgs(t *testing.T) {
 			mgmt.CreateVolumeRequest{Name: "gv0", DisperseData: 4, Redundancy: 2, Bricks: []string{"[::1]:/b1"}},
 		},
 		{
+			[]string{"gv0", "disperse", "6", "redundancy", "2", "h:/b1", "h:/b2", "h:/b3", "h:/b4", "h:/b5", "h:/b6"},
+			mgmt.CreateVolumeRequest{Name: "gv0", Disperse: 6, Redundancy: 2, Bricks: []string{"h:/b1", "h:/b2", "h:/b3", "h:/b4", "h:/b5", "h:/b6"}},
+		},
+		{
+			[]string{"gv0", "disperse", "6", "disperse-data", "4", "h:/b1"},
+			mgmt.CreateVolumeRequest{Name: "gv0", Disperse: 6, DisperseData: 4, Bricks: []string{"h:/b1"}},
+		},
+		{
 			[]string{"gv0", "REPLICA", "2", "h:/b1", "h:/b2"},
 			mgmt.CreateVolumeRequest{Name: "gv0", Replica: 2, Bricks: []string{"h:/b1", "h:/b2"}},
 		},
@@ -47,6 +56,9 @@ func TestParseCreateArgs(t *testing.T) {
 		"unexpected argument":    {"gv0", "/data/b1"},
 		"no bricks":              {"gv0", "force"},
 		"transport tcp":          {"gv0", "transport", "rdma", "h:/b1"},
+		"redundancy needs":       {"gv0", "disperse", "6", "redundancy", "h:/b1"},
+		"disperse-data needs":    {"gv0", "disperse-data", "0", "h:/b1"},
+		"disperse given twice":   {"gv0", "disperse", "disperse", "3", "h:/b1"},
 	}
 	for msg, args := range bad {
 		if _, err := parseCreateArgs(args); err == nil || !strings.Contains(err.Error(), msg) {
@@ -193,24 +205,70 @@ func TestDevLayout(t *testing.T) {
 	}
 }
 
-// The brick command accepts exactly the arguments the node runs it with.
-func TestBrickArgs(t *testing.T) {
-	want := mgmt.BrickConfig{Volume: "gv0", VolumeID: "vid", BrickID: "bid", Path: "/data/b1", Listen: "127.0.0.1:0", Arbiter: true}
-	args := mgmt.BrickArgs(want, "debug")
-	if args[0] != "brick" {
-		t.Fatalf("args %q do not start with the brick command", args)
+func TestDevDisperseLayout(t *testing.T) {
+	good := []struct {
+		dc                           devConfig
+		bricks, disperse, redundancy int
+	}{
+		{devConfig{Bricks: 3, Disperse: 6, Redundancy: 2}, 6, 6, 2},
+		{devConfig{Bricks: 3, Disperse: 6}, 6, 6, 2}, // redundancy: a third
+		{devConfig{Bricks: 3, Disperse: 3}, 3, 3, 1},
+		{devConfig{Bricks: 12, BricksSet: true, Disperse: 6, Redundancy: 2}, 12, 6, 2},
+		{devConfig{Bricks: 7, Disperse: 7, Redundancy: 3}, 7, 7, 3},
 	}
-	cmd := newBrickCommand()
-	if err := cmd.ParseFlags(args[1:]); err != nil {
-		t.Fatalf("parse %q: %v", args, err)
-	}
-	f := cmd.Flags()
-	for flag, v := range map[string]string{"volume": "gv0", "volume-id": "vid", "brick-id": "bid", "path": "/data/b1", "listen": "127.0.0.1:0", "arbiter": "true", "log-level": "debug", "ready-fd": "3"} {
-		if got := f.Lookup(flag).Value.String(); got != v {
-			t.Errorf("--%s = %q, want %q", flag, got, v)
+	for _, g := range good {
+		dc := g.dc
+		if err := dc.checkLayout(); err != nil || dc.Bricks != g.bricks || dc.Disperse != g.disperse || dc.Redundancy != g.redundancy || dc.Replica != 0 {
+			t.Errorf("checkLayout(%+v) = %v → %+v", g.dc, err, dc)
+			continue
+		}
+		req := dc.request([]string{"/b"})
+		if req.Disperse != g.disperse || req.Redundancy != g.redundancy || req.Replica != 0 || req.Arbiter != 0 {
+			t.Errorf("request of %+v = %+v", dc, req)
 		}
 	}
-	if !cmd.Hidden {
+	bad := map[string]devConfig{
+		"do not go together":  {Bricks: 6, Disperse: 6, Replica: 3},
+		"do not go together ": {Bricks: 6, Disperse: 6, Arbiter: true},
+		"--redundancy needs":  {Bricks: 6, Redundancy: 2},
+		"not below half":      {Bricks: 6, Disperse: 6, Redundancy: 3},
+		"at least 3 bricks":   {Bricks: 2, Disperse: 2},
+		"not a multiple":      {Bricks: 8, BricksSet: true, Disperse: 6, Redundancy: 2},
+		"at least 1":          {Bricks: 6, Disperse: 6, Redundancy: -1},
+		"at most 64":          {Bricks: 65, Disperse: 65, Redundancy: 2},
+		"at least 3 bricks  ": {Bricks: 6, Disperse: -6},
+		"not a multiple  ":    {Bricks: 0, BricksSet: true, Disperse: 3},
+	}
+	for msg, dc := range bad {
+		if err := dc.checkLayout(); err == nil || !strings.Contains(err.Error(), strings.TrimSpace(msg)) {
+			t.Errorf("checkLayout(%+v) = %v; want %q", dc, err, strings.TrimSpace(msg))
+		}
+	}
+}
+
+// The brick command accepts exactly the arguments the node runs it with.
+func TestBrickArgs(t *testing.T) {
+	for _, kind := range []string{"arbiter", "disperse", "plain"} {
+		want := mgmt.BrickConfig{Volume: "gv0", VolumeID: "vid", BrickID: "bid", Path: "/data/b1", Listen: "127.0.0.1:0",
+			Arbiter: kind == "arbiter", Disperse: kind == "disperse"}
+		args := mgmt.BrickArgs(want, "debug")
+		if args[0] != "brick" {
+			t.Fatalf("args %q do not start with the brick command", args)
+		}
+		cmd := newBrickCommand()
+		if err := cmd.ParseFlags(args[1:]); err != nil {
+			t.Fatalf("parse %q: %v", args, err)
+		}
+		f := cmd.Flags()
+		flags := map[string]string{"volume": "gv0", "volume-id": "vid", "brick-id": "bid", "path": "/data/b1", "listen": "127.0.0.1:0",
+			"arbiter": strconv.FormatBool(want.Arbiter), "disperse": strconv.FormatBool(want.Disperse), "log-level": "debug", "ready-fd": "3"}
+		for flag, v := range flags {
+			if got := f.Lookup(flag).Value.String(); got != v {
+				t.Errorf("%s brick: --%s = %q, want %q", kind, flag, got, v)
+			}
+		}
+	}
+	if !newBrickCommand().Hidden {
 		t.Error("mortar brick shows in help")
 	}
 	// Run by hand on a directory that is no brick, it says why.

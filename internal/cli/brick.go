@@ -20,7 +20,7 @@ func newBrickCommand() *cobra.Command {
 	var logLevel string
 	var readyFd int
 	cmd := &cobra.Command{
-		Use:   "brick --volume-id ID --brick-id ID --path DIR --listen ADDR [--arbiter]",
+		Use:   "brick --volume-id ID --brick-id ID --path DIR --listen ADDR [--arbiter | --disperse]",
 		Short: "Serve one brick (started by mortar server, one process per brick)",
 		Long: `Serve one brick of a volume on its own TCP port until SIGTERM or SIGINT.
 
@@ -56,6 +56,7 @@ points at DATA/logs/bricks/. With --ready-fd, the brick writes "ok ADDR" (or
 	f.StringVar(&cfg.Path, "path", "", "brick directory")
 	f.StringVar(&cfg.Listen, "listen", "", "TCP address to serve on (port 0: any free port)")
 	f.BoolVar(&cfg.Arbiter, "arbiter", false, "an arbiter brick: names and metadata, no file data")
+	f.BoolVar(&cfg.Disperse, "disperse", false, "a brick of a disperse set: its files are fragments, their size kept apart")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.IntVar(&readyFd, "ready-fd", 0, "descriptor to report readiness on (0: none)")
 	for _, name := range []string{"volume-id", "brick-id", "path", "listen"} {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mortarfs/mortar/layer/disperse"
 	"github.com/mortarfs/mortar/mgmt"
 	"github.com/mortarfs/mortar/volume"
 )
@@ -27,16 +28,20 @@ type devConfig struct {
 	BricksSet bool
 	Replica   int  // 0: distribute
 	Arbiter   bool // the third brick of every set is an arbiter
-	Mount     string
-	Volume    string
-	Listen    string
-	LogLevel  string
+	// Disperse is the size of a disperse set (0: not dispersed), and
+	// Redundancy how many bricks of it may be lost (0: the default).
+	Disperse   int
+	Redundancy int
+	Mount      string
+	Volume     string
+	Listen     string
+	LogLevel   string
 }
 
 func newDevCommand() *cobra.Command {
 	var dc devConfig
 	cmd := &cobra.Command{
-		Use:   "dev [--data DIR] [--bricks N] [--replica N [--arbiter]] [--mount DIR] [--volume NAME]",
+		Use:   "dev [--data DIR] [--bricks N] [--replica N [--arbiter] | --disperse N [--redundancy M]] [--mount DIR] [--volume NAME]",
 		Short: "Run a one-machine mortar: a node, a volume over N bricks, mounted",
 		Long: `Run a complete mortar on this machine in one command, for trying it out and
 for development: a node (as "mortar server" would run, with a process per
@@ -46,19 +51,24 @@ DIR/mnt, served by this process.
 The volume is a distribute volume over --bricks N (default 3); with
 --replica N it is replicated: sets of N bricks, one set unless --bricks asks
 for more (a multiple of N). --arbiter (with replica 3, the default then) makes
-the third brick of every set an arbiter.
+the third brick of every set an arbiter. With --disperse N it is dispersed
+(erasure-coded): sets of N bricks that survive --redundancy M of them down
+(default: a third of N, at least 1; below half of N), one set unless --bricks
+asks for more (a multiple of N).
 
 The first run creates and starts the volume; later runs with the same --data
-reuse it and its files (--bricks, --replica and --arbiter apply to a new
-volume only). Ctrl-C (or SIGTERM) unmounts and stops everything. Files
-written to the mount appear as plain files in the brick directories. While it
+reuse it and its files (--bricks, --replica, --arbiter, --disperse and
+--redundancy apply to a new volume only). Ctrl-C (or SIGTERM) unmounts and
+stops everything. Files written to the mount appear as plain files in the
+brick directories (fragments of them for a dispersed volume). While it
 runs, the "mortar volume" commands work against it (--server is the --listen
 address): "mortar volume status" shows the brick processes, which can be
 killed to see a replica go down, and "mortar volume start NAME force" brings
 them back. Needs FUSE (/dev/fuse, fuse3) and, to mount, root.`,
 		Example: `  mortar dev
   mortar dev --replica 3
-  mortar dev --replica 3 --arbiter --bricks 6 --data /tmp/arb`,
+  mortar dev --replica 3 --arbiter --bricks 6 --data /tmp/arb
+  mortar dev --disperse 6 --redundancy 2 --data /tmp/ec`,
 		Args: usageArgs(0, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dc.BricksSet = cmd.Flags().Changed("bricks")
@@ -70,9 +80,11 @@ them back. Needs FUSE (/dev/fuse, fuse3) and, to mount, root.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&dc.Data, "data", "mortar-dev", "directory for the node's state, the bricks and the log")
-	f.IntVar(&dc.Bricks, "bricks", 3, "number of bricks of a new volume (with --replica N and no --bricks: N)")
+	f.IntVar(&dc.Bricks, "bricks", 3, "number of bricks of a new volume (with --replica N or --disperse N and no --bricks: N)")
 	f.IntVar(&dc.Replica, "replica", 0, "make a new volume replicated, in sets of N bricks (2 to 16)")
 	f.BoolVar(&dc.Arbiter, "arbiter", false, "with replica 3 (implied): the third brick of every set is an arbiter")
+	f.IntVar(&dc.Disperse, "disperse", 0, "make a new volume dispersed (erasure-coded), in sets of N bricks (not with --replica)")
+	f.IntVar(&dc.Redundancy, "redundancy", 0, "with --disperse: bricks of a set that may be lost (default: a third of the set, at least 1)")
 	f.StringVar(&dc.Mount, "mount", "", "mountpoint (default DATA/mnt)")
 	f.StringVar(&dc.Volume, "volume", "dev", "volume name")
 	f.StringVar(&dc.Listen, "listen", "127.0.0.1:"+strconv.Itoa(mgmt.DefaultPort), "address of the node's management API; bricks listen on its host")
@@ -114,9 +126,17 @@ func (dc *devConfig) prepare() ([]string, error) {
 	return bricks, nil
 }
 
-// checkLayout checks --bricks, --replica and --arbiter, filling in the
-// defaults they imply.
+// checkLayout checks --bricks, --replica, --arbiter, --disperse and
+// --redundancy, filling in the defaults they imply.
 func (dc *devConfig) checkLayout() error {
+	switch {
+	case dc.Disperse != 0 && (dc.Replica != 0 || dc.Arbiter):
+		return fmt.Errorf("--disperse and --replica (or --arbiter) do not go together: a volume is either replicated or dispersed")
+	case dc.Redundancy != 0 && dc.Disperse == 0:
+		return fmt.Errorf("--redundancy needs --disperse N")
+	case dc.Disperse != 0:
+		return dc.checkDisperse()
+	}
 	if dc.Arbiter && dc.Replica == 0 {
 		dc.Replica = 3
 	}
@@ -133,6 +153,27 @@ func (dc *devConfig) checkLayout() error {
 	}
 	if dc.Replica > 0 && dc.Bricks%dc.Replica != 0 {
 		return fmt.Errorf("--bricks %d is not a multiple of --replica %d", dc.Bricks, dc.Replica)
+	}
+	return nil
+}
+
+// checkDisperse checks --disperse and --redundancy (and --bricks against
+// them), filling in the defaults.
+func (dc *devConfig) checkDisperse() error {
+	if dc.Redundancy == 0 {
+		dc.Redundancy = mgmt.DefaultRedundancy(dc.Disperse)
+	}
+	if _, _, err := disperse.NewGeometry(dc.Disperse, dc.Redundancy); err != nil {
+		return fmt.Errorf("--disperse %d --redundancy %d: %w", dc.Disperse, dc.Redundancy, err)
+	}
+	if dc.Disperse > volume.MaxDisperse {
+		return fmt.Errorf("--disperse must be at most %d", volume.MaxDisperse)
+	}
+	if !dc.BricksSet {
+		dc.Bricks = dc.Disperse
+	}
+	if dc.Bricks < 1 || dc.Bricks%dc.Disperse != 0 {
+		return fmt.Errorf("--bricks %d is not a multiple of --disperse %d", dc.Bricks, dc.Disperse)
 	}
 	return nil
 }
@@ -221,7 +262,7 @@ func runDev(out io.Writer, dc devConfig) error {
 
 // request is the create request of the dev volume over bricks.
 func (dc *devConfig) request(bricks []string) mgmt.CreateVolumeRequest {
-	req := mgmt.CreateVolumeRequest{Name: dc.Volume, Replica: dc.Replica}
+	req := mgmt.CreateVolumeRequest{Name: dc.Volume, Replica: dc.Replica, Disperse: dc.Disperse, Redundancy: dc.Redundancy}
 	if dc.Arbiter {
 		req.Arbiter = 1
 	}
@@ -240,10 +281,13 @@ func ensureDevVolume(ctx context.Context, c *mgmt.Client, req mgmt.CreateVolumeR
 			return vi, err
 		}
 		fmt.Fprintf(out, "created volume %s (%s) over %d bricks\n", req.Name, typeName(vi), len(req.Bricks))
+		for _, w := range vi.Warnings {
+			fmt.Fprintf(out, "warning: %s\n", w)
+		}
 	} else if err != nil {
 		return vi, err
-	} else if len(vi.Bricks) != len(req.Bricks) || vi.Replica != req.Replica {
-		fmt.Fprintf(out, "volume %s exists (%s, %s bricks); --bricks, --replica and --arbiter apply to new volumes only\n", req.Name, typeName(vi), brickCount(vi))
+	} else if len(vi.Bricks) != len(req.Bricks) || vi.Replica != req.Replica || vi.Disperse != req.Disperse || vi.Redundancy != req.Redundancy {
+		fmt.Fprintf(out, "volume %s exists (%s, %s bricks); --bricks, --replica, --arbiter, --disperse and --redundancy apply to new volumes only\n", req.Name, typeName(vi), brickCount(vi))
 	}
 	if vi.Status != mgmt.StatusStarted {
 		if vi, err = c.Start(ctx, req.Name, false); err != nil {
@@ -262,6 +306,10 @@ func printDevBanner(out io.Writer, dc devConfig, vi mgmt.VolumeInfo, server, log
 	for _, b := range vi.Bricks {
 		paths = append(paths, b.Path)
 	}
+	onBricks := "files are plain files on the bricks"
+	if vi.Type == volume.Disperse {
+		onBricks = "each brick holds a fragment of every file"
+	}
 	fmt.Fprintf(out, `
 mortar dev: volume %q (%s, %s bricks) is mounted at %s
 
@@ -271,13 +319,13 @@ mortar dev: volume %q (%s, %s bricks) is mounted at %s
 
 Try:
   echo hello > %s/hello && ls -l %s
-  ls %s/*          (files are plain files on the bricks)
+  ls %s/*          (%s)
   %s volume info %s --server %s
   %s volume status %s --server %s
 
 Ctrl-C unmounts and stops; running the same command again continues with the same data.
 `, vi.Name, typeName(vi), brickCount(vi), dc.Mount,
 		strings.Join(paths, " "), server, logPath, filepath.Join(dc.Data, "state", "logs", "bricks"),
-		dc.Mount, dc.Mount, filepath.Join(dc.Data, "bricks"),
+		dc.Mount, dc.Mount, filepath.Join(dc.Data, "bricks"), onBricks,
 		self, vi.Name, server, self, vi.Name, server)
 }

@@ -106,16 +106,18 @@ func (v *volumeCmd) healCommand() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "heal NAME [full | info [split-brain] | split-brain POLICY ...] [--json]",
-		Short: "Heal a replicated volume, or show what it has to heal",
-		Long: `Self-heal of a replicated volume. While a brick is down, the bricks of its
-replica set that get the changes it misses record them; every node runs a
-heal daemon per started replicated volume which, every cluster.heal-interval
-seconds (default 2), copies what the bricks record to the bricks that missed
-it once they are back.
+		Short: "Heal a replicated or dispersed volume, or show what it has to heal",
+		Long: `Self-heal of a replicated or dispersed volume. While a brick is down, the
+bricks of its replica or disperse set that get the changes it misses record
+them; every node runs a heal daemon per started replicated or dispersed
+volume which, every cluster.heal-interval seconds (default 2), brings the
+bricks that missed changes up to date once they are back: copies for a
+replica set; for a disperse set, names and metadata are copied and each
+file's fragment is rebuilt from the fragments of the other bricks.
 
   heal NAME                   heal what the bricks record now, without waiting
                               for the daemon's next scan
-  heal NAME full              crawl every replica set from the root and repair
+  heal NAME full              crawl every set from the root and repair
                               names missing on some copies, and differing types and
                               gfids, also where nothing recorded them (a
                               replaced disk); contents and metadata are copied
@@ -140,7 +142,9 @@ cluster.favorite-child-policy:
                        the copy on that brick wins, for PATH or, without it,
                        for every file in split-brain in the brick's set
 
-PATH is the file's path from the volume's root (/dir/file).`,
+PATH is the file's path from the volume's root (/dir/file). Split-brains of
+a dispersed volume are listed by "info split-brain" but cannot be resolved
+this way: no single brick holds a copy of a file there.`,
 		Example: `  mortar volume heal gv0
   mortar volume heal gv0 full
   mortar volume heal gv0 info
@@ -279,19 +283,21 @@ func ago(d time.Duration) string {
 func (v *volumeCmd) resetBrickCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "reset-brick NAME HOST:/BRICK",
-		Short: "Rebuild a brick of a replicated volume whose disk was replaced",
-		Long: `Rebuild a brick of a started replicated volume after its disk failed and was
-replaced. Mount the new disk, create the brick's directory again, empty, at
-the same path, then run reset-brick: it marks the directory as the volume's
-brick again, records on the other bricks of its replica set that it misses
-everything, starts it again on its port and starts a full heal, which copies
-every file to it ("mortar volume heal NAME info" shows the progress).
+		Short: "Rebuild a brick of a replicated or dispersed volume whose disk was replaced",
+		Long: `Rebuild a brick of a started replicated or dispersed volume after its disk
+failed and was replaced. Mount the new disk, create the brick's directory
+again, empty, at the same path, then run reset-brick: it marks the directory
+as the volume's brick again, records on the other bricks of its set that it
+misses everything, starts it again on its port and starts a full heal, which
+copies every file to it, or rebuilds its fragment of every file for a
+disperse set ("mortar volume heal NAME info" shows the progress).
 
 The directory must exist and be empty: reset-brick never deletes anything,
 and refuses a directory that holds files (a brick whose data is intact only
 needs "mortar volume start NAME force"). Distribute volumes are refused: their
 bricks hold the only copy of their files. At least one other data brick of
-the set must be up. (GlusterFS's reset-brick takes "start" and "commit"
+a replica set must be up; of a disperse set, as many other bricks as it has
+data bricks (4 for disperse 6 redundancy 2). (GlusterFS's reset-brick takes "start" and "commit"
 steps; mortar's does both at once, for the same brick.)`,
 		Example: `  mkdir /data/b2   # on the new disk
   mortar volume reset-brick gv0 server1:/data/b2`,

@@ -145,10 +145,10 @@ func TestHealCommands(t *testing.T) {
 		{[]string{"volume", "heal", "rv", "full", "--json"}, []string{"--json goes with info"}, true},
 		{[]string{"volume", "heal", "rv", "split-brain", "latest-mtime", "/nothing"}, []string{"volume heal: rv: failed: /nothing is not in split-brain in volume rv"}, true},
 		{[]string{"volume", "heal", "rv", "split-brain", "source-brick", "localhost:/elsewhere"}, []string{"localhost:/elsewhere is not a brick of volume rv"}, true},
-		{[]string{"volume", "heal", "dv", "info"}, []string{"volume heal: dv: failed: volume dv is not replicated: nothing to heal"}, true},
+		{[]string{"volume", "heal", "dv", "info"}, []string{"volume heal: dv: failed: volume dv is neither replicated nor dispersed: nothing to heal"}, true},
 		{[]string{"volume", "heal"}, []string{"usage: mortar volume heal NAME"}, true},
 		{[]string{"volume", "reset-brick", "rv", "localhost:" + root + "/b1"}, []string{"volume reset-brick: rv: failed: brick directory " + root + "/b1 is not empty (it holds \"old-file\")"}, true},
-		{[]string{"volume", "reset-brick", "dv", "localhost:" + root + "/b4"}, []string{"volume dv is not replicated"}, true},
+		{[]string{"volume", "reset-brick", "dv", "localhost:" + root + "/b4"}, []string{"volume dv is neither replicated nor dispersed"}, true},
 		{[]string{"volume", "reset-brick", "rv"}, []string{"usage: mortar volume reset-brick NAME HOST:/BRICK"}, true},
 	}
 	for _, s := range steps {

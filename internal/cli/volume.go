@@ -64,10 +64,11 @@ The syntax follows GlusterFS's gluster CLI.`,
 
 func (v *volumeCmd) createCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "create NAME [replica N [arbiter 1]] HOST:/PATH... [force]",
+		Use:   "create NAME [replica N [arbiter 1] | disperse [N] [disperse-data K] [redundancy M]] HOST:/PATH... [force]",
 		Short: "Create a volume from bricks (directories on the nodes)",
 		Long: `Create a volume from bricks. A brick is a directory on a node, written
-host:/path. Files stay plain files in the brick directories.
+host:/path. Files stay plain files in the brick directories (in a dispersed
+volume, each brick holds a fragment of every file of its set).
 
 Without a type keyword the volume is a "distribute" volume: it spreads files
 over its bricks by the hash of their names. With "replica N" (2 to 16) every
@@ -77,8 +78,22 @@ distributed over the sets, so the brick count must be a multiple of N
 ("Distributed-Replicate" with more than one set). "replica 3 arbiter 1"
 makes the third brick of every set an arbiter, which holds names and
 metadata but no file data (GlusterFS's older spelling "replica 2 arbiter 1"
-means the same). Put the bricks of a set on different machines once mortar
-has more than one node.
+means the same).
+
+With "disperse N redundancy M" every file is erasure-coded (Reed-Solomon)
+over a disperse set of N bricks: each brick holds a fragment, N-M of them
+enough to read the file back, so a set survives any M of its bricks down
+and uses N/(N-M) times the file's size (1.5x for disperse 6 redundancy 2).
+"disperse-data K redundancy M" is the same set of K+M bricks; "disperse"
+without a count makes one set of all the bricks; redundancy defaults to a
+third of the set (at least 1) and must stay below half of it. With a
+multiple of N bricks, consecutive bricks form sets and files are distributed
+over them ("Distributed-Disperse"). A data brick count (N-M) that is not a
+power of two works, with a warning: most writes then need a
+read-modify-write.
+
+Put the bricks of a set on different machines once mortar has more than one
+node.
 
 NAME is 1 to 64 of letters, digits, '_', '.' and '-'. Every brick directory
 must exist and must not belong to another volume; each is marked with the new
@@ -86,12 +101,12 @@ volume's id. A brick at the root of the root file system is refused unless
 "force" is given. Every host must be this cluster's node (peer probe, to add
 other machines, is not supported yet).
 
-The keywords disperse, disperse-data and redundancy are GlusterFS's; mortar
-refuses them until it has dispersed volumes. The volume is created stopped:
-start it with "mortar volume start".`,
+The volume is created stopped: start it with "mortar volume start".`,
 		Example: `  mortar volume create gv0 server1:/data/b1 server1:/data/b2
   mortar volume create gv1 replica 3 server1:/data/r1 server1:/data/r2 server1:/data/r3
   mortar volume create gv2 replica 3 arbiter 1 server1:/data/a1 server1:/data/a2 server1:/data/a3
+  mortar volume create ec0 disperse 6 redundancy 2 server1:/data/e{1..6}
+  mortar volume create ec1 disperse-data 4 redundancy 2 server1:/data/f{1..12}
   mortar volume create scratch localhost:/srv/scratch`,
 		Args: usageArgs(2, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -101,8 +116,12 @@ start it with "mortar volume start".`,
 			}
 			ctx, cancel := v.ctx(cmd)
 			defer cancel()
-			if _, err := v.client().CreateVolume(ctx, req); err != nil {
+			vi, err := v.client().CreateVolume(ctx, req)
+			if err != nil {
 				return failed("create", req.Name, err)
+			}
+			for _, w := range vi.Warnings {
+				fmt.Fprintf(cmd.ErrOrStderr(), "volume create: %s: warning: %s\n", req.Name, w)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "volume create: %s: success: please start the volume to access data\n", req.Name)
 			return nil
@@ -190,7 +209,8 @@ func (v *volumeCmd) infoCommand() *cobra.Command {
 		Use:   "info [all|NAME] [--json]",
 		Short: "Show a volume's configuration: type, id, status, bricks, options",
 		Long: `Show a volume's configuration as GlusterFS does: type, id, status, the
-number of bricks ("2 x 3 = 6": two replica sets of three), the bricks
+number of bricks ("2 x 3 = 6": two replica sets of three; "2 x (4 + 2) =
+12": two disperse sets of 4 data and 2 redundancy bricks), the bricks
 (arbiters marked "(arbiter)") and the options set. --json prints the
 management API's answer instead (an array for all volumes).`,
 		Args: usageArgs(0, 1),

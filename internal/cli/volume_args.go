@@ -14,7 +14,7 @@ import (
 //	     [redundancy N] [transport tcp] host:/path ... [force]
 //
 // The server checks the volume-type keywords (which counts go together,
-// which volume types are not supported yet).
+// which geometries are possible).
 func parseCreateArgs(args []string) (mgmt.CreateVolumeRequest, error) {
 	var req mgmt.CreateVolumeRequest
 	if len(args) == 0 {

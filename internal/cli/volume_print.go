@@ -45,19 +45,27 @@ func printInfo(w io.Writer, vi mgmt.VolumeInfo) {
 }
 
 // typeName names a volume's type as GlusterFS does: Distribute,
-// Replicate (one replica set), Distributed-Replicate.
+// Replicate (one replica set), Distributed-Replicate, Disperse (one
+// disperse set), Distributed-Disperse.
 func typeName(vi mgmt.VolumeInfo) string {
-	if vi.Type == volume.Replicate && vi.Replica > 0 && len(vi.Bricks) > vi.Replica {
+	switch {
+	case vi.Type == volume.Replicate && vi.Replica > 0 && len(vi.Bricks) > vi.Replica:
 		return "Distributed-Replicate"
+	case vi.Type == volume.Disperse && vi.Disperse > 0 && len(vi.Bricks) > vi.Disperse:
+		return "Distributed-Disperse"
 	}
 	return title(vi.Type)
 }
 
 // brickCount writes the number of bricks as GlusterFS does: "6" for
 // distribute, "2 x 3 = 6" for replica sets, "2 x (2 + 1) = 6" with
-// arbiters.
+// arbiters, "2 x (4 + 2) = 12" for disperse sets of 4 data and 2
+// redundancy bricks.
 func brickCount(vi mgmt.VolumeInfo) string {
 	n := len(vi.Bricks)
+	if vi.Type == volume.Disperse && vi.Disperse > 0 {
+		return fmt.Sprintf("%d x (%d + %d) = %d", n/vi.Disperse, vi.Disperse-vi.Redundancy, vi.Redundancy, n)
+	}
 	if vi.Type != volume.Replicate || vi.Replica == 0 {
 		return strconv.Itoa(n)
 	}

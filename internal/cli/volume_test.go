@@ -167,6 +167,9 @@ func TestTypeNameAndBrickCount(t *testing.T) {
 		{mgmt.VolumeInfo{Type: "replicate", Replica: 3, Bricks: bricks(6, 0)}, "Distributed-Replicate", "2 x 3 = 6"},
 		{mgmt.VolumeInfo{Type: "replicate", Replica: 3, Bricks: bricks(3, 3)}, "Replicate", "1 x (2 + 1) = 3"},
 		{mgmt.VolumeInfo{Type: "replicate", Replica: 2, Bricks: bricks(4, 0)}, "Distributed-Replicate", "2 x 2 = 4"},
+		{mgmt.VolumeInfo{Type: "disperse", Disperse: 6, Redundancy: 2, Bricks: bricks(6, 0)}, "Disperse", "1 x (4 + 2) = 6"},
+		{mgmt.VolumeInfo{Type: "disperse", Disperse: 6, Redundancy: 2, Bricks: bricks(12, 0)}, "Distributed-Disperse", "2 x (4 + 2) = 12"},
+		{mgmt.VolumeInfo{Type: "disperse", Disperse: 3, Redundancy: 1, Bricks: bricks(3, 0)}, "Disperse", "1 x (2 + 1) = 3"},
 	}
 	for _, c := range cases {
 		if got := typeName(c.vi); got != c.typ {
@@ -175,5 +178,71 @@ func TestTypeNameAndBrickCount(t *testing.T) {
 		if got := brickCount(c.vi); got != c.number {
 			t.Errorf("brickCount(%+v) = %q, want %q", c.vi, got, c.number)
 		}
+	}
+}
+
+// A dispersed volume through the CLI: create (with the power-of-two
+// warning on stderr), info, --json, status and heal info.
+func TestDispersedVolumeCommands(t *testing.T) {
+	_, srv := startNode(t)
+	root := t.TempDir()
+	brickArgs := func(first, n int) []string {
+		var out []string
+		for i := first; i < first+n; i++ {
+			b := filepath.Join(root, "b"+strconv.Itoa(i))
+			os.Mkdir(b, 0o755)
+			out = append(out, "localhost:"+b)
+		}
+		return out
+	}
+	out, err := run(t, append(append([]string{"volume", "create", "ec", "disperse-data", "4", "redundancy", "2"}, brickArgs(1, 12)...), srv)...)
+	if err != nil || out != "volume create: ec: success: please start the volume to access data\n" {
+		t.Fatalf("create: %v\n%s", err, out)
+	}
+	out, err = run(t, "volume", "info", "ec", srv)
+	for _, w := range []string{"Type: Distributed-Disperse\n", "Number of Bricks: 2 x (4 + 2) = 12\n", "Brick12: localhost:" + root + "/b12\n"} {
+		if err != nil || !strings.Contains(out, w) {
+			t.Errorf("info lacks %q: %v\n%s", w, err, out)
+		}
+	}
+	out, err = run(t, "volume", "info", "ec", "--json", srv)
+	for _, w := range []string{`"type": "disperse"`, `"disperse": 6`, `"redundancy": 2`} {
+		if err != nil || !strings.Contains(out, w) {
+			t.Errorf("info --json lacks %q: %v\n%s", w, err, out)
+		}
+	}
+	if strings.Contains(out, "warnings") {
+		t.Errorf("info --json has warnings:\n%s", out)
+	}
+	// 5 data bricks: created, with a warning.
+	out, err = run(t, append(append([]string{"volume", "create", "ec7", "disperse", "7", "redundancy", "2"}, brickArgs(13, 7)...), srv)...)
+	if err != nil || !strings.Contains(out, "volume create: ec7: warning: disperse 7 redundancy 2: 5 data bricks is not a power of two") ||
+		!strings.Contains(out, "volume create: ec7: success") {
+		t.Errorf("create 5+2: %v\n%s", err, out)
+	}
+	out, err = run(t, "volume", "info", "ec7", srv)
+	if err != nil || !strings.Contains(out, "Type: Disperse\n") || !strings.Contains(out, "Number of Bricks: 1 x (5 + 2) = 7\n") {
+		t.Errorf("info of ec7: %v\n%s", err, out)
+	}
+	// Impossible geometries keep their errors.
+	_, err = run(t, append(append([]string{"volume", "create", "bad", "disperse", "4", "redundancy", "2"}, brickArgs(20, 4)...), srv)...)
+	if err == nil || err.Error() != "volume create: bad: failed: disperse 4 redundancy 2: redundancy 2 is not below half of 4 bricks: use replica instead, or more bricks" {
+		t.Errorf("create 2+2: %v", err)
+	}
+	if out, err := run(t, "volume", "start", "ec", srv); err != nil {
+		t.Fatalf("start: %v\n%s", err, out)
+	}
+	if out, err := run(t, "volume", "status", "ec", srv); err != nil || strings.Contains(out, " N ") || !strings.Contains(out, "Brick localhost:"+root+"/b12 ") {
+		t.Errorf("status: %v\n%s", err, out)
+	}
+	out, err = run(t, "volume", "heal", "ec", "info", srv)
+	if err != nil || strings.Count(out, "Status: Connected\nNumber of entries: 0\n") != 12 {
+		t.Errorf("heal info: %v\n%s", err, out)
+	}
+	if out, err := run(t, "volume", "heal", "ec", "full", srv); err != nil || !strings.Contains(out, "full self heal on volume ec has been successful") {
+		t.Errorf("heal full: %v\n%s", err, out)
+	}
+	if _, err := run(t, "volume", "set", "ec", "cluster.quorum-type", "none", srv); err == nil || !strings.Contains(err.Error(), "applies to replicated volumes only") {
+		t.Errorf("quorum-type on a disperse volume: %v", err)
 	}
 }
