@@ -178,6 +178,7 @@ func BenchmarkEncode42(b *testing.B) {
 	}
 	b.SetBytes(int64(len(data)))
 	for i := 0; i < b.N; i++ {
-		d.records(ws, int64(len(data)))
+		bufs, _ := d.records(ws, int64(len(data)))
+		putBufs(bufs)
 	}
 }

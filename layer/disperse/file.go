@@ -309,7 +309,7 @@ func (f *file) readFast(ctx context.Context, p []byte, off int64, sp Span) []boo
 			continue
 		}
 		length := (nstripes-1)*Record + HeaderSize + roundUp(max(w.to, 1), Block)
-		w.buf = make([]byte, length)
+		w.buf = getBuf(length)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -365,6 +365,11 @@ func (f *file) readFast(ctx context.Context, p []byte, off int64, sp Span) []boo
 			fileOff := s*ss + int64(i)*Chunk
 			lo, hi := max(off, fileOff+from), min(end, fileOff+to)
 			copy(p[lo-off:hi-off], chunk[lo-fileOff:hi-fileOff])
+		}
+	}
+	for _, w := range wants {
+		if w != nil && w.buf != nil {
+			putBufs([][]byte{w.buf})
 		}
 	}
 	if corrupt != 0 {
@@ -493,44 +498,67 @@ func newVersion() uint64 {
 }
 
 // records encodes stripe writes (consecutive stripes) into one buffer per
-// brick, for a file of size bytes after the write.
+// brick, for a file of size bytes after the write: the data chunks are
+// copied once, into place, and the parity is computed in place. The
+// buffers come from getBuf: putBufs gives them back.
 func (d *Disperse) records(ws []StripeWrite, size int64) ([][]byte, error) {
 	n := d.g.N()
 	first := ws[0].Stripe
 	total := int64(len(ws)-1)*Record + d.g.recordLen(ws[len(ws)-1].Stripe, size)
 	bufs := make([][]byte, n)
 	for i := range bufs {
-		bufs[i] = make([]byte, total)
-	}
-	parity := make([][]byte, d.g.M)
-	for i := range parity {
-		parity[i] = make([]byte, Chunk)
+		bufs[i] = getBuf(int64(len(ws))*Record)[:total]
 	}
 	chunks := make([][]byte, n)
 	for k, w := range ws {
 		if w.Stripe != first+int64(k) {
+			putBufs(bufs)
 			return nil, errors.New("disperse: stripe writes not consecutive")
 		}
-		for i := 0; i < d.g.K; i++ {
-			chunks[i] = w.Data[i*Chunk : (i+1)*Chunk]
-		}
-		for j := range parity {
-			chunks[d.g.K+j] = parity[j]
+		at := int64(k)*Record + HeaderSize
+		for i := range chunks {
+			// Within the buffer's capacity: a cut last record still
+			// needs its whole chunk to be encoded.
+			chunks[i] = bufs[i][at : at+Chunk : at+Chunk]
+			if i < d.g.K {
+				copy(chunks[i], w.Data[i*Chunk:(i+1)*Chunk])
+			}
 		}
 		if err := d.codec.Encode(chunks); err != nil {
+			putBufs(bufs)
 			return nil, err
 		}
 		version := newVersion()
-		rl := d.g.recordLen(w.Stripe, size)
 		for i, ch := range chunks {
 			h := Header{Version: version, Stripe: w.Stripe, K: uint8(d.g.K), M: uint8(d.g.M), Index: uint8(i)}
 			h.sumBlocks(ch)
-			rec := bufs[i][int64(k)*Record:]
-			h.put(rec)
-			copy(rec[HeaderSize:rl], ch)
+			h.put(bufs[i][at-HeaderSize : at : at])
 		}
 	}
 	return bufs, nil
+}
+
+// bufPool holds buffers for the records of one FUSE request (1 MiB: four
+// 4+2 stripes, or fewer wider ones).
+var bufPool = sync.Pool{New: func() any { b := make([]byte, poolBuf); return &b }}
+
+const poolBuf = 4 * Record
+
+// getBuf returns a buffer of capacity at least n (not zeroed).
+func getBuf(n int64) []byte {
+	if n > poolBuf {
+		return make([]byte, n)
+	}
+	return (*bufPool.Get().(*[]byte))[:n]
+}
+
+func putBufs(bufs [][]byte) {
+	for _, b := range bufs {
+		if cap(b) == poolBuf {
+			b = b[:poolBuf]
+			bufPool.Put(&b)
+		}
+	}
 }
 
 // writeStripes writes whole stripes to every brick the file is open on.
@@ -559,6 +587,7 @@ func (f *file) writeStripes(ctx context.Context, ws []StripeWrite, size int64, r
 	if err != nil {
 		return err
 	}
+	defer putBufs(bufs)
 	t := layer.Txn{Pending: uint64(f.d.all() &^ targets), SetSize: raise, Size: uint64(size)}
 	wctx := layer.WithTxn(ctx, t)
 	errs := make([]error, f.d.g.N())
@@ -634,7 +663,13 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	}
 	f.mu.Lock()
 	f.size = max(f.size, newSize)
-	f.cache.put(ws[len(ws)-1])
+	if (off+int64(len(p)))%f.d.g.Stripe() != 0 {
+		// The write ends inside a stripe: the next one (sequential,
+		// smaller than a stripe) will want it.
+		f.cache.put(ws[len(ws)-1])
+	} else {
+		f.cache = stripeCache{}
+	}
 	f.mu.Unlock()
 	return len(p), nil
 }
@@ -737,5 +772,5 @@ func (c *stripeCache) get(s int64) []byte {
 }
 
 func (c *stripeCache) put(w StripeWrite) {
-	c.stripe, c.data = w.Stripe, w.Data
+	c.stripe, c.data = w.Stripe, append(c.data[:0], w.Data...)
 }

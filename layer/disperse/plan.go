@@ -5,7 +5,10 @@ import "fmt"
 // StripeWrite is the new content of one whole stripe.
 type StripeWrite struct {
 	Stripe int64  // stripe number
-	Data   []byte // Stripe() bytes of file data (zero-padded past the end of file)
+	// Data is the Stripe() bytes of file data (zero-padded past the end
+	// of file). For a stripe the write covers whole, it aliases the
+	// written bytes.
+	Data []byte
 }
 
 // ReadStripe returns the current file data of stripe s (Stripe() bytes,
@@ -35,7 +38,8 @@ func (g Geometry) PlanWrite(off int64, data []byte, size int64, read ReadStripe)
 		hi := min(off+int64(len(data)), start+ss) // one past the last
 		var buf []byte
 		if lo == start && hi == start+ss {
-			buf = make([]byte, ss)
+			out = append(out, StripeWrite{Stripe: s, Data: data[lo-off : hi-off : hi-off]})
+			continue
 		} else if start >= size {
 			buf = make([]byte, ss) // wholly past the end: zeros, no read
 		} else {

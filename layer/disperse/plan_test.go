@@ -25,7 +25,7 @@ func (st *stripeStore) read(s int64) ([]byte, error) {
 
 func (st *stripeStore) apply(ws []StripeWrite) {
 	for _, w := range ws {
-		st.stripes[w.Stripe] = w.Data
+		st.stripes[w.Stripe] = append([]byte(nil), w.Data...) // Data may alias the write's bytes
 	}
 }
 
