@@ -121,9 +121,16 @@ type Options struct {
 type DataHealer interface {
 	// HealData makes the file at path on the bricks in sinks of set hold
 	// the first size bytes of the file as the bricks in good hold it. It
-	// fails (errors.Is ErrNoSource) when good cannot rebuild it.
+	// fails (errors.Is ErrNoSource) when good cannot rebuild it. With no
+	// sinks, it checks that every brick's data agrees (the file was
+	// marked layer.Dirty) and repairs those that do not; ErrBusy means the
+	// file is being written and is to be checked later.
 	HealData(ctx context.Context, set int, path string, good, sinks replicate.Mask, size uint64) error
 }
+
+// ErrBusy is what a DataHealer returns (wrapped) for a file it must not
+// check now because a client is writing it.
+var ErrBusy = errors.New("being written")
 
 // ErrNoSource is what a DataHealer returns (wrapped) when the good copies
 // up cannot rebuild the data.

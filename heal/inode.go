@@ -34,6 +34,9 @@ type plan struct {
 	// partial: some sinks cannot be healed now (no copy of the data is
 	// reachable); the heal then ends with errNoSource.
 	partial bool
+	// verify: a copy carries the layer.Dirty mark (a client may have died
+	// while writing): the DataHealer checks the fragments agree.
+	verify bool
 }
 
 // attr is the source's attributes.
@@ -120,7 +123,14 @@ func (h *Healer) plan(j *job, path string, copies []replicate.Copy, distrust rep
 			p.partial = true
 		}
 	}
-	if a := p.attr(); p.sinks == 0 && !((j.deep || j.crawl) && a.IsDir()) {
+	if a := p.attr(); h.data != nil && a.IsReg() && a.Linkto == "" {
+		for i, c := range copies {
+			if p.good.Has(i) && c.Attr.Pending&layer.Dirty != 0 {
+				p.verify = true
+			}
+		}
+	}
+	if a := p.attr(); p.sinks == 0 && !p.verify && !((j.deep || j.crawl) && a.IsDir()) {
 		if p.partial {
 			return nil, fmt.Errorf("%s: %w", path, errNoSource)
 		}
@@ -208,6 +218,9 @@ func (h *Healer) apply(ctx context.Context, j *job, path string, p *plan, hint *
 		h.failed.Add(1)
 	}
 	errs = append(errs, h.settle(ctx, si, path, p, healed))
+	if p.verify && errors.Join(errs...) == nil {
+		errs = append(errs, h.verify(ctx, si, path, p))
+	}
 	if p.partial {
 		errs = append(errs, fmt.Errorf("%s: %w", path, errNoSource))
 	}
@@ -284,10 +297,42 @@ func (h *Healer) settle(ctx context.Context, si int, path string, p *plan, heale
 				continue
 			}
 		}
-		if mask := a.Pending & equal &^ (1 << uint(c)); mask != 0 {
+		drop := equal
+		if healed.Has(c) && h.data != nil {
+			drop |= layer.Dirty // its data was rebuilt from the good copies
+		}
+		if mask := a.Pending & drop &^ (1 << uint(c)); mask != 0 {
 			err := h.stores[si][c].ClearPending(ctx, path, g, mask, a.Ctime)
 			errs = append(errs, h.logClear(si, c, path, err))
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// verify has the DataHealer check that the fragments of a file some
+// client marked Dirty agree, then clears the mark on the copies that still
+// are as it looked at them.
+func (h *Healer) verify(ctx context.Context, si int, path string, p *plan) error {
+	err := h.data.HealData(ctx, si, path, p.good, 0, p.attr().Size)
+	if errors.Is(err, ErrBusy) {
+		h.log.Debug("being written: checked later", "path", path)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	g := p.attr().Gfid
+	var errs []error
+	for c := range h.sets[si] {
+		if !p.good.Has(c) {
+			continue
+		}
+		a, err := h.sets[si][c].Layer.Lookup(ctx, path)
+		if err != nil || a.Gfid != g || a.Pending&layer.Dirty == 0 {
+			continue
+		}
+		err = h.stores[si][c].ClearPending(ctx, path, g, layer.Dirty, a.Ctime)
+		errs = append(errs, h.logClear(si, c, path, err))
 	}
 	return errors.Join(errs...)
 }

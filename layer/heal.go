@@ -30,6 +30,13 @@ type Txn struct {
 	Size    uint64
 }
 
+// Dirty is a pending mark that blames no replica: a client is changing
+// the content of the inode on every brick of a disperse set at once, and
+// clears it when done. If the client dies in the middle, the mark stays
+// and the healer checks that the bricks' fragments agree (see
+// heal.DataHealer). It is bit 63: a set never has 64 bricks.
+const Dirty uint64 = 1 << 63
+
 type txnKey struct{}
 
 // WithTxn returns ctx carrying t to the storage below.

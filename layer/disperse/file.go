@@ -44,6 +44,7 @@ type file struct {
 	size       int64
 	cache      stripeCache
 	lastReopen time.Time
+	wrote      bool // the bricks were marked Dirty through this file
 }
 
 // reopenEvery bounds how often a file tries to take back bricks that
@@ -419,6 +420,30 @@ func fetchStripe(ctx context.Context, g Geometry, files []layer.File, m replicat
 	return sc, corrupt
 }
 
+// settle decides what a stripe holds from the chunks read: the write that
+// K bricks share (current). If no write has K chunks — a client died
+// while writing the stripe, some bricks got the new chunks and too few
+// kept the old ones — but the K data chunks are all there and sound, the
+// stripe is those data chunks as they are: each 64 KiB holds the old or
+// the new content, never garbage, and torn says the parity must be made
+// again. Otherwise ErrTooFew.
+func settle(g Geometry, sc *stripeChunks) (version uint64, torn bool, err error) {
+	saved := append([][]byte(nil), sc.chunks...)
+	if v, err := current(g, sc); err == nil {
+		return v, false, nil
+	}
+	copy(sc.chunks, saved)
+	for i := 0; i < g.K; i++ {
+		if sc.chunks[i] == nil {
+			return 0, false, ErrTooFew
+		}
+	}
+	for i := g.K; i < g.N(); i++ {
+		sc.chunks[i] = nil
+	}
+	return 0, true, nil
+}
+
 // current keeps, of the chunks read, those of the write that at least K
 // bricks agree on (there is at most one: K > N/2), and returns its
 // version; ErrTooFew if no write has K chunks.
@@ -459,10 +484,13 @@ func (f *file) readStripe(ctx context.Context, s int64) ([]byte, error) {
 			"path", f.path, "bricks", f.d.names(corrupt), "stripe", s)
 		f.Missed(ctx, avail&open&^corrupt, corrupt)
 	}
-	if _, err := current(f.d.g, &sc); err != nil {
+	if _, torn, err := settle(f.d.g, &sc); err != nil {
 		f.d.log.Error("stripe cannot be rebuilt: fewer than K bricks up and agreeing",
 			"path", f.path, "stripe", s, "k", f.d.g.K)
 		return nil, syscall.EIO
+	} else if torn {
+		f.d.log.Warn("stripe cut short by a write that did not finish: read from its data chunks; heal rewrites its parity",
+			"path", f.path, "stripe", s)
 	}
 	if err := f.d.codec.Rebuild(sc.chunks, true); err != nil {
 		return nil, syscall.EIO
@@ -588,7 +616,12 @@ func (f *file) writeStripes(ctx context.Context, ws []StripeWrite, size int64, r
 		return err
 	}
 	defer putBufs(bufs)
-	t := layer.Txn{Pending: uint64(f.d.all() &^ targets), SetSize: raise, Size: uint64(size)}
+	// Dirty: should this client die before every brick has the write,
+	// the healer checks the stripes agree (cleared at release).
+	t := layer.Txn{Pending: uint64(f.d.all()&^targets) | layer.Dirty, SetSize: raise, Size: uint64(size)}
+	f.mu.Lock()
+	f.wrote = true
+	f.mu.Unlock()
 	wctx := layer.WithTxn(ctx, t)
 	errs := make([]error, f.d.g.N())
 	var wg sync.WaitGroup
@@ -700,7 +733,10 @@ func (f *file) Setattr(ctx context.Context, in layer.SetattrIn) (layer.Attr, err
 		return layer.Attr{}, err
 	}
 	in.Size = uint64(f.d.g.FragmentLen(newSize))
-	a, err := f.handles.Setattr(layer.WithTxn(ctx, layer.Txn{SetSize: true, Size: uint64(newSize)}), in)
+	f.mu.Lock()
+	f.wrote = true
+	f.mu.Unlock()
+	a, err := f.handles.Setattr(layer.WithTxn(ctx, layer.Txn{Pending: layer.Dirty, SetSize: true, Size: uint64(newSize)}), in)
 	if err != nil {
 		return a, err
 	}
@@ -741,6 +777,40 @@ func (f *file) Fallocate(ctx context.Context, mode uint32, off, length int64) er
 		return nil
 	}
 	return syscall.EOPNOTSUPP
+}
+
+// Release clears the Dirty mark this file's writes left on the bricks (in
+// the background: close(2) does not wait for it), then closes the
+// fragments. A brick whose inode changed since (another client wrote)
+// keeps its mark for the healer to check.
+func (f *file) Release(ctx context.Context) error {
+	f.mu.Lock()
+	wrote := f.wrote
+	f.mu.Unlock()
+	if !wrote {
+		return f.handles.Release(ctx)
+	}
+	files, open, _ := f.Handles()
+	m := open & f.d.up()
+	go func() {
+		ctx := context.WithoutCancel(ctx)
+		var wg sync.WaitGroup
+		for i := range files {
+			hs, ok := f.d.children[i].Layer.(layer.HealStore)
+			if !m.Has(i) || files[i] == nil || !ok {
+				continue
+			}
+			wg.Go(func() {
+				a, err := files[i].Getattr(ctx)
+				if err == nil && a.Pending&layer.Dirty != 0 {
+					hs.ClearPending(ctx, f.path, a.Gfid, layer.Dirty, a.Ctime)
+				}
+			})
+		}
+		wg.Wait()
+		f.handles.Release(ctx)
+	}()
+	return nil
 }
 
 // cached returns a copy of stripe s from the cache, or nil.

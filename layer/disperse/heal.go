@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+	"time"
 
 	"github.com/mortarfs/mortar/heal"
 	"github.com/mortarfs/mortar/layer"
@@ -45,12 +46,31 @@ func NewDataHealer(sets [][]replicate.Child, m int) (*DataHealer, error) {
 	return &DataHealer{sets: sets, g: g, codec: codec}, nil
 }
 
+// Quiet is how long a file marked Dirty must have gone unchanged on every
+// brick before the healer checks its stripes: a file being written is
+// marked too, and a check racing a write could undo part of it.
+var Quiet = 30 * time.Second
+
 // HealData implements heal.DataHealer.
 func (h *DataHealer) HealData(ctx context.Context, set int, path string, good, sinks replicate.Mask, size uint64) (err error) {
 	if set < 0 || set >= len(h.sets) {
 		return fmt.Errorf("disperse: no set %d", set)
 	}
 	children := h.sets[set]
+	verify := sinks == 0
+	if verify {
+		// Check every brick reachable; rewrite whatever differs.
+		for i, c := range children {
+			a, err := c.Layer.Lookup(ctx, path)
+			if err != nil {
+				continue
+			}
+			if since := time.Since(time.Unix(a.Ctime.Sec, int64(a.Ctime.Nsec))); since < Quiet {
+				return fmt.Errorf("%s changed %v ago: %w", path, since.Round(time.Millisecond), heal.ErrBusy)
+			}
+			sinks |= replicate.Bit(i)
+		}
+	}
 	files := make([]layer.File, h.g.N())
 	defer func() {
 		for _, f := range files {
@@ -82,10 +102,20 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, good, s
 	}
 	isize := int64(size)
 	stripes := (isize + h.g.Stripe() - 1) / h.g.Stripe()
+	var lost []int64
 	for s := int64(0); s < stripes; s++ {
-		if err := h.healStripe(ctx, files, reach, sinks, s, isize); err != nil {
+		err := h.healStripe(ctx, files, reach, sinks, s, isize)
+		if verify && errors.Is(err, ErrTooFew) {
+			lost = append(lost, s) // reported below; the other stripes are still repaired
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("%s stripe %d: %w", path, s, err)
 		}
+	}
+	if len(lost) > 0 {
+		return fmt.Errorf("%s: stripes %v cannot be rebuilt (fewer than K bricks agree and a data chunk is missing): %w",
+			path, lost, heal.ErrNoSource)
 	}
 	t := layer.WithTxn(ctx, layer.Txn{SetSize: true, Size: size})
 	for i, f := range files {
@@ -103,9 +133,14 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, good, s
 func (h *DataHealer) healStripe(ctx context.Context, files []layer.File, reach, sinks replicate.Mask, s, size int64) error {
 	sc, _ := fetchStripe(ctx, h.g, files, reach, s)
 	mine := stripeChunks{headers: append([]Header(nil), sc.headers...), chunks: append([][]byte(nil), sc.chunks...)}
-	version, err := current(h.g, &sc)
+	version, torn, err := settle(h.g, &sc)
 	if err != nil {
 		return fmt.Errorf("%w: %w", err, heal.ErrNoSource)
+	}
+	if torn {
+		// A write cut short: the data chunks stand, every brick gets
+		// them again with parity made anew, under a new version.
+		version, sinks = newVersion(), reach
 	}
 	if err := h.codec.Rebuild(sc.chunks, false); err != nil {
 		return err

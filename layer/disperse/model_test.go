@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand"
 	"os"
 	"strconv"
@@ -51,7 +52,7 @@ type model struct {
 	// stale are the bricks that missed a change since the last heal: with
 	// the bricks down, never more than M (beyond that, EIO is right).
 	stale replicate.Mask
-	log  []string
+	log   []string
 }
 
 func (m *model) logf(format string, args ...any) {
@@ -184,6 +185,10 @@ func (m *model) healAndProve() {
 			break
 		}
 		if pass == 3 {
+			for i, b := range m.g.bricks {
+				a, err := b.Store.Lookup(m.g.ctx, "/f")
+				m.logf("brick %d: /f marks %x size %d ctime %v %v", i, a.Pending, a.Size, a.Ctime, err)
+			}
 			m.fatalf("after %d heals: %+v, %v", pass, info, err)
 		}
 	}
@@ -205,16 +210,18 @@ func (m *model) healAndProve() {
 }
 
 func runModel(t *testing.T, n, red int, seed int64, steps int) {
+	quiet(t)
 	g := newRig(t, n, red)
 	dh, err := NewDataHealer([][]replicate.Child{g.children}, red)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := heal.New([]heal.Set{g.children}, heal.Options{Data: dh})
+	m := &model{}
+	h, err := heal.New([]heal.Set{g.children}, heal.Options{Data: dh, Logger: slog.New(slog.NewTextHandler(logTo{m}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &model{t: t, r: rand.New(rand.NewSource(seed)), g: g, h: h}
+	*m = model{t: t, r: rand.New(rand.NewSource(seed)), g: g, h: h}
 	f, _, err := g.d.Create(context.Background(), "/f", layer.CreateIn{Flags: syscall.O_RDWR, Mode: 0o644})
 	if err != nil {
 		t.Fatal(err)
@@ -249,4 +256,20 @@ func TestModel42(t *testing.T) {
 
 func TestModel21(t *testing.T) {
 	runModel(t, 3, 1, modelSeed(t, 21), modelSteps(150))
+}
+
+// logTo keeps the healer's log lines with the model's last steps.
+type logTo struct{ m *model }
+
+func (l logTo) Write(p []byte) (int, error) {
+	l.m.logf("heal: %s", bytes.TrimSpace(p))
+	return len(p), nil
+}
+
+// quiet lets the healer check Dirty files at once (no client is writing
+// when the tests heal).
+func quiet(t *testing.T) {
+	old := Quiet
+	Quiet = 0
+	t.Cleanup(func() { Quiet = old })
 }

@@ -234,8 +234,8 @@ func (r *Replicate) parallel(m Mask, fn func(i int) error) []error {
 // sent to targets.
 func (r *Replicate) withPending(ctx context.Context, targets Mask) context.Context {
 	if miss := r.all &^ targets; miss != 0 {
-		t := layer.TxnFrom(ctx) // keeps what a layer above set (disperse's size)
-		t.Pending = uint64(miss)
+		t := layer.TxnFrom(ctx) // keeps what a layer above set (disperse's size, Dirty)
+		t.Pending |= uint64(miss)
 		return layer.WithTxn(ctx, t)
 	}
 	return ctx
