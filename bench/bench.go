@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"time"
 )
 
@@ -35,6 +36,35 @@ func (l Layout) String() string {
 		return fmt.Sprintf("disperse %d+%d", l.Bricks-l.Redundancy, l.Redundancy)
 	}
 	return fmt.Sprintf("distribute x%d", l.Bricks)
+}
+
+// BrickCount is the number of bricks a volume of the layout is made of
+// (at least one).
+func (l Layout) BrickCount() int {
+	if l.Kind == "replicate" {
+		return max(l.Bricks, l.Replica, 1)
+	}
+	return max(l.Bricks, 1)
+}
+
+// Keywords are the volume-type words of `volume create` for the layout,
+// the same for mortar and GlusterFS: "replica 3", "disperse 6 redundancy
+// 2", none for distribute.
+func (l Layout) Keywords() []string {
+	switch l.Kind {
+	case "replicate":
+		return []string{"replica", strconv.Itoa(l.Replica)}
+	case "disperse":
+		return []string{"disperse", strconv.Itoa(l.Bricks), "redundancy", strconv.Itoa(l.Redundancy)}
+	}
+	return nil
+}
+
+// sameBricks is a distribute layout over the bricks of l: what the
+// mortar-distribute target measures in place of a replicated or dispersed
+// volume, so that the cost of the redundancy shows in one run.
+func sameBricks(l Layout) Layout {
+	return Layout{Kind: "distribute", Bricks: l.BrickCount()}
 }
 
 // SetupOptions are per-experiment knobs a target may or may not support.
@@ -72,7 +102,8 @@ func Unsupported(format string, args ...any) error {
 
 // Target is a file system under test.
 type Target interface {
-	// Name is "mortar", "local" or "glusterfs".
+	// Name is one of TargetNames: "local", "mortar", "mortar-distribute"
+	// or "glusterfs".
 	Name() string
 	// Available checks (and installs, where it may) what the target needs;
 	// an error means every experiment reports the target as unavailable.
@@ -133,8 +164,14 @@ type Runner struct {
 	Work    string // parent directory for bricks, mounts, files
 	Quick   bool   // smoke run: fewer sizes, repetitions and files
 	Reps    int    // repetitions per measurement
-	Log     *slog.Logger
-	Out     io.Writer // progress lines for the terminal
+	// Layout, if set, replaces the volume layouts of the loopback
+	// experiments (seed000, seed002, seed003, metadata) with this one.
+	Layout *Layout
+	// FioCorners runs only the corners of seed003's fio matrix, at full
+	// size and runtime unless Quick.
+	FioCorners bool
+	Log        *slog.Logger
+	Out        io.Writer // progress lines for the terminal
 
 	exp      string
 	results  []Result

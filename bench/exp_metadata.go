@@ -41,7 +41,7 @@ func runMetadata(ctx context.Context, r *Runner) error {
 	r.Note("", "", "tree: %d entries (%d directories of %d files of 0-8 KiB and a symlink each) on the local disk; "+
 		"caches dropped before each timed command; `cp -a SRC tree`, `ls -lR tree`, `find tree`, `rm -rf tree`", entries, dirs, perDir)
 	r.Note("", "", "loops from Go on %d files: create (open O_CREAT|O_EXCL, close), stat (after dropping caches), delete (unlink)", ops)
-	layout := Layout{Kind: "distribute", Bricks: 3}
+	layout := r.layouts(Layout{Kind: "distribute", Bricks: 3})[0]
 	return r.Each(ctx, layout, SetupOptions{}, func(ctx context.Context, t Target, m Mount) error {
 		rec := func(rep int, metric, unit string, v float64) {
 			r.Record(Result{Target: t.Name(), Layout: labelFor(t.Name(), layout), Metric: metric, Value: v, Unit: unit, Repetition: rep})

@@ -37,7 +37,7 @@ func runSeed000(ctx context.Context, r *Runner) error {
 		"written from Go (create, write, close) followed by one sync(2), then read back after dropping caches; "+
 		"seconds for the whole batch", n, size)
 	r.Note("", "", "encryption=on: no target has encryption at rest here; the rows say why")
-	layout := Layout{Kind: "distribute", Bricks: 3}
+	layout := r.layouts(Layout{Kind: "distribute", Bricks: 3})[0]
 	err := r.EachParams(ctx, layout, "encryption=off", SetupOptions{}, func(ctx context.Context, t Target, m Mount) error {
 		for rep := 1; rep <= r.Reps; rep++ {
 			w, rd, err := batchWriteRead(ctx, filepath.Join(m.Dir(), "batch"+strconv.Itoa(rep)), n, content)

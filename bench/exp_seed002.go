@@ -36,7 +36,7 @@ func runSeed002(ctx context.Context, r *Runner) error {
 		"ops/s = files / wall time of the loop", files, files)
 	r.Note("", "", "dd: %d MiB, `dd if=/dev/zero bs=1M oflag=direct conv=fsync`, then caches dropped and "+
 		"`dd of=/dev/null bs=1M iflag=direct`; MB/s = bytes / seconds (10^6) from dd's own line", ddMiB)
-	layouts := []Layout{{Kind: "replicate", Bricks: 3, Replica: 3}, {Kind: "distribute", Bricks: 3}}
+	layouts := r.layouts(Layout{Kind: "replicate", Bricks: 3, Replica: 3}, Layout{Kind: "distribute", Bricks: 3})
 	return eachLayout(ctx, r, layouts, SetupOptions{}, func(ctx context.Context, t Target, l Layout, m Mount) error {
 		rec := func(rep int, metric, unit string, v float64) {
 			r.Record(Result{Target: t.Name(), Layout: labelFor(t.Name(), l), Metric: metric, Value: v, Unit: unit, Repetition: rep})

@@ -18,7 +18,9 @@ import (
 // point touches the same working set, for 10 s (3 s with --quick), with
 // libaio and O_DIRECT where the target takes them (psync through the page
 // cache otherwise; the report says which). Files are laid out once per
-// thread count and shared by every pattern and block size.
+// thread count and shared by every pattern and block size. --fio-corners
+// (and --quick) keep the corners of the matrix: 4k and 1m × 1 and 4
+// threads × write and randread.
 func seed003() Experiment {
 	return Experiment{
 		Name:  "seed003",
@@ -41,7 +43,10 @@ type fioMatrix struct {
 	Reps     int
 }
 
-func seed003Matrix(quick bool, reps int) fioMatrix {
+// seed003Matrix is the matrix of a run: the full one; only its corners
+// (corners: 4k and 1m × 1 and 4 threads × write and randread) at full
+// size and runtime; or, with quick, the corners shorter and smaller.
+func seed003Matrix(quick, corners bool, reps int) fioMatrix {
 	m := fioMatrix{
 		Layouts: []Layout{
 			{Kind: "distribute", Bricks: 4},
@@ -55,10 +60,12 @@ func seed003Matrix(quick bool, reps int) fioMatrix {
 		TotalMiB: 256,
 		Reps:     1, // a point is already the mean of thousands of I/Os over 10 s
 	}
-	if quick {
+	if quick || corners {
 		m.Patterns = []string{"write", "randread"}
 		m.BS = []string{"4k", "1m"}
 		m.Threads = []int{1, 4}
+	}
+	if quick {
 		m.Runtime = 3 * time.Second
 		m.TotalMiB = 64
 		m.Reps = min(max(reps, 1), 3)
@@ -70,7 +77,8 @@ func seed003Matrix(quick bool, reps int) fioMatrix {
 func (m fioMatrix) points() int { return len(m.Patterns) * len(m.BS) * len(m.Threads) * m.Reps }
 
 func runSeed003(ctx context.Context, r *Runner) error {
-	m := seed003Matrix(r.Quick, r.Reps)
+	m := seed003Matrix(r.Quick, r.FioCorners, r.Reps)
+	m.Layouts = r.layouts(m.Layouts...)
 	if err := ensureTool(ctx, "fio", "fio"); err != nil {
 		for _, t := range r.Targets {
 			for _, l := range m.Layouts {

@@ -152,13 +152,16 @@ func plotScript(s plotSpec) string {
 }
 
 // seriesStyle gives a series the same look in every plot: the colour says
-// the target (local grey, mortar red, GlusterFS blue), the point and dash
-// the layout (distribute circle, replica square, disperse triangle).
+// the target (local grey, mortar red, mortar-distribute orange, GlusterFS
+// blue), the point and dash the layout (distribute circle, replica square,
+// disperse triangle).
 func seriesStyle(name string) string {
 	color := "'#2ca02c'"
 	switch {
 	case strings.HasPrefix(name, "local"):
 		color = "'#7f7f7f'"
+	case strings.HasPrefix(name, MortarDistribute):
+		color = "'#ff7f0e'"
 	case strings.HasPrefix(name, "mortar"):
 		color = "'#d62728'"
 	case strings.HasPrefix(name, "glusterfs"):

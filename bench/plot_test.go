@@ -126,6 +126,9 @@ func TestSeriesStyle(t *testing.T) {
 	if seriesStyle("local") == seriesStyle("mortar") {
 		t.Error("local and mortar look the same")
 	}
+	if seriesStyle("mortar distribute x6") == seriesStyle(MortarDistribute+" distribute x6") {
+		t.Error("mortar and mortar-distribute look the same")
+	}
 }
 
 func TestPlotScriptAndData(t *testing.T) {

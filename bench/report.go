@@ -172,17 +172,15 @@ type table struct {
 	hasParams bool
 }
 
-// targetRank orders rows: the baseline, mortar, GlusterFS, then others.
+// targetRank orders rows: the baseline, mortar, mortar-distribute,
+// GlusterFS, then others.
 func targetRank(t string) int {
-	switch t {
-	case "local":
-		return 0
-	case "mortar":
-		return 1
-	case "glusterfs":
-		return 2
+	for i, name := range TargetNames {
+		if t == name {
+			return i
+		}
 	}
-	return 3
+	return len(TargetNames)
 }
 
 // layoutRank orders a target's rows: replica, disperse, distribute (the
@@ -367,9 +365,11 @@ func (t *table) cell(k rowKey, metric string) string {
 	return "failed"
 }
 
-// ratioLines are the "mortar / GlusterFS" and "mortar / local" rows of a
-// parameter group: for every mortar row with values, against GlusterFS of
-// the same layout (else GlusterFS distribute) and against the local disk.
+// ratioLines are the "mortar / GlusterFS", "mortar / local" and "mortar /
+// mortar-distribute" rows of a parameter group: for every mortar row with
+// values, against GlusterFS of the same layout (else GlusterFS
+// distribute), against the local disk, and (replicated and dispersed rows)
+// against mortar's distribute volume on the same bricks.
 func (t *table) ratioLines(params string) []string {
 	var lines []string
 	for _, m := range t.rows {
@@ -382,8 +382,51 @@ func (t *table) ratioLines(params string) []string {
 		if l, ok := t.comparable(m, "local"); ok {
 			lines = append(lines, t.ratioLine("mortar / local", m, l))
 		}
+		if d, ok := t.sameBricksRow(m); ok {
+			lines = append(lines, t.ratioLine("mortar / "+MortarDistribute, m, d))
+		}
 	}
 	return lines
+}
+
+// sameBricksRow finds the mortar-distribute row to compare the
+// replicated or dispersed mortar row m with: the one on as many bricks,
+// else the only one.
+func (t *table) sameBricksRow(m rowKey) (rowKey, bool) {
+	if strings.HasPrefix(m.layout, "distribute") {
+		return rowKey{}, false
+	}
+	var found []rowKey
+	for _, k := range t.rows {
+		if k.params != m.params || k.target != MortarDistribute || len(t.cells[k]) == 0 {
+			continue
+		}
+		if n := labelBricks(m.layout); n > 0 && k.layout == fmt.Sprintf("distribute x%d", n) {
+			return k, true
+		}
+		found = append(found, k)
+	}
+	if len(found) == 1 {
+		return found[0], true
+	}
+	return rowKey{}, false
+}
+
+// labelBricks is the number of bricks of a layout label (Layout.String):
+// "disperse 4+2" 6, "replica 3" 3, "distribute x4" 4; 0 if it is none of
+// those.
+func labelBricks(label string) int {
+	var a, b int
+	if n, _ := fmt.Sscanf(label, "disperse %d+%d", &a, &b); n == 2 {
+		return a + b
+	}
+	if n, _ := fmt.Sscanf(label, "replica %d", &a); n == 1 {
+		return a
+	}
+	if n, _ := fmt.Sscanf(label, "distribute x%d", &a); n == 1 {
+		return a
+	}
+	return 0
 }
 
 // comparable finds other's row to compare mortar row m with.

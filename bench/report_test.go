@@ -158,3 +158,38 @@ func TestTrimmedMean(t *testing.T) {
 		t.Fatalf("trimmed mean of 1..4,100: %v (min %v max %v), want 3", a.mean(), a.min, a.max)
 	}
 }
+
+// TestReportSameBricks: each replicated or dispersed mortar row is
+// compared with mortar-distribute on as many bricks (seed003's default
+// layouts give mortar-distribute two rows); a distribute row is not.
+func TestReportSameBricks(t *testing.T) {
+	res := func(target, layout string, v float64) Result {
+		return Result{Experiment: "x", Target: target, Layout: layout, Metric: "w", Value: v, Unit: "MB/s", Repetition: 1}
+	}
+	got := Report(ReportInput{
+		Experiments: []Experiment{{Name: "x", Title: "X"}},
+		Results: []Result{
+			res("mortar", "distribute x4", 400), res("mortar", "replica 3", 100), res("mortar", "disperse 4+2", 300),
+			res(MortarDistribute, "distribute x3", 500), res(MortarDistribute, "distribute x6", 600),
+		},
+	})
+	for _, want := range []string{
+		"| **mortar / mortar-distribute** | replica 3 vs distribute x3 | **0.20×** |",
+		"| **mortar / mortar-distribute** | disperse 4+2 vs distribute x6 | **0.50×** |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "distribute x4 vs") {
+		t.Errorf("a distribute row compared with mortar-distribute:\n%s", got)
+	}
+	if i, j := strings.Index(got, "| mortar | disperse"), strings.Index(got, "| mortar-distribute |"); i < 0 || j < i {
+		t.Errorf("mortar-distribute rows should follow mortar's:\n%s", got)
+	}
+	for label, n := range map[string]int{"disperse 4+2": 6, "replica 3": 3, "distribute x4": 4, "local disk": 0} {
+		if got := labelBricks(label); got != n {
+			t.Errorf("labelBricks(%q) = %d, want %d", label, got, n)
+		}
+	}
+}

@@ -15,7 +15,7 @@ import (
 // Config is a run of the suite.
 type Config struct {
 	Experiments []string // names (Experiments()); none = all
-	Targets     []string // "mortar", "local", "glusterfs"; none = all three
+	Targets     []string // TargetNames; none = DefaultTargets
 	Out         string   // report.md, results.csv and plots go here
 	Work        string   // parent directory of bricks, mounts and files
 	Quick       bool     // smoke run: smaller sizes, one repetition
@@ -27,10 +27,25 @@ type Config struct {
 	// GlusterStrictODirect sets performance.strict-o-direct on every
 	// GlusterFS volume (like-for-like O_DIRECT).
 	GlusterStrictODirect bool
+	// Layout, if set, is the volume layout of the loopback experiments
+	// (seed000, seed002, seed003, metadata) in place of their own.
+	Layout *Layout
+	// FioCorners: seed003 measures only the corners of its matrix.
+	FioCorners bool
 }
 
 // TargetNames are the targets in the order the suite runs them.
-var TargetNames = []string{"local", "mortar", "glusterfs"}
+// mortar-distribute is mortar with a distribute volume over the bricks a
+// replicated or dispersed layout would have (it measures nothing for
+// distribute layouts, which the mortar target has already).
+var TargetNames = []string{"local", "mortar", MortarDistribute, "glusterfs"}
+
+// DefaultTargets are the targets of a run that names none.
+var DefaultTargets = []string{"local", "mortar", "glusterfs"}
+
+// MortarDistribute is the name of the target measuring mortar's
+// distribute volume on the bricks of the redundant layouts.
+const MortarDistribute = "mortar-distribute"
 
 // ErrNothingMeasured is returned by Run when no value at all was measured.
 var ErrNothingMeasured = errors.New("nothing could be measured")
@@ -68,7 +83,8 @@ func (cfg *Config) run(ctx context.Context, targets []Target, exps []Experiment)
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return fmt.Errorf("output directory: %w", err)
 	}
-	r := &Runner{Work: work, Quick: cfg.Quick, Reps: cfg.Reps, Log: cfg.Log, Out: cfg.Progress, started: time.Now()}
+	r := &Runner{Work: work, Quick: cfg.Quick, Reps: cfg.Reps, Layout: cfg.Layout, FioCorners: cfg.FioCorners,
+		Log: cfg.Log, Out: cfg.Progress, started: time.Now()}
 	for _, t := range targets {
 		if g, ok := t.(*glusterTarget); ok {
 			g.progress = r.Progress
@@ -121,7 +137,7 @@ func (cfg *Config) defaults() error {
 		cfg.Work = "/var/tmp/mortar-bench"
 	}
 	if len(cfg.Targets) == 0 {
-		cfg.Targets = TargetNames
+		cfg.Targets = DefaultTargets
 	}
 	if cfg.Bin == "" {
 		exe, err := os.Executable()
@@ -184,6 +200,8 @@ func (cfg *Config) makeTargets() ([]Target, error) {
 			ts = append(ts, NewLocalTarget())
 		case n == "mortar":
 			ts = append(ts, NewMortarTarget(cfg.Bin, cfg.Log))
+		case n == MortarDistribute:
+			ts = append(ts, NewMortarDistributeTarget(cfg.Bin, cfg.Log))
 		case n == "glusterfs":
 			g := NewGlusterTarget(cfg.Log, nil)
 			if cfg.GlusterStrictODirect {

@@ -131,8 +131,73 @@ func TestPickExperiments(t *testing.T) {
 	if err != nil || len(ts) != 2 || ts[0].Name() != "local" || ts[1].Name() != "glusterfs" {
 		t.Errorf("targets %v, %v", ts, err)
 	}
+	cfg.Targets = []string{"glusterfs", MortarDistribute, "mortar"}
+	ts, err = cfg.makeTargets()
+	if err != nil || len(ts) != 3 || ts[0].Name() != "mortar" || ts[1].Name() != MortarDistribute || ts[2].Name() != "glusterfs" {
+		t.Errorf("targets %v, %v", ts, err)
+	}
 	cfg.Targets = []string{"nfs"}
 	if _, err := cfg.makeTargets(); err == nil {
 		t.Error("unknown target accepted")
+	}
+}
+
+// TestRunLayoutOverride: with Config.Layout (--disperse 6 --redundancy 2)
+// an experiment's own layouts give way to it on every target, the
+// mortar-distribute target measures distribute x6 on the same bricks, and
+// the report has the ratios mortar / GlusterFS, mortar / local and mortar /
+// mortar-distribute side by side. Without the override mortar-distribute
+// has no row (distribute layouts are the mortar target's).
+func TestRunLayoutOverride(t *testing.T) {
+	value := map[string]float64{"local": 400, "mortar": 300, MortarDistribute: 600, "glusterfs": 50}
+	exp := Experiment{Name: "fz", Title: "layouts", Run: func(ctx context.Context, r *Runner) error {
+		return eachLayout(ctx, r, r.layouts(Layout{Kind: "distribute", Bricks: 3}), SetupOptions{},
+			func(ctx context.Context, t Target, l Layout, m Mount) error {
+				r.Record(Result{Target: t.Name(), Layout: labelFor(t.Name(), l), Metric: "dd write",
+					Value: value[t.Name()], Unit: "MB/s", Repetition: 1})
+				return nil
+			})
+	}}
+	targets := func() []Target {
+		var ts []Target
+		for _, n := range TargetNames {
+			ts = append(ts, &fakeTarget{name: n})
+		}
+		return ts
+	}
+	cfg := testConfig(t)
+	cfg.Layout = &Layout{Kind: "disperse", Bricks: 6, Redundancy: 2}
+	if err := cfg.run(context.Background(), targets(), []Experiment{exp}); err != nil {
+		t.Fatal(err)
+	}
+	report, err := os.ReadFile(filepath.Join(cfg.Out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"| local | local disk | 400 |",
+		"| mortar | disperse 4+2 | 300 |",
+		"| mortar-distribute | distribute x6 | 600 |",
+		"| glusterfs | disperse 4+2 | 50.0 |",
+		"| **mortar / GlusterFS** | disperse 4+2 vs disperse 4+2 | **6.00×** |",
+		"| **mortar / local** | disperse 4+2 vs local disk | **0.75×** |",
+		"| **mortar / mortar-distribute** | disperse 4+2 vs distribute x6 | **0.50×** |",
+	}
+	last := -1
+	for _, w := range want {
+		i := strings.Index(string(report), w)
+		if i < 0 || i < last {
+			t.Errorf("report lacks %q (or out of order):\n%s", w, report)
+		}
+		last = i
+	}
+
+	cfg = testConfig(t)
+	if err := cfg.run(context.Background(), targets(), []Experiment{exp}); err != nil {
+		t.Fatal(err)
+	}
+	report, _ = os.ReadFile(filepath.Join(cfg.Out, "report.md"))
+	if strings.Contains(string(report), "mortar-distribute") || !strings.Contains(string(report), "| mortar | distribute x3 | 300 |") {
+		t.Errorf("without an override mortar-distribute should have no row:\n%s", report)
 	}
 }

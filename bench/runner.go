@@ -24,6 +24,9 @@ func (r *Runner) Fail(target string, layout Layout, err error) {
 // FailParams records that the running experiment could not run on a
 // target for one set of parameters (a row of the report with params).
 func (r *Runner) FailParams(target string, layout Layout, params string, err error) {
+	if !measures(target, layout) {
+		return
+	}
 	f := Failure{Experiment: r.exp, Target: target, Layout: labelFor(target, layout), Params: params, Err: err}
 	r.failures = append(r.failures, f)
 	r.Progress("  %s: %v", strings.TrimSpace(target+" "+f.Layout+" "+params), err)
@@ -56,12 +59,16 @@ func (r *Runner) Each(ctx context.Context, layout Layout, opts SetupOptions,
 }
 
 // EachParams is Each for one point of an experiment's parameters (the
-// row a failure is shown in: "servers=3").
+// row a failure is shown in: "servers=3"). A target that does not measure
+// the layout (mortar-distribute on a distribute layout) is left out.
 func (r *Runner) EachParams(ctx context.Context, layout Layout, params string, opts SetupOptions,
 	fn func(ctx context.Context, t Target, m Mount) error) error {
 	for _, t := range r.Targets {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if !measures(t.Name(), layout) {
+			continue
 		}
 		work := filepath.Join(r.Work, fmt.Sprintf("%s-%s-%d", r.exp, t.Name(), time.Now().UnixNano()))
 		if err := os.MkdirAll(work, 0o755); err != nil {
@@ -95,6 +102,15 @@ func (r *Runner) runOne(ctx context.Context, t Target, work string, layout Layou
 		err = fmt.Errorf("tear-down: %w", cerr)
 	}
 	return err
+}
+
+// layouts are the volume layouts of a loopback experiment: its own, or
+// the one the run asks for (--replica, --disperse).
+func (r *Runner) layouts(own ...Layout) []Layout {
+	if r.Layout != nil {
+		return []Layout{*r.Layout}
+	}
+	return own
 }
 
 // Results returns what was recorded, and the failures.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -181,12 +182,37 @@ func stopProcess(cmd *exec.Cmd, done <-chan struct{}, limit time.Duration) error
 }
 
 // labelFor is the layout column of a target's rows: the local disk has
-// no layout.
+// no layout; mortar-distribute has a distribute volume on the layout's
+// bricks.
 func labelFor(target string, l Layout) string {
-	if target == "local" {
+	switch target {
+	case "local":
 		return "local disk"
+	case MortarDistribute:
+		return sameBricks(l).String()
 	}
 	return l.String()
+}
+
+// measures says whether target measures layout at all (no row in the
+// tables otherwise): mortar-distribute leaves distribute layouts to the
+// mortar target.
+func measures(target string, l Layout) bool {
+	return target != MortarDistribute || l.Kind != "distribute"
+}
+
+// makeBricks makes the brick directories b1 ... bN under work and returns
+// their paths.
+func makeBricks(work string, n int) ([]string, error) {
+	var dirs []string
+	for i := 1; i <= n; i++ {
+		b := filepath.Join(work, "b"+strconv.Itoa(i))
+		if err := os.MkdirAll(b, 0o755); err != nil {
+			return nil, err
+		}
+		dirs = append(dirs, b)
+	}
+	return dirs, nil
 }
 
 // eachLayout runs fn on every target for each layout in turn (target by

@@ -366,18 +366,12 @@ var noCacheOptions = []string{"performance.io-cache", "performance.read-ahead", 
 // create creates and starts the volume, bricks spread round-robin over
 // the nodes.
 func (m *glusterMount) create(ctx context.Context, layout Layout, noCache bool) error {
-	args := []string{"volume", "create", m.name}
-	switch layout.Kind {
-	case "replicate":
-		args = append(args, "replica", strconv.Itoa(layout.Replica))
-	case "disperse":
-		args = append(args, "disperse", strconv.Itoa(layout.Bricks), "redundancy", strconv.Itoa(layout.Redundancy))
+	dirs, err := makeBricks(m.work, layout.BrickCount())
+	if err != nil {
+		return err
 	}
-	for i := 0; i < max(layout.Bricks, 1); i++ {
-		b := filepath.Join(m.work, "b"+strconv.Itoa(i+1))
-		if err := os.MkdirAll(b, 0o755); err != nil {
-			return err
-		}
+	args := append([]string{"volume", "create", m.name}, layout.Keywords()...)
+	for i, b := range dirs {
 		args = append(args, m.nodes[i%len(m.nodes)].addr+":"+b)
 	}
 	g := m.nodes[0]
@@ -392,7 +386,7 @@ func (m *glusterMount) create(ctx context.Context, layout Layout, noCache bool) 
 			}
 		}
 	}
-	_, err := g.cli(ctx, "volume", "start", m.name)
+	_, err = g.cli(ctx, "volume", "start", m.name)
 	return err
 }
 

@@ -21,6 +21,9 @@ type mortarTarget struct {
 	bin     string
 	log     *slog.Logger
 	version string
+	// distribute: the mortar-distribute target, which makes a distribute
+	// volume over the bricks of whatever layout it is asked for.
+	distribute bool
 }
 
 // NewMortarTarget returns the mortar target running the binary bin.
@@ -28,7 +31,22 @@ func NewMortarTarget(bin string, log *slog.Logger) Target {
 	return &mortarTarget{bin: bin, log: log}
 }
 
-func (t *mortarTarget) Name() string { return "mortar" }
+// NewMortarDistributeTarget returns the mortar-distribute target: mortar
+// with a distribute volume on the bricks of each replicated or dispersed
+// layout (distribute x6 for disperse 4+2), measured beside the mortar
+// target's volume of that layout, so that the report shows what the
+// redundancy costs. It measures no distribute layout: the mortar target
+// has those rows already.
+func NewMortarDistributeTarget(bin string, log *slog.Logger) Target {
+	return &mortarTarget{bin: bin, log: log, distribute: true}
+}
+
+func (t *mortarTarget) Name() string {
+	if t.distribute {
+		return MortarDistribute
+	}
+	return "mortar"
+}
 
 func (t *mortarTarget) Available(ctx context.Context) error {
 	if os.Geteuid() != 0 {
@@ -48,12 +66,15 @@ func (t *mortarTarget) Available(ctx context.Context) error {
 	return nil
 }
 
-// Mount starts a server, creates and starts a distribute or replicated
-// volume and mounts it. Everything started is stopped again if a later step fails.
+// Mount starts a server, creates and starts a volume of the layout
+// (distribute, replicated or dispersed; always distribute for
+// mortar-distribute) and mounts it. Everything started is stopped again
+// if a later step fails.
 func (t *mortarTarget) Mount(ctx context.Context, work string, layout Layout, opts SetupOptions) (_ Mount, err error) {
+	if t.distribute {
+		layout = sameBricks(layout)
+	}
 	switch {
-	case layout.Kind == "disperse":
-		return nil, Unsupported("disperse volumes are not implemented yet (issue 5)")
 	case opts.Encryption:
 		return nil, Unsupported("encryption at rest is not implemented yet (issue 7)")
 	case opts.Net != nil && len(opts.Net.Servers) > 1:
@@ -153,29 +174,32 @@ func (m *mortarMount) cli(ctx context.Context, args ...string) (string, error) {
 }
 
 func (m *mortarMount) createVolume(ctx context.Context, layout Layout) error {
-	n := layout.Bricks
-	if n < 1 {
-		n = 1
-	}
 	m.volume = fmt.Sprintf("bench%d", time.Now().UnixNano()%1e6)
-	host, _, _ := net.SplitHostPort(m.addr)
-	args := []string{"volume", "create", m.volume}
-	if layout.Kind == "replicate" {
-		n = max(n, layout.Replica)
-		args = append(args, "replica", strconv.Itoa(layout.Replica))
-	}
-	for i := 1; i <= n; i++ {
-		b := filepath.Join(m.work, "b"+strconv.Itoa(i))
-		if err := os.MkdirAll(b, 0o755); err != nil {
-			return err
-		}
-		args = append(args, host+":"+b)
+	args, err := m.createArgs(layout)
+	if err != nil {
+		return err
 	}
 	if _, err := m.cli(ctx, args...); err != nil {
 		return err
 	}
-	_, err := m.cli(ctx, "volume", "start", m.volume)
+	_, err = m.cli(ctx, "volume", "start", m.volume)
 	return err
+}
+
+// createArgs makes the brick directories b1 ... bN of the layout in the
+// work directory and returns the `volume create` command for them, with
+// GlusterFS's keywords ("disperse 6 redundancy 2 HOST:/b1 ... HOST:/b6").
+func (m *mortarMount) createArgs(layout Layout) ([]string, error) {
+	dirs, err := makeBricks(m.work, layout.BrickCount())
+	if err != nil {
+		return nil, err
+	}
+	host, _, _ := net.SplitHostPort(m.addr)
+	args := append([]string{"volume", "create", m.volume}, layout.Keywords()...)
+	for _, b := range dirs {
+		args = append(args, host+":"+b)
+	}
+	return args, nil
 }
 
 func (m *mortarMount) mount(ctx context.Context, opts SetupOptions) error {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +46,6 @@ func TestUnsupportedLayouts(t *testing.T) {
 		l    Layout
 		opts SetupOptions
 	}{
-		{Layout{Kind: "disperse", Bricks: 6, Redundancy: 2}, SetupOptions{}},
 		{Layout{Kind: "distribute", Bricks: 3}, SetupOptions{Encryption: true}},
 		{Layout{Kind: "distribute", Bricks: 3}, SetupOptions{Net: &NetSetup{Servers: []string{"a", "b"}}}},
 	} {
@@ -55,6 +56,77 @@ func TestUnsupportedLayouts(t *testing.T) {
 	gt := NewGlusterTarget(slog.Default(), nil)
 	if _, err := gt.Mount(ctx, t.TempDir(), Layout{Kind: "distribute", Bricks: 3}, SetupOptions{Encryption: true}); !IsUnsupported(err) {
 		t.Errorf("glusterfs encryption: %v, want unsupported", err)
+	}
+}
+
+// TestMortarCreateArgs checks the `volume create` commands the mortar
+// and mortar-distribute targets build (GlusterFS's keywords, one brick
+// directory per brick under the work directory) and the rows they get.
+func TestMortarCreateArgs(t *testing.T) {
+	disperse := Layout{Kind: "disperse", Bricks: 6, Redundancy: 2}
+	for _, c := range []struct {
+		target Target
+		l      Layout
+		kw     string // the keywords between the name and the bricks
+		bricks int
+		label  string
+	}{
+		{NewMortarTarget("mortar", nil), Layout{Kind: "distribute", Bricks: 3}, "", 3, "distribute x3"},
+		{NewMortarTarget("mortar", nil), Layout{Kind: "replicate", Bricks: 3, Replica: 3}, "replica 3", 3, "replica 3"},
+		{NewMortarTarget("mortar", nil), disperse, "disperse 6 redundancy 2", 6, "disperse 4+2"},
+		{NewMortarDistributeTarget("mortar", nil), disperse, "", 6, "distribute x6"},
+		{NewMortarDistributeTarget("mortar", nil), Layout{Kind: "replicate", Bricks: 3, Replica: 3}, "", 3, "distribute x3"},
+	} {
+		mt := c.target.(*mortarTarget)
+		l := c.l
+		if mt.distribute {
+			l = sameBricks(l)
+		}
+		work := t.TempDir()
+		m := &mortarMount{t: mt, work: work, addr: "127.0.0.1:7420", volume: "v"}
+		args, err := m.createArgs(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"volume", "create", "v"}
+		if c.kw != "" {
+			want = append(want, strings.Fields(c.kw)...)
+		}
+		for i := 1; i <= c.bricks; i++ {
+			b := filepath.Join(work, "b"+strconv.Itoa(i))
+			if fi, err := os.Stat(b); err != nil || !fi.IsDir() {
+				t.Errorf("%s %s: brick %s not made: %v", c.target.Name(), c.l, b, err)
+			}
+			want = append(want, "127.0.0.1:"+b)
+		}
+		if !slices.Equal(args, want) {
+			t.Errorf("%s %s:\n got %q\nwant %q", c.target.Name(), c.l, args, want)
+		}
+		if got := labelFor(c.target.Name(), c.l); got != c.label {
+			t.Errorf("%s %s: row label %q, want %q", c.target.Name(), c.l, got, c.label)
+		}
+	}
+}
+
+// TestLayoutKeywords: GlusterFS gets the same keywords as mortar.
+func TestLayoutKeywords(t *testing.T) {
+	for _, c := range []struct {
+		l      Layout
+		kw     string
+		bricks int
+	}{
+		{Layout{Kind: "distribute"}, "", 1},
+		{Layout{Kind: "distribute", Bricks: 4}, "", 4},
+		{Layout{Kind: "replicate", Replica: 3}, "replica 3", 3},
+		{Layout{Kind: "disperse", Bricks: 6, Redundancy: 2}, "disperse 6 redundancy 2", 6},
+	} {
+		if kw := strings.Join(c.l.Keywords(), " "); kw != c.kw || c.l.BrickCount() != c.bricks {
+			t.Errorf("%s: keywords %q, %d bricks; want %q, %d", c.l, kw, c.l.BrickCount(), c.kw, c.bricks)
+		}
+	}
+	if measures(MortarDistribute, Layout{Kind: "distribute", Bricks: 3}) || !measures(MortarDistribute, Layout{Kind: "disperse", Bricks: 6, Redundancy: 2}) ||
+		!measures("mortar", Layout{Kind: "distribute", Bricks: 3}) {
+		t.Error("mortar-distribute measures only the redundant layouts; mortar all of them")
 	}
 }
 
@@ -90,6 +162,38 @@ func TestTargetsMount(t *testing.T) {
 			name := tg.Name() + "/servers=" + string(rune('0'+servers))
 			t.Run(name, func(t *testing.T) { checkTargetMount(ctx, t, tg, servers) })
 		}
+		t.Run(tg.Name()+"/disperse", func(t *testing.T) { checkDisperseMount(ctx, t, tg) })
+	}
+}
+
+// checkDisperseMount mounts tg with a disperse 4+2 volume on loopback,
+// writes a file of several stripes with O_DIRECT-sized writes, reads it
+// back, and finds a fragment of it on each of the six bricks.
+func checkDisperseMount(ctx context.Context, t *testing.T, tg Target) {
+	work := t.TempDir()
+	m, err := tg.Mount(ctx, work, Layout{Kind: "disperse", Bricks: 6, Redundancy: 2}, SetupOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	data := make([]byte, 3<<20+12345)
+	for i := range data {
+		data[i] = byte(i*7 + i>>12)
+	}
+	f := filepath.Join(m.Dir(), "big")
+	if err := os.WriteFile(f, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(f); err != nil || !slices.Equal(b, data) {
+		t.Fatalf("read back %d bytes, %v; want the %d written", len(b), err, len(data))
+	}
+	for i := 1; i <= 6; i++ {
+		if _, err := os.Stat(filepath.Join(work, "b"+strconv.Itoa(i), "big")); err != nil {
+			t.Errorf("brick %d has no fragment: %v", i, err)
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 
