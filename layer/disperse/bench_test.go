@@ -1,6 +1,7 @@
 package disperse
 
 import (
+	"math/rand"
 	"syscall"
 	"testing"
 
@@ -42,3 +43,29 @@ func BenchmarkSequential(b *testing.B) {
 }
 
 var benchFlags uint32 = 0
+
+// BenchmarkRandomWrite4K overwrites 4 KiB blocks at random in a 16 MiB
+// file: the small-write path (parity updated in place).
+func BenchmarkRandomWrite4K(b *testing.B) {
+	g := newRig(b, 6, 2)
+	ctx := b.Context()
+	f, _, err := g.d.Create(ctx, "/r", layer.CreateIn{Flags: syscall.O_RDWR | benchFlags, Mode: 0o644})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Release(ctx)
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < 16<<20; off += 1 << 20 {
+		if _, err := f.Write(ctx, buf, off); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r := rand.New(rand.NewSource(1))
+	b.SetBytes(4096)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := f.Write(ctx, buf[:4096], r.Int63n(4096)*4096); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package disperse
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 	"syscall"
 	"time"
 
@@ -32,7 +33,12 @@ type Disperse struct {
 	codec    *Codec
 	children []replicate.Child
 	log      *slog.Logger
+	bg       sync.WaitGroup // releases finishing in the background
 }
+
+// Idle waits until the files released have cleared their Dirty marks and
+// closed their fragments (Release does that in the background).
+func (d *Disperse) Idle() { d.bg.Wait() }
 
 var _ layer.Layer = (*Disperse)(nil)
 

@@ -686,6 +686,14 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	unlock := f.lockStripes(sp.First, sp.Last, true)
 	defer unlock()
 	size := f.curSize()
+	if sp.First == sp.Last && !f.hasCached(sp.First) {
+		if done, err := f.writeSmall(ctx, p, off, size); done {
+			if err != nil {
+				return 0, err
+			}
+			return len(p), nil
+		}
+	}
 	ws, newSize, err := f.d.g.PlanWrite(off, p, size, func(s int64) ([]byte, error) { return f.readStripe(ctx, s) })
 	if err != nil {
 		return 0, err
@@ -792,7 +800,9 @@ func (f *file) Release(ctx context.Context) error {
 	}
 	files, open, _ := f.Handles()
 	m := open & f.d.up()
+	f.d.bg.Add(1)
 	go func() {
+		defer f.d.bg.Done()
 		ctx := context.WithoutCancel(ctx)
 		var wg sync.WaitGroup
 		for i := range files {
@@ -818,6 +828,13 @@ func (f *file) cached(s int64) []byte {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.cache.get(s)
+}
+
+// hasCached reports whether the cache holds stripe s.
+func (f *file) hasCached(s int64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cache.data != nil && f.cache.stripe == s
 }
 
 // forget empties the stripe cache.

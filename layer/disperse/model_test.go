@@ -174,6 +174,7 @@ func (m *model) healAndProve() {
 	m.reviveAll()
 	m.f.Release(m.g.ctx)
 	m.f = nil
+	m.g.d.Idle()
 	// A healed sink's own marks are settled by the next pass, as the
 	// daemon's next scan does.
 	for pass := 1; ; pass++ {
@@ -187,7 +188,9 @@ func (m *model) healAndProve() {
 		if pass == 3 {
 			for i, b := range m.g.bricks {
 				a, err := b.Store.Lookup(m.g.ctx, "/f")
-				m.logf("brick %d: /f marks %x size %d ctime %v %v", i, a.Pending, a.Size, a.Ctime, err)
+				m.logf("brick %d: /f marks %x size %d ctime %v gfid %v %v", i, a.Pending, a.Size, a.Ctime, a.Gfid, err)
+				es, err := b.Store.HealIndex(m.g.ctx, layer.Gfid{}, 10)
+				m.logf("brick %d: index %+v %v", i, es, err)
 			}
 			m.fatalf("after %d heals: %+v, %v", pass, info, err)
 		}
