@@ -35,7 +35,8 @@ type plan struct {
 	// reachable); the heal then ends with errNoSource.
 	partial bool
 	// verify: a copy carries the layer.Dirty mark (a client may have died
-	// while writing): the DataHealer checks the fragments agree.
+	// while writing), or the heal is a full one: the DataHealer checks the
+	// fragments agree.
 	verify bool
 }
 
@@ -124,6 +125,8 @@ func (h *Healer) plan(j *job, path string, copies []replicate.Copy, distrust rep
 		}
 	}
 	if a := p.attr(); h.data != nil && a.IsReg() && a.Linkto == "" {
+		// A full heal checks every file's data on every brick (a scrub).
+		p.verify = j.deep
 		for i, c := range copies {
 			if p.good.Has(i) && c.Attr.Pending&layer.Dirty != 0 {
 				p.verify = true

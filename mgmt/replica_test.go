@@ -103,7 +103,7 @@ func TestCreateLayoutRefusals(t *testing.T) {
 		{"arbiter and disperse", CreateVolumeRequest{Arbiter: 1, Disperse: 3, Bricks: bricksOn(dirs[:3])}, ErrInvalid, "either replicated or dispersed"},
 		{"disperse data mismatch", CreateVolumeRequest{Disperse: 6, DisperseData: 3, Redundancy: 2, Bricks: bricksOn(dirs[:6])}, ErrInvalid, "disperse 6 does not equal disperse-data 3 + redundancy 2"},
 		{"disperse too small", CreateVolumeRequest{Disperse: 2, Redundancy: 1, Bricks: bricksOn(dirs[:2])}, ErrInvalid, "at least 3 bricks"},
-		{"disperse too big", CreateVolumeRequest{Disperse: -1, Redundancy: 2, Bricks: bricksOn(dirs[:66])}, ErrInvalid, "at most 64 bricks"},
+		{"disperse too big", CreateVolumeRequest{Disperse: -1, Redundancy: 2, Bricks: bricksOn(dirs[:66])}, ErrInvalid, "at most 63 bricks"},
 		{"negative redundancy", CreateVolumeRequest{Disperse: 6, Redundancy: -1, Bricks: bricksOn(dirs[:6])}, ErrInvalid, "redundancy must be at least 1"},
 	}
 	for _, tc := range cases {

@@ -130,8 +130,9 @@ func (s *Spec) validateSets() error {
 }
 
 // MaxDisperse is the largest disperse set: its namespace is kept as a
-// replica set's is, with a 64-bit mask of pending work.
-const MaxDisperse = 64
+// replica set's is, with a 64-bit mask of pending work whose bit 63 is
+// the dirty mark.
+const MaxDisperse = disperse.MaxSet
 
 func (s *Spec) validateDisperse() error {
 	if s.Disperse > MaxDisperse {

@@ -55,7 +55,7 @@ func TestSpecDisperse(t *testing.T) {
 	for _, tc := range []struct {
 		n, disperse, redundancy, sets int
 	}{
-		{6, 6, 2, 1}, {12, 6, 2, 2}, {3, 3, 1, 1}, {7, 7, 2, 1}, {64, 64, 31, 1},
+		{6, 6, 2, 1}, {12, 6, 2, 2}, {3, 3, 1, 1}, {7, 7, 2, 1}, {63, 63, 31, 1},
 	} {
 		s := Spec{Name: "ec", ID: "id", Type: Disperse, Bricks: bricks(tc.n), Disperse: tc.disperse, Redundancy: tc.redundancy}
 		if err := s.Validate(); err != nil {
@@ -78,7 +78,7 @@ func TestSpecDisperse(t *testing.T) {
 		"do not make":         {Disperse: 6, Redundancy: 2, Bricks: bricks(8)},
 		"at least 3 bricks":   {Disperse: 2, Redundancy: 1, Bricks: bricks(2)},
 		"at least 1":          {Disperse: 6, Bricks: bricks(6)},
-		"at most 64 bricks":   {Disperse: 65, Redundancy: 2, Bricks: bricks(65)},
+		"at most 63 bricks":   {Disperse: 64, Redundancy: 2, Bricks: bricks(64)},
 		"arbiter brick":       {Disperse: 3, Redundancy: 1, Bricks: append(bricks(2), Brick{ID: "a", Host: "h", Path: "/a", Arbiter: true})},
 		"at least 3 bricks ":  {Redundancy: 1, Bricks: bricks(6)}, // no set size
 		"redundancy must be ": {Disperse: 6, Redundancy: -1, Bricks: bricks(6)},

@@ -23,7 +23,7 @@ func TestNewGeometry(t *testing.T) {
 		{n: 4, m: 2, errPart: "not below half"},
 		{n: 6, m: 0, errPart: "at least 1"},
 		{n: 2, m: 1, errPart: "at least 3 bricks"},
-		{n: 300, m: 4, errPart: "at most 256"},
+		{n: 64, m: 4, errPart: "at most 63"},
 	} {
 		g, warn, err := NewGeometry(tc.n, tc.m)
 		if tc.errPart != "" {

@@ -19,6 +19,10 @@ import (
 	"math/bits"
 )
 
+// MaxSet is the most bricks a disperse set may have: pending marks are
+// 64-bit masks, and bit 63 is layer.Dirty.
+const MaxSet = 63
+
 // Chunk is the size of one brick's part of a stripe. 64 KiB keeps a 4+2
 // stripe at 256 KiB, so that 1 MiB application writes cover whole stripes
 // (no read-modify-write) and every fragment write is 4 KiB aligned for
@@ -34,15 +38,15 @@ type Geometry struct {
 // NewGeometry checks a set of n bricks with redundancy m, as in
 // `disperse N redundancy M`. It refuses what cannot protect anything or
 // cannot be decoded: m < 1, m ≥ n/2 (redundancy must stay below half the
-// set, as in GlusterFS), n > 256. warn is set when the data brick count is
+// set, as in GlusterFS), n > MaxSet. warn is set when the data brick count is
 // not a power of two (stripes then do not align with power-of-two I/O
 // sizes, and most writes need a read-modify-write).
 func NewGeometry(n, m int) (g Geometry, warn string, err error) {
 	switch {
 	case n < 3:
 		return g, "", fmt.Errorf("a disperse set needs at least 3 bricks (got %d)", n)
-	case n > 256:
-		return g, "", fmt.Errorf("a disperse set has at most 256 bricks (got %d)", n)
+	case n > MaxSet:
+		return g, "", fmt.Errorf("a disperse set has at most %d bricks (got %d)", MaxSet, n)
 	case m < 1:
 		return g, "", fmt.Errorf("redundancy must be at least 1 (got %d)", m)
 	case 2*m >= n:

@@ -58,7 +58,10 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, good, s
 	}
 	children := h.sets[set]
 	verify := sinks == 0
-	if verify {
+	var resize replicate.Mask // bricks whose recorded size must be set
+	if !verify {
+		resize = sinks
+	} else {
 		// Check every brick reachable; rewrite whatever differs.
 		for i, c := range children {
 			a, err := c.Layer.Lookup(ctx, path)
@@ -69,6 +72,9 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, good, s
 				return fmt.Errorf("%s changed %v ago: %w", path, since.Round(time.Millisecond), heal.ErrBusy)
 			}
 			sinks |= replicate.Bit(i)
+			if a.Size != size {
+				resize |= replicate.Bit(i)
+			}
 		}
 	}
 	files := make([]layer.File, h.g.N())
@@ -104,7 +110,8 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, good, s
 	stripes := (isize + h.g.Stripe() - 1) / h.g.Stripe()
 	var lost []int64
 	for s := int64(0); s < stripes; s++ {
-		err := h.healStripe(ctx, files, reach, sinks, s, isize)
+		written, err := h.healStripe(ctx, files, reach, sinks, s, isize)
+		resize |= written
 		if verify && errors.Is(err, ErrTooFew) {
 			lost = append(lost, s) // reported below; the other stripes are still repaired
 			continue
@@ -119,7 +126,7 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, good, s
 	}
 	t := layer.WithTxn(ctx, layer.Txn{SetSize: true, Size: size})
 	for i, f := range files {
-		if sinks.Has(i) {
+		if resize.Has(i) {
 			if _, err := f.Setattr(t, layer.SetattrIn{Valid: layer.SetSize, Size: uint64(h.g.FragmentLen(isize))}); err != nil {
 				return err
 			}
@@ -130,12 +137,12 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, good, s
 
 // healStripe rewrites the sinks' records of stripe s that differ from what
 // the current write (the one K bricks share) says they should be.
-func (h *DataHealer) healStripe(ctx context.Context, files []layer.File, reach, sinks replicate.Mask, s, size int64) error {
+func (h *DataHealer) healStripe(ctx context.Context, files []layer.File, reach, sinks replicate.Mask, s, size int64) (written replicate.Mask, err error) {
 	sc, _ := fetchStripe(ctx, h.g, files, reach, s)
 	mine := stripeChunks{headers: append([]Header(nil), sc.headers...), chunks: append([][]byte(nil), sc.chunks...)}
 	version, torn, err := settle(h.g, &sc)
 	if err != nil {
-		return fmt.Errorf("%w: %w", err, heal.ErrNoSource)
+		return 0, fmt.Errorf("%w: %w", err, heal.ErrNoSource)
 	}
 	if torn {
 		// A write cut short: the data chunks stand, every brick gets
@@ -143,7 +150,7 @@ func (h *DataHealer) healStripe(ctx context.Context, files []layer.File, reach, 
 		version, sinks = newVersion(), reach
 	}
 	if err := h.codec.Rebuild(sc.chunks, false); err != nil {
-		return err
+		return 0, err
 	}
 	rl := h.g.recordLen(s, size)
 	for i := range files {
@@ -161,8 +168,9 @@ func (h *DataHealer) healStripe(ctx context.Context, files []layer.File, reach, 
 			copy(rec[HeaderSize:], sc.chunks[i])
 		}
 		if _, err := files[i].Write(ctx, rec, s*Record); err != nil {
-			return err
+			return written, err
 		}
+		written |= replicate.Bit(i)
 	}
-	return nil
+	return written, nil
 }
