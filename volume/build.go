@@ -27,6 +27,7 @@ type Graph struct {
 	Top     layer.Layer
 	Spec    Spec
 	closers []func() error
+	idle    []func() // wait for work a layer finishes in the background
 }
 
 // Build connects a client to every brick of spec and stacks the volume's
@@ -88,7 +89,12 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 		var l layer.Layer
 		var err error
 		if spec.Type == Disperse {
-			l, err = disperse.New(members, spec.Redundancy, disperse.Options{Logger: setLog})
+			var d *disperse.Disperse
+			d, err = disperse.New(members, spec.Redundancy, disperse.Options{Logger: setLog})
+			if err == nil {
+				l = d
+				g.idle = append(g.idle, d.Idle)
+			}
 		} else {
 			count, _ := strconv.Atoi(spec.Option("cluster.quorum-count", "0"))
 			l, err = replicate.New(members, replicate.Options{
@@ -114,6 +120,9 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 
 // Close releases every connection of the graph.
 func (g *Graph) Close() error {
+	for _, wait := range g.idle {
+		wait() // disperse clears the dirty marks of files just released
+	}
 	var first error
 	for _, c := range g.closers {
 		if err := c(); err != nil && first == nil {
