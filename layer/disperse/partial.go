@@ -18,7 +18,8 @@ import (
 // with the new blocks and the new parity, and every other data brick gets
 // only a new header (the stripe's new version, its chunk unchanged).
 //
-// It returns false, having written nothing, when it cannot: a brick not
+// It only overwrites: a write that extends the file takes the whole-stripe
+// path. It returns false, having written nothing, when it cannot: a brick not
 // up or not current for the file, headers or checksums that do not agree.
 // The caller then rewrites the whole stripe (which rebuilds what it must).
 func (f *file) writeSmall(ctx context.Context, p []byte, off, size int64) (bool, error) {
@@ -27,8 +28,10 @@ func (f *file) writeSmall(ctx context.Context, p []byte, off, size int64) (bool,
 	s := off / ss
 	lo := off - s*ss // in the stripe
 	ci := int(lo / Chunk)
-	if (lo+int64(len(p))-1)/Chunk != int64(ci) || s*ss >= size {
-		return false, nil // spans chunks, or no data to keep there
+	if (lo+int64(len(p))-1)/Chunk != int64(ci) || off+int64(len(p)) > size {
+		// Spans chunks, or extends the file: the whole stripe is
+		// rewritten, so that every fragment keeps FragmentLen(size).
+		return false, nil
 	}
 	n := g.N()
 	files, open, good := f.Handles()
@@ -100,8 +103,7 @@ func (f *file) writeSmall(ctx context.Context, p []byte, off, size int64) (bool,
 		}
 		h.put(bufs[j][:HeaderSize])
 	}
-	newSize := max(size, off+int64(len(p)))
-	wctx := layer.WithTxn(ctx, layer.Txn{Pending: layer.Dirty, SetSize: true, Size: uint64(newSize)})
+	wctx := layer.WithTxn(ctx, layer.Txn{Pending: layer.Dirty})
 	f.mu.Lock()
 	f.wrote = true
 	f.mu.Unlock()
@@ -124,8 +126,5 @@ func (f *file) writeSmall(ctx context.Context, p []byte, off, size int64) (bool,
 		f.d.log.Error("write reached fewer than K bricks", "path", f.path, "ok", f.d.names(ok), "failed", f.d.names(failed))
 		return true, syscall.EIO
 	}
-	f.mu.Lock()
-	f.size = max(f.size, newSize)
-	f.mu.Unlock()
 	return true, nil
 }
