@@ -1,6 +1,7 @@
 package disperse
 
 import (
+	"fmt"
 	"math/rand"
 	"syscall"
 	"testing"
@@ -68,4 +69,28 @@ func BenchmarkRandomWrite4K(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkSmallFile is the small-file path (negative lookup, create,
+// write, release) on a 4+2 set, the background release included.
+func BenchmarkSmallFile(b *testing.B) {
+	g := newRig(b, 6, 2)
+	ctx := b.Context()
+	data := []byte("hello_world\n")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p := fmt.Sprintf("/f%d", i)
+		if _, err := g.d.Lookup(ctx, p); err != syscall.ENOENT {
+			b.Fatalf("lookup: %v", err)
+		}
+		f, _, err := g.d.Create(ctx, p, layer.CreateIn{Flags: syscall.O_WRONLY, Mode: 0o644})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := f.Write(ctx, data, 0); err != nil {
+			b.Fatal(err)
+		}
+		f.Release(ctx)
+	}
+	g.d.Idle()
 }
