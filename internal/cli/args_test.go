@@ -235,7 +235,7 @@ func TestDevDisperseLayout(t *testing.T) {
 		"at least 3 bricks":   {Bricks: 2, Disperse: 2},
 		"not a multiple":      {Bricks: 8, BricksSet: true, Disperse: 6, Redundancy: 2},
 		"at least 1":          {Bricks: 6, Disperse: 6, Redundancy: -1},
-		"at most 64":          {Bricks: 65, Disperse: 65, Redundancy: 2},
+		"at most 63":          {Bricks: 65, Disperse: 65, Redundancy: 2},
 		"at least 3 bricks  ": {Bricks: 6, Disperse: -6},
 		"not a multiple  ":    {Bricks: 0, BricksSet: true, Disperse: 3},
 	}
