@@ -59,13 +59,13 @@ type Options struct {
 
 // Store is the posix storage of one brick. It implements layer.Layer.
 type Store struct {
-	root    string
-	rootfd  int // O_PATH|O_DIRECTORY
-	healfd  int // the heal index directory, O_PATH|O_DIRECTORY
-	log     *slog.Logger
+	root     string
+	rootfd   int // O_PATH|O_DIRECTORY
+	healfd   int // the heal index directory, O_PATH|O_DIRECTORY
+	log      *slog.Logger
 	arbiter  bool
 	disperse bool
-	marks   markLocks
+	marks    markLocks
 }
 
 var _ layer.Layer = (*Store)(nil)

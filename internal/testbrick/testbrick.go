@@ -4,6 +4,7 @@
 package testbrick
 
 import (
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/mortarfs/mortar/brick"
 	"github.com/mortarfs/mortar/brick/posix"
 	"github.com/mortarfs/mortar/layer/locks"
+	"github.com/mortarfs/mortar/layer/protocol"
 )
 
 // Brick is one brick served on 127.0.0.1.
@@ -82,3 +84,59 @@ func (b *Brick) Stop() {
 
 // Running reports whether the brick is started.
 func (b *Brick) Running() bool { return b.srv != nil }
+
+// Set is bricks of one volume, each behind a network client, as a replica
+// or disperse set sees them.
+type Set struct {
+	T       testing.TB
+	Bricks  []*Brick
+	Clients []*protocol.Client
+}
+
+// NewSet starts n bricks of volume (opts gives brick i its storage
+// options) and a client for each, and waits until they are connected.
+func NewSet(t testing.TB, n int, volume string, opts func(i int) posix.Options) *Set {
+	t.Helper()
+	s := &Set{T: t}
+	for i := 0; i < n; i++ {
+		b := New(t, fmt.Sprintf("brick-%d", i), volume, opts(i))
+		c := protocol.New(protocol.Config{Addr: b.Addr, BrickID: b.ID, VolumeID: volume,
+			ConnectWait: 50 * time.Millisecond})
+		t.Cleanup(func() { c.Close() })
+		s.Bricks = append(s.Bricks, b)
+		s.Clients = append(s.Clients, c)
+	}
+	for i := range s.Clients {
+		s.waitClient(i, true)
+	}
+	return s
+}
+
+// Name is how brick i is named to the layers ("addr:dir").
+func (s *Set) Name(i int) string { return s.Bricks[i].Addr + ":" + s.Bricks[i].Dir }
+
+// waitClient waits until the client of brick i is connected (or not).
+func (s *Set) waitClient(i int, up bool) {
+	s.T.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Clients[i].Connected() != up {
+		if time.Now().After(deadline) {
+			s.T.Fatalf("client of brick %d: connected is not %v after 10s", i, up)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Kill stops brick i and waits until its client has noticed.
+func (s *Set) Kill(i int) {
+	s.T.Helper()
+	s.Bricks[i].Stop()
+	s.waitClient(i, false)
+}
+
+// Revive starts brick i again on its port and waits for its client.
+func (s *Set) Revive(i int) {
+	s.T.Helper()
+	s.Bricks[i].Start()
+	s.waitClient(i, true)
+}

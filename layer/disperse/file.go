@@ -535,7 +535,7 @@ func (d *Disperse) records(ws []StripeWrite, size int64) ([][]byte, error) {
 	total := int64(len(ws)-1)*Record + d.g.recordLen(ws[len(ws)-1].Stripe, size)
 	bufs := make([][]byte, n)
 	for i := range bufs {
-		bufs[i] = getBuf(int64(len(ws))*Record)[:total]
+		bufs[i] = getBuf(int64(len(ws)) * Record)[:total]
 	}
 	chunks := make([][]byte, n)
 	for k, w := range ws {

@@ -4,7 +4,7 @@ import "fmt"
 
 // StripeWrite is the new content of one whole stripe.
 type StripeWrite struct {
-	Stripe int64  // stripe number
+	Stripe int64 // stripe number
 	// Data is the Stripe() bytes of file data (zero-padded past the end
 	// of file). For a stripe the write covers whole, it aliases the
 	// written bytes.
