@@ -189,7 +189,11 @@ func (d *healDaemon) newRun(ctx context.Context, spec volume.Spec, key string) (
 		for i, s := range r.sets {
 			sets[i] = s
 		}
-		opts.Data, err = disperse.NewDataHealer(sets, spec.Redundancy)
+		var dh *disperse.DataHealer
+		if dh, err = disperse.NewDataHealer(sets, spec.Redundancy); err == nil {
+			dh.Quiet = spec.DurationOption(OptDisperseQuiet, disperse.DefaultQuiet)
+			opts.Data = dh
+		}
 	}
 	if err == nil {
 		r.healer, err = heal.New(r.sets, opts)

@@ -41,6 +41,10 @@ const (
 	// OptHealInterval is the number of seconds between scans of the heal
 	// index.
 	OptHealInterval = "cluster.heal-interval"
+	// OptDisperseQuiet is how many seconds a file of a dispersed volume
+	// left dirty (its client may have died while writing) must go
+	// unchanged before the healer checks its stripes.
+	OptDisperseQuiet = "disperse.heal-quiet"
 )
 
 var knownOptions = []Option{
@@ -52,6 +56,7 @@ var knownOptions = []Option{
 	{OptQuorumCount, "", "bricks of a replica set that must be up to write, with quorum-type fixed", atLeast(1)},
 	{OptFavoriteChildPolicy, "none", "none, mtime, size or majority: which copy wins a split-brain", oneOf("none", "mtime", "size", "majority")},
 	{OptHealInterval, "2", "seconds between scans of the heal index", seconds(0.1)},
+	{OptDisperseQuiet, "30", "seconds a dirty file of a dispersed volume must go unchanged before heal checks its stripes", seconds(0)},
 }
 
 // KnownOptions returns the options that `volume set` accepts, sorted by key.
@@ -104,6 +109,9 @@ func checkVolumeOption(v *VolumeState, key, value string) error {
 	if (key == OptQuorumType || key == OptQuorumCount) && v.Type == volume.Disperse {
 		return errorf(ErrInvalid, "option %s applies to replicated volumes only: a disperse set of volume %s writes while %d of its %d bricks are up (disperse %d redundancy %d), and that is fixed",
 			key, v.Name, v.Disperse-v.Redundancy, v.Disperse, v.Disperse, v.Redundancy)
+	}
+	if key == OptDisperseQuiet && v.Type != volume.Disperse {
+		return errorf(ErrInvalid, "option %s applies to dispersed volumes only", key)
 	}
 	if key != OptQuorumCount || v.Replica == 0 {
 		return nil

@@ -18,7 +18,6 @@ import (
 // each 64 KiB chunk (never garbage, never an error), and the healer makes
 // every brick agree, which a read with any M bricks down then proves.
 func TestClientDiesMidWrite(t *testing.T) {
-	quiet(t)
 	for _, got := range []int{1, 3, 5} { // bricks the dying write reached, of 6
 		t.Run(fmt.Sprintf("reached=%d", got), func(t *testing.T) {
 			g := newRig(t, 6, 2)
@@ -90,6 +89,7 @@ func TestClientDiesMidWrite(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			dh.Quiet = 0 // the dying client is gone
 			h, err := heal.New([]heal.Set{g.children}, heal.Options{Data: dh})
 			if err != nil {
 				t.Fatal(err)

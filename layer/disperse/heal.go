@@ -17,6 +17,12 @@ import (
 // write K of them share, and written only where the sink's differs (other
 // version, failing checksums, missing).
 type DataHealer struct {
+	// Quiet is how long a file marked Dirty must have gone unchanged on
+	// every brick before its stripes are checked (NewDataHealer sets
+	// DefaultQuiet): a file being written is marked too, and a check
+	// racing a write could undo part of it.
+	Quiet time.Duration
+
 	sets  [][]replicate.Child
 	g     Geometry
 	codec *Codec
@@ -43,13 +49,11 @@ func NewDataHealer(sets [][]replicate.Child, m int) (*DataHealer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DataHealer{sets: sets, g: g, codec: codec}, nil
+	return &DataHealer{Quiet: DefaultQuiet, sets: sets, g: g, codec: codec}, nil
 }
 
-// Quiet is how long a file marked Dirty must have gone unchanged on every
-// brick before the healer checks its stripes: a file being written is
-// marked too, and a check racing a write could undo part of it.
-var Quiet = 30 * time.Second
+// DefaultQuiet is DataHealer.Quiet's default.
+const DefaultQuiet = 30 * time.Second
 
 // HealData implements heal.DataHealer.
 func (h *DataHealer) HealData(ctx context.Context, set int, path string, good, sinks replicate.Mask, size uint64) (err error) {
@@ -68,7 +72,7 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, good, s
 			if err != nil {
 				continue
 			}
-			if since := time.Since(time.Unix(a.Ctime.Sec, int64(a.Ctime.Nsec))); since < Quiet {
+			if since := time.Since(time.Unix(a.Ctime.Sec, int64(a.Ctime.Nsec))); since < h.Quiet {
 				return fmt.Errorf("%s changed %v ago: %w", path, since.Round(time.Millisecond), heal.ErrBusy)
 			}
 			sinks |= replicate.Bit(i)

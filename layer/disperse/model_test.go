@@ -213,12 +213,12 @@ func (m *model) healAndProve() {
 }
 
 func runModel(t *testing.T, n, red int, seed int64, steps int) {
-	quiet(t)
 	g := newRig(t, n, red)
 	dh, err := NewDataHealer([][]replicate.Child{g.children}, red)
 	if err != nil {
 		t.Fatal(err)
 	}
+	dh.Quiet = 0 // no client is writing when the test heals
 	m := &model{}
 	h, err := heal.New([]heal.Set{g.children}, heal.Options{Data: dh, Logger: slog.New(slog.NewTextHandler(logTo{m}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
@@ -267,12 +267,4 @@ type logTo struct{ m *model }
 func (l logTo) Write(p []byte) (int, error) {
 	l.m.logf("heal: %s", bytes.TrimSpace(p))
 	return len(p), nil
-}
-
-// quiet lets the healer check Dirty files at once (no client is writing
-// when the tests heal).
-func quiet(t *testing.T) {
-	old := Quiet
-	Quiet = 0
-	t.Cleanup(func() { Quiet = old })
 }
