@@ -41,6 +41,9 @@ type IndexEntry struct {
 	Path    string     `json:"path"` // where it was when marked
 	Gfid    layer.Gfid `json:"gfid"`
 	Pending []string   `json:"pending,omitempty"` // the replicas it blames
+	// Dirty: a client is writing the file on a disperse set, or died
+	// while writing it (layer.Dirty); heal checks it once it is quiet.
+	Dirty bool `json:"dirty,omitempty"`
 }
 
 // Info reads the heal index of every reachable replica and returns it with
@@ -61,7 +64,7 @@ func (h *Healer) Info(ctx context.Context) (Info, error) {
 				ri.Count = len(entries)
 				for _, e := range entries[:min(len(entries), MaxListed)] {
 					ri.Entries = append(ri.Entries, IndexEntry{
-						Path: e.Path, Gfid: e.Gfid, Pending: h.names(si, e.Pending),
+						Path: e.Path, Gfid: e.Gfid, Pending: h.names(si, e.Pending), Dirty: e.Pending&layer.Dirty != 0,
 					})
 				}
 			}
