@@ -207,6 +207,13 @@ func (h *Healer) place(ctx context.Context, si, s int, path string, p *plan, hin
 	case !errors.Is(c.Err, syscall.ENOENT):
 		return placeHad, c.Err
 	}
+	if hint == nil && want.IsReg() && want.Nlink > 1 {
+		// A hard-linked file the sink lacks, healed on its own (from the
+		// index): its directory's heal makes it, one name linked to the
+		// other, where created alone it would be a second inode. Heal
+		// that first (healUp does, for errNoParent), then look again.
+		return placeHad, errNoParent
+	}
 	how := placeMoved
 	if hint == nil || !h.reuse(ctx, si, s, path, want, hint) {
 		how = placeMade
