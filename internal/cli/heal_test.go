@@ -123,11 +123,7 @@ func TestHealCommands(t *testing.T) {
 		create = append(create, "localhost:"+filepath.Join(root, "b"+strconv.Itoa(i)))
 	}
 	os.WriteFile(filepath.Join(root, "b1", "old-file"), []byte("x"), 0o644)
-	steps := []struct {
-		args    []string
-		want    []string
-		wantErr bool
-	}{
+	steps := []cliStep{
 		{create, []string{"success"}, false},
 		{[]string{"volume", "create", "dv", "localhost:" + root + "/b4"}, []string{"success"}, false},
 		{[]string{"volume", "heal", "rv"}, []string{"volume heal: rv: failed: volume rv is not started (mortar volume start rv)"}, true},
@@ -151,20 +147,10 @@ func TestHealCommands(t *testing.T) {
 		{[]string{"volume", "reset-brick", "dv", "localhost:" + root + "/b4"}, []string{"volume dv is neither replicated nor dispersed"}, true},
 		{[]string{"volume", "reset-brick", "rv"}, []string{"usage: mortar volume reset-brick NAME HOST:/BRICK"}, true},
 	}
-	for _, s := range steps {
-		out, err := run(t, append(s.args, srv)...)
-		if (err != nil) != s.wantErr {
-			t.Fatalf("mortar %s: err %v, output:\n%s", strings.Join(s.args, " "), err, out)
-		}
-		if err != nil {
-			out += err.Error()
-		}
-		for _, w := range s.want {
-			if !strings.Contains(out, w) {
-				t.Errorf("mortar %s: output lacks %q:\n%s", strings.Join(s.args, " "), w, out)
-			}
-		}
+	for i := range steps {
+		steps[i].args = append(steps[i].args, srv)
 	}
+	runSteps(t, steps)
 	out, err := run(t, "volume", "heal", "rv", "info", "--json", srv)
 	var hi mgmt.HealInfo
 	if err != nil || json.Unmarshal([]byte(out), &hi) != nil || len(hi.Bricks) != 3 {

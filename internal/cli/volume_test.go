@@ -46,11 +46,7 @@ func TestVolumeCommands(t *testing.T) {
 	os.Mkdir(b1, 0o755)
 	os.Mkdir(b2, 0o755)
 
-	steps := []struct {
-		args    []string
-		want    []string // substrings of the output, or of the error
-		wantErr bool
-	}{
+	steps := []cliStep{
 		{[]string{"volume", "list", srv}, []string{"No volumes present"}, false},
 		{[]string{"volume", "create", "gv0", "localhost:" + b1, "127.0.0.1:" + b2, srv}, []string{"volume create: gv0: success: please start the volume"}, false},
 		{[]string{"volume", "create", "gv1", "replica", "3", "localhost:" + b1, srv}, []string{"volume create: gv1: failed: replica sets of 3 need a multiple of 3 bricks, not 1"}, true},
@@ -75,20 +71,7 @@ func TestVolumeCommands(t *testing.T) {
 		{[]string{"volume", "start", srv}, []string{"usage: mortar volume start NAME [force]"}, true},
 		{[]string{"volume", "start", "gv0", "now", srv}, []string{"only \"force\" may follow"}, true},
 	}
-	for _, s := range steps {
-		out, err := run(t, s.args...)
-		if (err != nil) != s.wantErr {
-			t.Fatalf("mortar %s: err %v, output:\n%s", strings.Join(s.args, " "), err, out)
-		}
-		if err != nil {
-			out += err.Error()
-		}
-		for _, w := range s.want {
-			if !strings.Contains(out, w) {
-				t.Errorf("mortar %s: output lacks %q:\n%s", strings.Join(s.args, " "), w, out)
-			}
-		}
-	}
+	runSteps(t, steps)
 }
 
 func TestServerUnreachable(t *testing.T) {
@@ -244,5 +227,32 @@ func TestDispersedVolumeCommands(t *testing.T) {
 	}
 	if _, err := run(t, "volume", "set", "ec", "cluster.quorum-type", "none", srv); err == nil || !strings.Contains(err.Error(), "applies to replicated volumes only") {
 		t.Errorf("quorum-type on a disperse volume: %v", err)
+	}
+}
+
+// cliStep is one command of a CLI script test: its output (or error) must
+// contain every want.
+type cliStep struct {
+	args    []string
+	want    []string // substrings of the output, or of the error
+	wantErr bool
+}
+
+// runSteps runs the commands in order.
+func runSteps(t *testing.T, steps []cliStep) {
+	t.Helper()
+	for _, s := range steps {
+		out, err := run(t, s.args...)
+		if (err != nil) != s.wantErr {
+			t.Fatalf("mortar %s: err %v, output:\n%s", strings.Join(s.args, " "), err, out)
+		}
+		if err != nil {
+			out += err.Error()
+		}
+		for _, w := range s.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("mortar %s: output lacks %q:\n%s", strings.Join(s.args, " "), w, out)
+			}
+		}
 	}
 }
