@@ -59,9 +59,14 @@ func mountVolume(t *testing.T, c *Client, name string) layer.Layer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
-	waitFor(t, 10*time.Second, "the volume's root", func() error {
-		_, err := g.Top.Lookup(ctx, "/")
-		return err
+	waitFor(t, 10*time.Second, "the volume's root and every brick", func() error {
+		if _, err := g.Top.Lookup(ctx, "/"); err != nil {
+			return err
+		}
+		if !g.Connected() {
+			return errors.New("not connected to every brick yet")
+		}
+		return nil
 	})
 	return g.Top
 }

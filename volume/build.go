@@ -28,6 +28,17 @@ type Graph struct {
 	Spec    Spec
 	closers []func() error
 	idle    []func() // wait for work a layer finishes in the background
+	clients []*protocol.Client
+}
+
+// Connected reports whether the graph is connected to every brick now.
+func (g *Graph) Connected() bool {
+	for _, c := range g.clients {
+		if !c.Connected() {
+			return false
+		}
+	}
+	return true
 }
 
 // Build connects a client to every brick of spec and stacks the volume's
@@ -70,6 +81,7 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 			Logger: opts.Logger.With("volume", spec.Name, "brick", b.Name()),
 		})
 		g.closers = append(g.closers, c.Close)
+		g.clients = append(g.clients, c)
 		return c
 	}
 	var children []distribute.Child
