@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/mortarfs/mortar/layer"
@@ -71,4 +70,3 @@ func New(children []replicate.Child, m int, opts Options) (*Disperse, error) {
 // Geometry returns the set's shape.
 func (d *Disperse) Geometry() Geometry { return d.g }
 
-var errTODO = syscall.ENOSYS
