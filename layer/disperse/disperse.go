@@ -69,4 +69,3 @@ func New(children []replicate.Child, m int, opts Options) (*Disperse, error) {
 
 // Geometry returns the set's shape.
 func (d *Disperse) Geometry() Geometry { return d.g }
-
