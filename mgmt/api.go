@@ -95,10 +95,7 @@ func (n *Node) handler() http.Handler {
 		vi, err := n.setOption(r.PathValue("name"), r.PathValue("key"), req.Value)
 		n.reply(w, r, http.StatusOK, vi, err)
 	})
-	mux.HandleFunc("GET /v1/volumes/{name}/spec", func(w http.ResponseWriter, r *http.Request) {
-		spec, err := n.spec(r.PathValue("name"))
-		n.reply(w, r, http.StatusOK, spec, err)
-	})
+	mux.HandleFunc("GET /v1/volumes/{name}/spec", n.serveSpec)
 	n.healHandlers(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Error: fmt.Sprintf("no such API endpoint: %s %s", r.Method, r.URL.Path)})
