@@ -121,13 +121,29 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 		}
 		children = append(children, distribute.Child{ID: set[0].ID, Layer: l})
 	}
-	top, err := distribute.New(children, distribute.Options{Logger: opts.Logger})
+	top, err := distribute.New(children, distribute.Options{
+		Logger:   opts.Logger,
+		Layout:   toRanges(spec.Layout),
+		Previous: toRanges(spec.Previous),
+	})
 	if err != nil {
 		g.Close()
 		return nil, err
 	}
 	g.Top = top
 	return g, nil
+}
+
+// toRanges converts a spec layout for distribute (nil stays nil).
+func toRanges(l *Layout) []distribute.Range {
+	if l == nil {
+		return nil
+	}
+	out := make([]distribute.Range, len(l.Ranges))
+	for i, r := range l.Ranges {
+		out[i] = distribute.Range{Start: r.Start, Child: r.Child}
+	}
+	return out
 }
 
 // Close releases every connection of the graph.

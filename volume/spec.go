@@ -53,6 +53,16 @@ type Spec struct {
 	Disperse   int               `json:"disperse,omitempty"`
 	Redundancy int               `json:"redundancy,omitempty"`
 	Options    map[string]string `json:"options,omitempty"`
+	// Layout places names on the sets (distribute's children, named by
+	// the ID of their first brick); nil is EvenLayout over the sets, in
+	// order. A set may be in no range: just added, before its first
+	// rebalance gives it one.
+	Layout *Layout `json:"layout,omitempty"`
+	// Previous is the layout a rebalance is moving files away from, set
+	// only while it runs: clients look a name up where Layout puts it
+	// and, if it is not there yet, where Previous put it. A set being
+	// removed is in Previous but not in Layout.
+	Previous *Layout `json:"previous,omitempty"`
 	// Version increases with every change to the spec.
 	Version uint64 `json:"version"`
 }
@@ -89,6 +99,13 @@ func (s *Spec) Validate() error {
 	if len(s.Bricks) == 0 {
 		return fmt.Errorf("volume %s has no bricks", s.Name)
 	}
+	if err := s.validateType(); err != nil {
+		return err
+	}
+	return s.validateLayouts()
+}
+
+func (s *Spec) validateType() error {
 	switch s.Type {
 	case Distribute:
 		for _, b := range s.Bricks {
@@ -150,6 +167,41 @@ func (s *Spec) validateDisperse() error {
 		}
 	}
 	return nil
+}
+
+// validateLayouts checks Layout and Previous against the sets.
+func (s *Spec) validateLayouts() error {
+	ids := s.SetIDs()
+	for _, l := range []struct {
+		name string
+		l    *Layout
+	}{{"layout", s.Layout}, {"previous layout", s.Previous}} {
+		if l.l == nil {
+			continue
+		}
+		if err := l.l.Validate(ids); err != nil {
+			return fmt.Errorf("volume %s: %s: %w", s.Name, l.name, err)
+		}
+	}
+	return nil
+}
+
+// SetIDs returns the id of every set (the ID of its first brick), in order:
+// distribute's child ids.
+func (s *Spec) SetIDs() []string {
+	var ids []string
+	for _, set := range s.Sets() {
+		ids = append(ids, set[0].ID)
+	}
+	return ids
+}
+
+// CurrentLayout returns Layout, or EvenLayout over the sets without one.
+func (s *Spec) CurrentLayout() Layout {
+	if s.Layout != nil {
+		return *s.Layout
+	}
+	return EvenLayout(s.SetIDs())
 }
 
 // SetSize is the number of bricks in a set: Replica for a Replicate

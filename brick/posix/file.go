@@ -50,7 +50,7 @@ func (s *Store) Create(ctx context.Context, path string, in layer.CreateIn) (lay
 			return f, attr, err
 		}
 		// It exists: open it, unless it vanished meanwhile.
-		f, _, err = s.openAt(a, flags)
+		f, _, err = s.openTrunc(ctx, a, flags)
 		if err == unix.ENOENT {
 			continue
 		}
@@ -95,6 +95,7 @@ func (s *Store) createNew(a at, flags int, in layer.CreateIn) (*file, layer.Attr
 		unix.Unlinkat(a.dir, a.name, 0)
 		return nil, layer.Attr{}, err
 	}
+	f.mig = s.mig.acquire(keyOf(&st))
 	attr := toAttr(&st)
 	attr.Gfid = o.gfid
 	return f, attr, nil
@@ -117,7 +118,7 @@ func (s *Store) Open(ctx context.Context, path string, flags uint32) (layer.File
 		}
 		defer unlock()
 	}
-	f, ptr, err := s.openAt(a, int(flags)&openFlags)
+	f, ptr, err := s.openTrunc(ctx, a, int(flags)&openFlags)
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +136,20 @@ func (s *Store) Open(ctx context.Context, path string, flags uint32) (layer.File
 	}
 	f.path = path
 	return f, nil
+}
+
+// openTrunc is openAt, holding the open while the inode is frozen for a
+// migration if flags truncate it.
+func (s *Store) openTrunc(ctx context.Context, a at, flags int) (*file, bool, error) {
+	if flags&unix.O_TRUNC == 0 {
+		return s.openAt(a, flags)
+	}
+	done, err := s.holdPath(ctx, a)
+	if err != nil {
+		return nil, false, err
+	}
+	defer done()
+	return s.openAt(a, flags)
 }
 
 // openAt opens the existing regular file or directory a names, and says
@@ -162,7 +177,11 @@ func (s *Store) openAt(a at, flags int) (*file, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	return s.newFile(fd, flags, isDir), isLinkto(st.Mode), nil
+	f := s.newFile(fd, flags, isDir)
+	if !isDir {
+		f.mig = s.mig.acquire(keyOf(&st))
+	}
+	return f, isLinkto(st.Mode), nil
 }
 
 // file is an open file of the store. With O_DIRECT, I/O that the brick
@@ -174,7 +193,8 @@ type file struct {
 	flags  int
 	direct bool
 	isDir  bool
-	path   string // volume path at open, for heal index entries
+	path   string    // volume path at open, for heal index entries
+	mig    *migEntry // the inode's migration state (nil for directories)
 
 	mu  sync.Mutex
 	buf int // buffered descriptor, -1 until needed
@@ -201,6 +221,8 @@ func (s *Store) newFile(fd, flags int, isDir bool) *file {
 }
 
 func (f *file) close() {
+	f.s.mig.release(f.mig)
+	f.mig = nil
 	unix.Close(f.fd)
 	if f.buf >= 0 {
 		unix.Close(f.buf)
@@ -253,6 +275,10 @@ func (f *file) io(rw func(int, []byte, int64) (int, error), p []byte, off int64)
 
 // Read reads len(p) bytes at off, fewer only at end of file.
 func (f *file) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	if err := f.mig.enter(ctx, opRead); err != nil {
+		return 0, err
+	}
+	defer f.mig.leave()
 	n := 0
 	for n < len(p) {
 		m, err := f.io(unix.Pread, p[n:], off+int64(n))
@@ -276,6 +302,10 @@ func (f *file) ino() inode { return inode{fd: f.fd, path: f.path} }
 // Write writes all of p at off (at the end of file with O_APPEND). An
 // arbiter brick drops the data.
 func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	if err := f.mig.enter(ctx, opModify); err != nil {
+		return 0, err
+	}
+	defer f.mig.leave()
 	unlock, err := f.s.pend(ctx, f.ino())
 	if err != nil {
 		return 0, err
@@ -301,10 +331,22 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	return n, f.s.recordSize(ctx, f.ino(), false)
 }
 
-func (f *file) Getattr(ctx context.Context) (layer.Attr, error) { return f.s.attrFd(f.fd) }
+// Getattr answers also for a file moved away by a migration: it is a
+// pointer now, and says so (Linkto).
+func (f *file) Getattr(ctx context.Context) (layer.Attr, error) {
+	if err := f.mig.enter(ctx, opStat); err != nil {
+		return layer.Attr{}, err
+	}
+	defer f.mig.leave()
+	return f.s.attrFd(f.fd)
+}
 
 // Setattr changes attributes through the descriptor.
 func (f *file) Setattr(ctx context.Context, in layer.SetattrIn) (layer.Attr, error) {
+	if err := f.mig.enter(ctx, opModify); err != nil {
+		return layer.Attr{}, err
+	}
+	defer f.mig.leave()
 	unlock, err := f.s.pend(ctx, f.ino())
 	if err != nil {
 		return layer.Attr{}, err
@@ -365,6 +407,10 @@ func (f *file) truncate(size uint64) error {
 }
 
 func (f *file) Fsync(ctx context.Context, datasync bool) error {
+	if err := f.mig.enter(ctx, opRead); err != nil {
+		return err
+	}
+	defer f.mig.leave()
 	if datasync {
 		return unix.Fdatasync(f.fd)
 	}
@@ -372,6 +418,10 @@ func (f *file) Fsync(ctx context.Context, datasync bool) error {
 }
 
 func (f *file) Fallocate(ctx context.Context, mode uint32, off, length int64) error {
+	if err := f.mig.enter(ctx, opModify); err != nil {
+		return err
+	}
+	defer f.mig.leave()
 	unlock, err := f.s.pend(ctx, f.ino())
 	if err != nil {
 		return err

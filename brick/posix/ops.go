@@ -30,6 +30,11 @@ func (s *Store) Setattr(ctx context.Context, path string, in layer.SetattrIn) (l
 	if err := refusePointer(a); err != nil {
 		return layer.Attr{}, err
 	}
+	done, err := s.holdPath(ctx, a)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	defer done()
 	unlock, err := s.pend(ctx, self(a, path))
 	if err != nil {
 		return layer.Attr{}, err
@@ -308,6 +313,13 @@ func (s *Store) Link(ctx context.Context, oldpath, newpath string) (layer.Attr, 
 	if to.isRoot() {
 		return layer.Attr{}, unix.EEXIST
 	}
+	// A migration moves only inodes with one link: a link waits for a
+	// freeze, which then sees two.
+	done, err := s.holdPath(ctx, from)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	defer done()
 	unlock, err := s.pend(ctx, parent(to, newpath))
 	if err != nil {
 		return layer.Attr{}, err

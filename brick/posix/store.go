@@ -25,6 +25,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -55,6 +56,9 @@ type Options struct {
 	// fragments, and their size is the file's size recorded with each
 	// write and truncate (XattrSize), not the fragment's length.
 	Disperse bool
+	// FreezeTimeout bounds a migration freeze that is never thawed
+	// (default DefaultFreezeTimeout; see XattrMigrate).
+	FreezeTimeout time.Duration
 }
 
 // Store is the posix storage of one brick. It implements layer.Layer.
@@ -66,6 +70,7 @@ type Store struct {
 	arbiter  bool
 	disperse bool
 	marks    markLocks
+	mig      migRegistry
 }
 
 var _ layer.Layer = (*Store)(nil)
@@ -123,6 +128,10 @@ func New(root string, opts Options) (*Store, error) {
 	}
 	s := &Store{root: root, rootfd: fd, healfd: healfd, log: log, arbiter: opts.Arbiter, disperse: opts.Disperse}
 	s.marks.seed = maphash.MakeSeed()
+	s.mig.freezeTimeout = opts.FreezeTimeout
+	if s.mig.freezeTimeout <= 0 {
+		s.mig.freezeTimeout = DefaultFreezeTimeout
+	}
 	return s, nil
 }
 

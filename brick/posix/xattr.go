@@ -108,6 +108,9 @@ func (s *Store) Getxattr(ctx context.Context, path, name string) ([]byte, error)
 
 // Setxattr sets a user.* xattr; flags may be XATTR_CREATE or XATTR_REPLACE.
 func (s *Store) Setxattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
+	if name == XattrMigrate {
+		return s.migrate(ctx, path, value)
+	}
 	if err := checkUserXattr(name); err != nil {
 		return err
 	}
@@ -119,6 +122,11 @@ func (s *Store) Setxattr(ctx context.Context, path, name string, value []byte, f
 		return err
 	}
 	defer a.close()
+	done, err := s.holdPath(ctx, a)
+	if err != nil {
+		return err
+	}
+	defer done()
 	unlock, err := s.pend(ctx, self(a, path))
 	if err != nil {
 		return err
@@ -157,6 +165,11 @@ func (s *Store) Removexattr(ctx context.Context, path, name string) error {
 		return err
 	}
 	defer a.close()
+	done, err := s.holdPath(ctx, a)
+	if err != nil {
+		return err
+	}
+	defer done()
 	unlock, err := s.pend(ctx, self(a, path))
 	if err != nil {
 		return err

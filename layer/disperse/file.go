@@ -203,6 +203,9 @@ func (f *file) refreshSize(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if a.Linkto != "" {
+		return 0, syscall.EREMOTE // moved by a rebalance: distribute reopens
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.size = int64(a.Size)
@@ -252,7 +255,10 @@ func (f *file) readRange(ctx context.Context, p []byte, off int64) error {
 	g := f.d.g
 	ss := g.Stripe()
 	sp := g.SpanOf(off, int64(len(p)))
-	bad := f.readFast(ctx, p, off, sp)
+	bad, remote := f.readFast(ctx, p, off, sp)
+	if remote {
+		return syscall.EREMOTE // moved by a rebalance: distribute reopens
+	}
 	for s := sp.First; s <= sp.Last; s++ {
 		if !bad[s-sp.First] {
 			continue
@@ -269,13 +275,14 @@ func (f *file) readRange(ctx context.Context, p []byte, off int64) error {
 
 // readFast reads the stripes of sp straight from the data bricks, one
 // request per brick, and copies what checks out into p. It returns, per
-// stripe, whether the stripe must be rebuilt instead.
-func (f *file) readFast(ctx context.Context, p []byte, off int64, sp Span) []bool {
+// stripe, whether the stripe must be rebuilt instead, and whether a brick
+// answered EREMOTE (the file was moved by a rebalance).
+func (f *file) readFast(ctx context.Context, p []byte, off int64, sp Span) (bad []bool, remote bool) {
 	g := f.d.g
 	ss := g.Stripe()
 	end := off + int64(len(p))
 	nstripes := sp.Last - sp.First + 1
-	bad := make([]bool, nstripes)
+	bad = make([]bool, nstripes)
 	files, _, good := f.Handles()
 	avail := good & f.d.up()
 	// The last byte of each data chunk the read needs, in the last stripe.
@@ -322,6 +329,11 @@ func (f *file) readFast(ctx context.Context, p []byte, off int64, sp Span) []boo
 		}()
 	}
 	wg.Wait()
+	for _, w := range wants {
+		if w != nil && errors.Is(w.err, syscall.EREMOTE) {
+			remote = true
+		}
+	}
 	var corrupt replicate.Mask
 	for k := int64(0); k < nstripes; k++ {
 		s := sp.First + k
@@ -376,13 +388,14 @@ func (f *file) readFast(ctx context.Context, p []byte, off int64, sp Span) []boo
 	if corrupt != 0 {
 		f.Missed(ctx, avail&^corrupt, corrupt)
 	}
-	return bad
+	return bad, remote
 }
 
 // stripeChunks is what the bricks hold of one stripe.
 type stripeChunks struct {
 	headers []Header
 	chunks  [][]byte // whole chunks; nil where missing or failing its checks
+	remote  bool     // a brick answered EREMOTE: the file was moved away
 }
 
 // fetchStripe reads record s from the bricks in m.
@@ -402,6 +415,11 @@ func fetchStripe(ctx context.Context, g Geometry, files []layer.File, m replicat
 			buf := make([]byte, Record)
 			got, err := files[i].Read(ctx, buf, s*Record)
 			if err != nil {
+				if errors.Is(err, syscall.EREMOTE) {
+					mu.Lock()
+					sc.remote = true
+					mu.Unlock()
+				}
 				return
 			}
 			clear(buf[got:])
@@ -479,6 +497,9 @@ func (f *file) readStripe(ctx context.Context, s int64) ([]byte, error) {
 	files, open, _ := f.Handles()
 	avail := f.d.up()
 	sc, corrupt := fetchStripe(ctx, f.d.g, files, avail, s)
+	if sc.remote {
+		return nil, syscall.EREMOTE // moved by a rebalance: distribute reopens
+	}
 	if corrupt != 0 {
 		f.d.log.Warn("fragment chunks fail their checksums: rebuilt from the other bricks",
 			"path", f.path, "bricks", f.d.names(corrupt), "stripe", s)
@@ -636,6 +657,9 @@ func (f *file) writeStripes(ctx context.Context, ws []StripeWrite, size int64, r
 		}()
 	}
 	wg.Wait()
+	if err := moved(errs); err != nil {
+		return err
+	}
 	var ok, failed replicate.Mask
 	var firstErr error
 	for i, e := range errs {
@@ -659,6 +683,19 @@ func (f *file) writeStripes(ctx context.Context, ws []StripeWrite, size int64, r
 		}
 		f.d.log.Error("write reached fewer than K bricks", "path", f.path, "ok", f.d.names(ok), "failed", f.d.names(failed), "err", firstErr)
 		return syscall.EIO
+	}
+	return nil
+}
+
+// moved returns EREMOTE if a brick answered it: a rebalance moved the file
+// to another set, and distribute reopens it there and does the operation
+// again. The bricks that did it changed the old copy, now gone: nothing
+// is marked.
+func moved(errs []error) error {
+	for _, err := range errs {
+		if errors.Is(err, syscall.EREMOTE) {
+			return err
+		}
 	}
 	return nil
 }

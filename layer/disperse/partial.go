@@ -111,6 +111,9 @@ func (f *file) writeSmall(ctx context.Context, p []byte, off, size int64) (bool,
 		wg.Go(func() { _, errs[j] = files[j].Write(wctx, bufs[j], s*Record) })
 	}
 	wg.Wait()
+	if err := moved(errs); err != nil {
+		return true, err
+	}
 	var ok, failed replicate.Mask
 	for j, err := range errs {
 		if err == nil {

@@ -146,6 +146,9 @@ func (d *Distribute) Mkdir(ctx context.Context, path string, in layer.MkdirIn) (
 	if err != nil {
 		return layer.Attr{}, err
 	}
+	if d.elsewhere(ctx, path) {
+		return layer.Attr{}, syscall.EEXIST
+	}
 	var attr layer.Attr
 	err = d.createAt(ctx, h, path, func() error {
 		var err error

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -25,6 +26,15 @@ type Options struct {
 	// Logger receives heals, rollbacks and inconsistencies found; nil
 	// discards them.
 	Logger *slog.Logger
+	// Layout places names on the children (by child id); nil cuts the
+	// hash space into equal ranges in child order. A child may own no
+	// range (just added, or being removed).
+	Layout []Range
+	// Previous, set while a rebalance moves files to where Layout puts
+	// them, is the layout they are moving from: a name not found where
+	// Layout puts it is looked for where Previous put it (see the
+	// package documentation, "Changing the layout").
+	Previous []Range
 }
 
 // Distribute spreads a namespace over its children by hashing names. It
@@ -33,6 +43,7 @@ type Distribute struct {
 	children []Child
 	byID     map[string]int
 	layout   *layout
+	prev     *layout // nil unless a rebalance is under way
 	log      *slog.Logger
 }
 
@@ -47,7 +58,6 @@ func New(children []Child, opts Options) (*Distribute, error) {
 	d := &Distribute{
 		children: append([]Child(nil), children...),
 		byID:     make(map[string]int, len(children)),
-		layout:   evenLayout(len(children)),
 		log:      opts.Logger,
 	}
 	if d.log == nil {
@@ -62,8 +72,14 @@ func New(children []Child, opts Options) (*Distribute, error) {
 		}
 		d.byID[c.ID] = i
 	}
-	if err := d.layout.check(); err != nil {
+	var err error
+	if d.layout, err = d.layoutFrom(opts.Layout); err != nil {
 		return nil, err
+	}
+	if opts.Previous != nil {
+		if d.prev, err = d.layoutFrom(opts.Previous); err != nil {
+			return nil, fmt.Errorf("previous layout: %w", err)
+		}
 	}
 	return d, nil
 }
@@ -84,11 +100,22 @@ func (d *Distribute) hashedChild(ctx context.Context, path string) (int, error) 
 	return l.owner(hashName(name)), nil
 }
 
+// prevHashed returns the child that owned path's name in the previous
+// layout, and whether there is one (a rebalance is under way).
+func (d *Distribute) prevHashed(path string) (int, bool) {
+	if d.prev == nil || path == "/" {
+		return 0, false
+	}
+	_, name := layer.Split(path)
+	return d.prev.owner(hashName(name)), true
+}
+
 // loc is where a name lives.
 type loc struct {
 	hashed int        // child owning the name's hash
 	cached int        // child holding the inode (== hashed unless ptr)
 	ptr    bool       // hashed holds a pointer file to cached
+	prev   bool       // found where the previous layout put it (hashed is that child)
 	attr   layer.Attr // the inode's attributes, Linkto cleared
 }
 
@@ -99,12 +126,34 @@ var errDangling = fmt.Errorf("distribute: dangling pointer: %w", syscall.ENOENT)
 // locate finds path: one lookup on its hashed child, plus one on the
 // pointer's target if the hashed child holds a pointer. A pointer whose
 // target is missing, unknown, or itself a pointer or a directory yields
-// errDangling (with l.hashed set). A missing name costs exactly one lookup.
+// errDangling (with l.hashed set). A missing name costs exactly one lookup,
+// except while a rebalance is under way: then a name missing on its hashed
+// child is looked for where the previous layout put it (l.prev), and, if
+// not there either, once more on its hashed child, which the rebalance may
+// have moved it to in between.
 func (d *Distribute) locate(ctx context.Context, path string) (loc, error) {
 	h, err := d.hashedChild(ctx, path)
 	if err != nil {
 		return loc{}, err
 	}
+	l, err := d.locateAt(ctx, path, h)
+	ph, ok := d.prevHashed(path)
+	if !ok || ph == h || !errors.Is(err, syscall.ENOENT) {
+		return l, err
+	}
+	pl, perr := d.locateAt(ctx, path, ph)
+	switch {
+	case perr == nil:
+		pl.prev = true
+		return pl, nil
+	case errors.Is(perr, syscall.ENOENT):
+		return d.locateAt(ctx, path, h)
+	}
+	return l, err
+}
+
+// locateAt is locate with h as the name's hashed child.
+func (d *Distribute) locateAt(ctx context.Context, path string, h int) (loc, error) {
 	a, err := d.child(h).Lookup(ctx, path)
 	for try := 0; ; try++ {
 		if err != nil {
@@ -254,31 +303,63 @@ func (d *Distribute) Lookup(ctx context.Context, path string) (layer.Attr, error
 	return l.attr, err
 }
 
-func (d *Distribute) Readlink(ctx context.Context, path string) (string, error) {
-	l, err := d.find(ctx, path)
-	if err != nil {
-		return "", err
+// onFound runs op on path where find finds it. A file found through a
+// pointer or where the previous layout put it may be moved by a rebalance
+// before op reaches it (op fails with ENOENT, or EREMOTE as the pointer
+// it has become): it is found again.
+func (d *Distribute) onFound(ctx context.Context, path string, op func(l loc) error) error {
+	for try := 0; ; try++ {
+		l, err := d.find(ctx, path)
+		if err != nil {
+			return err
+		}
+		err = op(l)
+		if try < maxReopen && (errors.Is(err, syscall.EREMOTE) || (l.prev || l.ptr) && errors.Is(err, syscall.ENOENT)) {
+			continue
+		}
+		return err
 	}
-	return d.child(l.cached).Readlink(ctx, path)
+}
+
+func (d *Distribute) Readlink(ctx context.Context, path string) (string, error) {
+	var target string
+	err := d.onFound(ctx, path, func(l loc) error {
+		var err error
+		target, err = d.child(l.cached).Readlink(ctx, path)
+		return err
+	})
+	return target, err
 }
 
 // Open opens the name on its hashed child in one round trip: a file lives
 // there unless a pointer does, and storage refuses to open a pointer
-// (EREMOTE); only then is the pointer followed.
+// (EREMOTE); only then is the pointer followed. While a rebalance is under
+// way, a name missing on its hashed child is looked for where it was.
 func (d *Distribute) Open(ctx context.Context, path string, flags uint32) (layer.File, error) {
 	h, err := d.hashedChild(ctx, path)
 	if err != nil {
 		return nil, err
 	}
 	f, err := d.child(h).Open(ctx, path, flags)
-	if !errors.Is(err, syscall.EREMOTE) {
-		return f, err
+	if errors.Is(err, syscall.EREMOTE) || d.prev != nil && errors.Is(err, syscall.ENOENT) {
+		f, err = d.openFound(ctx, path, flags)
 	}
-	l, err := d.find(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	return d.child(l.cached).Open(ctx, path, flags)
+	return d.newHandle(f, path, flags, layer.Gfid{}), nil
+}
+
+// openFound opens path where find finds it: a pointer's target, or where
+// the previous layout put it.
+func (d *Distribute) openFound(ctx context.Context, path string, flags uint32) (layer.File, error) {
+	var f layer.File
+	err := d.onFound(ctx, path, func(l loc) error {
+		var err error
+		f, err = d.child(l.cached).Open(ctx, path, flags)
+		return err
+	})
+	return f, err
 }
 
 // Setattr changes the name on its hashed child in one round trip: a file
@@ -292,12 +373,18 @@ func (d *Distribute) Setattr(ctx context.Context, path string, in layer.SetattrI
 	}
 	attr, err := d.child(h).Setattr(ctx, path, in)
 	switch {
-	case errors.Is(err, syscall.EREMOTE):
-		l, err := d.find(ctx, path)
-		if err != nil {
-			return layer.Attr{}, err
+	case errors.Is(err, syscall.EREMOTE) || d.prev != nil && errors.Is(err, syscall.ENOENT):
+		var found loc
+		err := d.onFound(ctx, path, func(l loc) error {
+			var err error
+			found = l
+			attr, err = d.child(l.cached).Setattr(ctx, path, in)
+			return err
+		})
+		if err != nil || !attr.IsDir() {
+			return attr, err
 		}
-		return d.child(l.cached).Setattr(ctx, path, in)
+		h = found.hashed // a directory its hashed child lacks (before fix-layout)
 	case err != nil || !attr.IsDir():
 		return attr, err
 	}
@@ -311,34 +398,53 @@ func (d *Distribute) Setattr(ctx context.Context, path string, in layer.SetattrI
 	return attr, err
 }
 
+// reserved reports whether name is one of mortar's own xattrs, which
+// callers may not see or change (the rebalance's commands to the bricks
+// among them: they go to the children directly).
+func reserved(name string) bool { return strings.HasPrefix(name, "trusted.mortar.") }
+
 func (d *Distribute) Getxattr(ctx context.Context, path, name string) ([]byte, error) {
-	l, err := d.find(ctx, path)
-	if err != nil {
-		return nil, err
+	if reserved(name) {
+		return nil, syscall.EOPNOTSUPP
 	}
-	return d.child(l.cached).Getxattr(ctx, path, name)
+	var v []byte
+	err := d.onFound(ctx, path, func(l loc) error {
+		var err error
+		v, err = d.child(l.cached).Getxattr(ctx, path, name)
+		return err
+	})
+	return v, err
 }
 
 func (d *Distribute) Listxattr(ctx context.Context, path string) ([]string, error) {
-	l, err := d.find(ctx, path)
-	if err != nil {
-		return nil, err
-	}
-	return d.child(l.cached).Listxattr(ctx, path)
+	var names []string
+	err := d.onFound(ctx, path, func(l loc) error {
+		var err error
+		names, err = d.child(l.cached).Listxattr(ctx, path)
+		return err
+	})
+	return names, err
 }
 
 // Setxattr on a directory runs on its hashed child first, with the
 // caller's flags (so XATTR_CREATE/XATTR_REPLACE are decided there), then
 // on every other child with flags 0 so that they converge.
 func (d *Distribute) Setxattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
-	l, err := d.find(ctx, path)
-	if err != nil {
+	if reserved(name) {
+		return syscall.EOPNOTSUPP
+	}
+	var dir *loc
+	err := d.onFound(ctx, path, func(l loc) error {
+		if l.attr.IsDir() {
+			dir = &l
+			return nil
+		}
+		return d.child(l.cached).Setxattr(ctx, path, name, value, flags)
+	})
+	if err != nil || dir == nil {
 		return err
 	}
-	if !l.attr.IsDir() {
-		return d.child(l.cached).Setxattr(ctx, path, name, value, flags)
-	}
-	return d.dirUpdate(ctx, path, l.hashed, func(i int, first bool) error {
+	return d.dirUpdate(ctx, path, dir.hashed, func(i int, first bool) error {
 		f := flags
 		if !first {
 			f = 0
@@ -350,14 +456,21 @@ func (d *Distribute) Setxattr(ctx context.Context, path, name string, value []by
 // Removexattr on a directory: the hashed child decides ENODATA; the others
 // may already lack the attribute.
 func (d *Distribute) Removexattr(ctx context.Context, path, name string) error {
-	l, err := d.find(ctx, path)
-	if err != nil {
+	if reserved(name) {
+		return syscall.EOPNOTSUPP
+	}
+	var dir *loc
+	err := d.onFound(ctx, path, func(l loc) error {
+		if l.attr.IsDir() {
+			dir = &l
+			return nil
+		}
+		return d.child(l.cached).Removexattr(ctx, path, name)
+	})
+	if err != nil || dir == nil {
 		return err
 	}
-	if !l.attr.IsDir() {
-		return d.child(l.cached).Removexattr(ctx, path, name)
-	}
-	return d.dirUpdate(ctx, path, l.hashed, func(i int, first bool) error {
+	return d.dirUpdate(ctx, path, dir.hashed, func(i int, first bool) error {
 		err := d.child(i).Removexattr(ctx, path, name)
 		if !first && errors.Is(err, syscall.ENODATA) {
 			return nil

@@ -11,10 +11,10 @@
 // exactly one child, normally the one whose range holds the hash of its
 // name: its hashed child. The hash is FNV-1a 64 of the name folded to 32
 // bits (see hashName); rsync-style temporary names ".NAME.XXXXXX" hash as
-// NAME so the final rename does not move anything. Today every directory
-// uses the same layout, the hash space cut into equal contiguous ranges in
-// child order; the layout type is where per-directory layouts stored in
-// xattrs, with epochs, will plug in for add-brick and rebalance.
+// NAME so the final rename does not move anything. Every directory uses the
+// volume's layout (Options.Layout): by default the hash space cut into
+// equal contiguous ranges in child order; after add-brick or remove-brick,
+// the layout the volume spec records (see "Changing the layout").
 //
 // # Pointer files
 //
@@ -119,6 +119,85 @@
 // directory under the new name on some children and the old one on the
 // others; both names then list partial contents until a future heal
 // reconciles them.
+//
+// # Changing the layout
+//
+// Adding a child gives it a share of the hash space taken from every other
+// child (volume.Layout.With); removing one spreads its ranges over the
+// others (Without). Either way only the names whose owner changed must
+// move. Clients are given the new layout and, while a rebalance runs, the
+// previous one (Options.Previous):
+//
+//   - A name is looked for on its hashed child under the new layout and,
+//     if it is not there, where the previous layout put it (loc.prev),
+//     then once more on its hashed child (the rebalance may have moved it
+//     in between). Operations on a name found at its previous place act
+//     there. A missing name costs up to three lookups during a rebalance.
+//   - Names are made only where the new layout puts them, and Create,
+//     Mknod, Symlink, Link and Mkdir first check that the name does not
+//     still live at its previous place (EEXIST, or Create opens it), so a
+//     name never exists twice. Rename onto such a name puts the new name
+//     on its new hashed child and removes the old target's copies.
+//   - Readdir accepts a directory missing on its new hashed child if the
+//     previous one has it (before fix-layout made it there).
+//
+// Rebalance (rebalance.go) first makes every directory on every child
+// (FixLayout alone does only that), then, per directory, depth first in
+// name order, moves each file whose data is not on its hashed child:
+//
+//   - A regular file with one link is migrated (migrate.go) while clients
+//     keep it open: the bricks holding it are told to watch it (note any
+//     change); it is copied to a hidden name (migPrefix) on the new child
+//     with the same gfid (inode numbers do not change), in 1 MiB chunks,
+//     chunks of zeros left as holes, then its user xattrs, mode and times;
+//     the bricks freeze it (every change waits; changes in flight finish
+//     first) and say whether it changed since the watch. If it did, the
+//     copy starts over (twice); the third time a file of at most 64 MiB is
+//     copied again under the freeze, a larger one is skipped (counted,
+//     for a later run). Then the copy is renamed over the name on the new
+//     child (replacing a pointer there), and the bricks turn the old inode
+//     into a pointer to the new child and mark it moved: from then on its
+//     open files answer EREMOTE to every operation but Getattr (which
+//     reports the pointer), and so do the changes the freeze held. The old
+//     name is then removed (open files keep the inode). A freeze ends by
+//     itself after 30 s should the rebalancer die; a move whose freeze
+//     expired before the switch is undone. The commands travel as Setxattr
+//     of trusted.mortar.migrate, which the bricks intercept (see
+//     posix.XattrMigrate) and which distribute refuses from its callers;
+//     replicate and disperse send them to every brick of the set and need
+//     all of them up.
+//   - Files opened through distribute are handles (handle.go) that, on
+//     EREMOTE, find the file again by the path they were opened with,
+//     check it is the same inode (gfid), reopen it there with the same
+//     flags (without O_CREAT, O_EXCL, O_TRUNC) and do the operation again:
+//     the application sees nothing. Replicate and disperse pass EREMOTE up
+//     without marking anything pending (the copies that did the change
+//     changed the old inode, now gone). A file renamed while open and then
+//     moved is not found under its old path: its operations then fail
+//     with ESTALE. POSIX locks held on a file that moves are not carried
+//     to its new child.
+//   - A file with several links stays on its child (storage counts its
+//     links there); its name gets a pointer on its hashed child. On a
+//     child being removed that is a failure, reported per name: the child
+//     cannot go while such files remain.
+//   - Symlinks and special files are made again on the new child (same
+//     gfid) and removed from the old one.
+//   - Pointers made stale (on a child that no longer owns the name, whose
+//     name is now found on its hashed child or which dangle) are removed.
+//
+// A checkpoint (the last directory done) lets a later run skip what was
+// done. Options.Source splits the work: each node moves the files whose
+// data is on its own bricks.
+//
+// Known limits: an O_APPEND write that the freeze catches after it reached
+// some bricks of a set but not others can be applied twice (the held part
+// is retried whole on the new child); a rebalancer that dies between the
+// switch and the conversion leaves two copies, the new one wins on the
+// next run and changes made meanwhile through files opened before the
+// switch are lost; a name created in the instant between the existence
+// check at its previous place and the create on its hashed child, for a
+// name the rebalance is moving at that moment, is not serialised (there
+// are no entry locks yet, see below).
 //
 // # Errors and what is not done yet
 //

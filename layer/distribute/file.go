@@ -28,9 +28,34 @@ func (d *Distribute) pointerFor(l loc) layer.MknodIn {
 // pointer of the name (the file lives elsewhere) and O_EXCL is not set, the
 // file is opened where it lives, as open(2) with O_CREAT would.
 func (d *Distribute) Create(ctx context.Context, path string, in layer.CreateIn) (layer.File, layer.Attr, error) {
+	f, a, err := d.create(ctx, path, in)
+	if err != nil {
+		return nil, layer.Attr{}, err
+	}
+	return d.newHandle(f, path, in.Flags, a.Gfid), a, nil
+}
+
+// elsewhere reports, while a rebalance is under way, whether path exists
+// where the previous layout put it and not on its hashed child: a name
+// made there now would be a second one.
+func (d *Distribute) elsewhere(ctx context.Context, path string) bool {
+	if d.prev == nil {
+		return false
+	}
+	l, err := d.locate(ctx, path)
+	return err == nil && l.prev
+}
+
+func (d *Distribute) create(ctx context.Context, path string, in layer.CreateIn) (layer.File, layer.Attr, error) {
 	h, err := d.hashedChild(ctx, path)
 	if err != nil {
 		return nil, layer.Attr{}, err
+	}
+	if d.elsewhere(ctx, path) {
+		if in.Flags&syscall.O_EXCL != 0 {
+			return nil, layer.Attr{}, syscall.EEXIST
+		}
+		return d.openExisting(ctx, path, in.Flags)
 	}
 	for range 3 {
 		var f layer.File
@@ -72,6 +97,10 @@ func (d *Distribute) openExisting(ctx context.Context, path string, flags uint32
 		return nil, layer.Attr{}, syscall.EISDIR
 	}
 	f, err := d.child(l.cached).Open(ctx, path, flags&^(syscall.O_CREAT|syscall.O_EXCL))
+	if errors.Is(err, syscall.EREMOTE) || (l.prev || l.ptr) && errors.Is(err, syscall.ENOENT) {
+		// Moved by a rebalance since: it is where find says now.
+		f, err = d.openFound(ctx, path, flags&^(syscall.O_CREAT|syscall.O_EXCL))
+	}
 	if err != nil {
 		return nil, layer.Attr{}, err
 	}
@@ -100,6 +129,9 @@ func (d *Distribute) makeOnHashed(ctx context.Context, path string, mk func(laye
 	h, err := d.hashedChild(ctx, path)
 	if err != nil {
 		return layer.Attr{}, err
+	}
+	if d.elsewhere(ctx, path) {
+		return layer.Attr{}, syscall.EEXIST
 	}
 	var a layer.Attr
 	err = d.createAt(ctx, h, path, func() error {
@@ -133,6 +165,9 @@ func (d *Distribute) Link(ctx context.Context, oldpath, newpath string) (layer.A
 	hn, err := d.hashedChild(ctx, newpath)
 	if err != nil {
 		return layer.Attr{}, err
+	}
+	if d.elsewhere(ctx, newpath) {
+		return layer.Attr{}, syscall.EEXIST
 	}
 	var a layer.Attr
 	link := func() error {

@@ -13,12 +13,18 @@ type hashRange struct {
 	child      int // index into Distribute.children
 }
 
-// layout says which child owns which hash in one directory. Today every
-// directory has the same layout, computed from the child list; when
-// add-brick and rebalance arrive, a directory's layout will be stored in an
-// xattr on each child's copy of the directory (each child its own range,
-// plus an epoch), loaded by layoutOf and cached. Callers only ask owner,
-// so that change stays inside this file.
+// Range is one range of a layout as Options give it: the hashes from Start
+// to the next range's Start-1 (the last range to 2^32-1) belong to the
+// child with ID Child. Ranges are sorted by Start and the first starts at 0.
+type Range struct {
+	Start uint32
+	Child string
+}
+
+// layout says which child owns which hash in one directory. Every
+// directory has the same layout, the volume's (Options.Layout). Callers
+// only ask owner, so that per-directory layouts, if they ever come, stay
+// inside this file.
 type layout struct {
 	ranges []hashRange // sorted by start, covering [0, 2^32) without gaps
 }
@@ -40,6 +46,42 @@ func evenLayout(n int) *layout {
 		l.ranges[i] = hashRange{start: uint32(start), end: uint32(end), child: i}
 	}
 	return l
+}
+
+// layoutFrom converts ranges given by child id; nil gives evenLayout.
+func (d *Distribute) layoutFrom(rs []Range) (*layout, error) {
+	if rs == nil {
+		return evenLayout(len(d.children)), nil
+	}
+	if len(rs) == 0 || rs[0].Start != 0 {
+		return nil, fmt.Errorf("distribute: layout does not start at 0")
+	}
+	l := &layout{ranges: make([]hashRange, len(rs))}
+	for i, r := range rs {
+		c, ok := d.byID[r.Child]
+		if !ok {
+			return nil, fmt.Errorf("distribute: layout names unknown child %q", r.Child)
+		}
+		end := uint64(1)<<32 - 1
+		if i+1 < len(rs) {
+			if rs[i+1].Start <= r.Start {
+				return nil, fmt.Errorf("distribute: layout ranges overlap at %#x", rs[i+1].Start)
+			}
+			end = uint64(rs[i+1].Start) - 1
+		}
+		l.ranges[i] = hashRange{start: r.Start, end: uint32(end), child: c}
+	}
+	return l, l.check()
+}
+
+// has reports whether child c owns some range of l.
+func (l *layout) has(c int) bool {
+	for _, r := range l.ranges {
+		if r.child == c {
+			return true
+		}
+	}
+	return false
 }
 
 // owner returns the child whose range holds h.
@@ -64,7 +106,7 @@ func (l *layout) check() error {
 }
 
 // layoutOf returns the layout of directory dir. It cannot fail today; the
-// context and error are there for the stored layouts to come.
+// context and error are there for per-directory layouts, should they come.
 func (d *Distribute) layoutOf(ctx context.Context, dir string) (*layout, error) {
 	return d.layout, nil
 }

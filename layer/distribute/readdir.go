@@ -42,11 +42,21 @@ func (d *Distribute) Readdir(ctx context.Context, path string, cookie uint64, ma
 		var err error
 		lists[i], err = layer.ReadDirAll(ctx, d.child(i), path)
 		if i != h && errors.Is(err, syscall.ENOENT) {
-			d.log.Warn("directory missing on a child", "path", path, "child", d.children[i].ID)
+			if d.layout.has(i) {
+				d.log.Warn("directory missing on a child", "path", path, "child", d.children[i].ID)
+			}
 			return nil
 		}
 		return err
 	})
+	if ph, ok := d.prevHashed(path); ok && ph != h && errors.Is(errs[h], syscall.ENOENT) && errs[ph] == nil {
+		// A rebalance is under way and the directory's new hashed
+		// child does not have it yet (fix-layout makes it): the
+		// previous one's answer stands.
+		if _, err := d.child(ph).Lookup(ctx, path); err == nil {
+			errs[h] = nil
+		}
+	}
 	if err := firstErr(errs, h); err != nil {
 		return layer.DirPage{}, d.refine(ctx, path, err)
 	}
@@ -74,6 +84,9 @@ func merge(lists [][]layer.Entry, lay *layout) (out []layer.Entry, orphans []str
 	var pointers []string
 	for i, list := range lists {
 		for _, e := range list {
+			if strings.HasPrefix(e.Name, migPrefix) {
+				continue // a rebalance's copy in the making
+			}
 			if e.Attr.Linkto != "" {
 				if lay.owner(hashName(e.Name)) == i && !strings.HasPrefix(e.Name, tmpPrefix) {
 					pointers = append(pointers, e.Name)

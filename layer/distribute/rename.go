@@ -81,15 +81,19 @@ func (d *Distribute) Rename(ctx context.Context, oldpath, newpath string, flags 
 // replace it, and RenameNoReplace must not trip over it. hd is newpath's
 // hashed child.
 func (d *Distribute) locateTarget(ctx context.Context, newpath string) (*loc, int, error) {
+	hd, err := d.hashedChild(ctx, newpath)
+	if err != nil {
+		return nil, 0, err
+	}
 	dst, err := d.locate(ctx, newpath)
 	switch {
 	case err == nil:
-		return &dst, dst.hashed, nil
+		return &dst, hd, nil
 	case err == errDangling:
 		d.removeStalePointer(ctx, dst.hashed, newpath)
-		return nil, dst.hashed, nil
+		return nil, hd, nil
 	case errors.Is(err, syscall.ENOENT):
-		return nil, dst.hashed, nil
+		return nil, hd, nil
 	}
 	return nil, 0, err
 }
@@ -103,6 +107,9 @@ func (d *Distribute) renameFile(ctx context.Context, oldpath, newpath string, fl
 	cs := src.cached
 	move := func() error { return d.child(cs).Rename(ctx, oldpath, newpath, flags) }
 	moveOnCached := func() error { return d.withParent(ctx, cs, newpath, move) }
+	if target != nil && target.prev {
+		return d.renameOverPrev(ctx, oldpath, newpath, src, hd, target, moveOnCached)
+	}
 	switch {
 	case hd == cs:
 		// The data stays where newpath hashes: one atomic rename replaces
@@ -146,6 +153,40 @@ func (d *Distribute) renameFile(ctx context.Context, oldpath, newpath string, fl
 			d.log.Warn("rename: old target's data left behind", "path", newpath,
 				"child", d.children[target.cached].ID, "err", err)
 		}
+	}
+	if src.ptr {
+		d.unlinkPointer(ctx, src.hashed, oldpath)
+	}
+	return nil
+}
+
+// renameOverPrev is renameFile onto a target that a rebalance has not
+// moved yet (it lives where the previous layout put it, and its hashed
+// child hd does not have it): the new name goes where the current layout
+// puts it, then the old target's copies go. Lookup sees the old target
+// until the name on hd appears, which then shadows it.
+func (d *Distribute) renameOverPrev(ctx context.Context, oldpath, newpath string, src loc, hd int, target *loc, moveOnCached func() error) error {
+	cs := src.cached
+	if err := moveOnCached(); err != nil {
+		return err
+	}
+	if hd != cs {
+		if err := d.placePointer(ctx, hd, newpath, src, false); err != nil {
+			if rerr := d.child(cs).Rename(ctx, newpath, oldpath, layer.RenameNoReplace); rerr != nil {
+				d.log.Error("rename rollback failed; data hidden under new name", "old", oldpath, "new", newpath,
+					"child", d.children[cs].ID, "err", rerr)
+			}
+			return err
+		}
+	}
+	if target.cached != cs && target.cached != hd {
+		if err := d.child(target.cached).Unlink(ctx, newpath); err != nil && !errors.Is(err, syscall.ENOENT) {
+			d.log.Warn("rename: old target's data left behind", "path", newpath,
+				"child", d.children[target.cached].ID, "err", err)
+		}
+	}
+	if target.ptr && target.hashed != cs && target.hashed != hd {
+		d.unlinkPointer(ctx, target.hashed, newpath)
 	}
 	if src.ptr {
 		d.unlinkPointer(ctx, src.hashed, oldpath)

@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"context"
+	"errors"
 	"hash/fnv"
 	"sync"
 	"syscall"
@@ -176,6 +177,15 @@ func (r *Replicate) Open(ctx context.Context, path string, flags uint32) (layer.
 			copies[i].Err = syscall.ENOTCONN
 		}
 	}
+	// A replica whose copy a rebalance has just turned into a pointer
+	// (the others are being turned too): the file has moved, whatever
+	// the copies say.
+	for i := range openErrs {
+		if errors.Is(openErrs[i], syscall.EREMOTE) {
+			releaseAll(files)
+			return nil, openErrs[i]
+		}
+	}
 	v := r.verdict(ctx, m, path, copies)
 	if err := r.answered(v); err != nil {
 		releaseAll(files)
@@ -348,6 +358,14 @@ func (f *file) modify(ctx context.Context, fn func(ctx context.Context, lf layer
 	f.mu.Unlock()
 	pctx := f.r.withPending(ctx, m)
 	errs := f.r.parallel(m, func(i int) error { return fn(pctx, files[i], i) })
+	for _, err := range errs {
+		if errors.Is(err, syscall.EREMOTE) {
+			// A rebalance moved the file to another set (the bricks
+			// that did the change changed the old copy, now gone):
+			// distribute reopens it there and does the change again.
+			return 0, err
+		}
+	}
 	f.mu.Lock()
 	good := f.good
 	f.mu.Unlock()

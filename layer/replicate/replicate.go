@@ -572,7 +572,14 @@ func (r *Replicate) Rename(ctx context.Context, oldpath, newpath string, flags u
 	return err
 }
 
+// xattrMigrate is distribute's rebalance command to the bricks (see
+// posix.XattrMigrate): not an attribute but a request about the inode.
+const xattrMigrate = "trusted.mortar.migrate"
+
 func (r *Replicate) Setxattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
+	if name == xattrMigrate {
+		return r.migrate(ctx, path, value, flags)
+	}
 	_, err := r.modify(ctx, []string{path}, func(ctx context.Context, i int) error {
 		return r.children[i].Layer.Setxattr(ctx, path, name, value, flags)
 	})
@@ -584,6 +591,45 @@ func (r *Replicate) Removexattr(ctx context.Context, path, name string) error {
 		return r.children[i].Layer.Removexattr(ctx, path, name)
 	})
 	return err
+}
+
+// migrate sends a rebalance command to every replica: a file's writes go
+// to every replica, so all of them must hold them. It needs every replica
+// up (ENOTCONN otherwise: the rebalancer tries again later), marks nothing
+// pending and judges nothing. The answer is the worst one, so that the
+// rebalancer never believes a file frozen or moved that is not: a failure
+// (EAGAIN if other replicas did it: the copies differ, heal first), else
+// EMLINK (other links), else ESTALE (changed).
+func (r *Replicate) migrate(ctx context.Context, path string, value []byte, flags uint32) error {
+	if r.up() != r.all {
+		return syscall.ENOTCONN
+	}
+	errs := r.parallel(r.all, func(i int) error {
+		return r.children[i].Layer.Setxattr(ctx, path, xattrMigrate, value, flags)
+	})
+	var verdict, failed error
+	done := false
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			done = true
+		case errors.Is(err, syscall.ESTALE) || errors.Is(err, syscall.EMLINK):
+			done = true
+			if verdict == nil || errors.Is(verdict, syscall.ESTALE) {
+				verdict = err
+			}
+		case failed == nil:
+			failed = err
+		}
+	}
+	switch {
+	case failed != nil && done:
+		r.log.Info("rebalance command not done by every replica", "path", path, "errs", errs)
+		return syscall.EAGAIN
+	case failed != nil:
+		return failed
+	}
+	return verdict
 }
 
 // fromGood runs a read-only path operation on a good copy, judging first.
