@@ -38,14 +38,20 @@ type Options struct {
 	Logger *slog.Logger
 	// Build passes connection settings (e.g. Dial) to the graph.
 	Build volume.BuildOptions
+	// NoFollow keeps the volume's layout as Open fetched it. By default a
+	// volume opened from a server follows the changes of its spec (options
+	// set, bricks added, removed or moved) without being opened again.
+	NoFollow bool
 }
 
 // Volume is an open volume. Its methods may be called concurrently.
 type Volume struct {
-	g   *volume.Graph
-	top layer.Layer
-	uid uint32
-	gid uint32
+	live       *volume.Live
+	top        layer.Layer
+	uid        uint32
+	gid        uint32
+	stopFollow context.CancelFunc // nil when not following
+	followDone chan struct{}
 }
 
 // ParseTarget splits "host:/name" or "host:port:/name" into the management
@@ -59,20 +65,36 @@ func ParseTarget(target string) (addr, name string, err error) {
 }
 
 // Open fetches the volume's spec from the server named in target and
-// connects to its bricks.
+// connects to its bricks. Unless opts.NoFollow, the volume then follows
+// the changes of its spec that the server publishes: new operations go to
+// the new layout, files already open finish on the old one.
 func Open(ctx context.Context, target string, opts Options) (*Volume, error) {
 	addr, name, err := ParseTarget(target)
 	if err != nil {
 		return nil, err
 	}
-	spec, err := mgmt.NewClient(addr).Spec(ctx, name)
+	api := mgmt.NewClient(addr)
+	spec, err := api.Spec(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("volume %s: %w", target, err)
 	}
-	return OpenSpec(spec, opts)
+	v, err := OpenSpec(spec, opts)
+	if err != nil || opts.NoFollow {
+		return v, err
+	}
+	fctx, cancel := context.WithCancel(context.Background())
+	v.stopFollow, v.followDone = cancel, make(chan struct{})
+	go func() {
+		defer close(v.followDone)
+		v.live.Follow(fctx, func(ctx context.Context, after uint64) (volume.Spec, error) {
+			return api.WatchSpec(ctx, name, after)
+		})
+	}()
+	return v, nil
 }
 
 // OpenSpec connects to the bricks of a volume whose spec the caller has.
+// The volume keeps that spec (see Open to follow changes).
 func OpenSpec(spec volume.Spec, opts Options) (*Volume, error) {
 	if opts.Build.Logger == nil {
 		opts.Build.Logger = opts.Logger
@@ -81,14 +103,26 @@ func OpenSpec(spec volume.Spec, opts Options) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Volume{g: g, top: g.Top, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}, nil
+	live := volume.NewLive(g, volume.WithBuildOptions(opts.Build))
+	return &Volume{live: live, top: live, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}, nil
 }
 
-// Close disconnects from the bricks.
-func (v *Volume) Close() error { return v.g.Close() }
+// Close stops following the volume's spec and disconnects from the
+// bricks; files still open fail from then on.
+func (v *Volume) Close() error {
+	if v.stopFollow != nil {
+		v.stopFollow()
+		<-v.followDone
+	}
+	return v.live.Close()
+}
+
+// Spec returns the spec the volume runs on now.
+func (v *Volume) Spec() volume.Spec { return v.live.Spec() }
 
 // Layer returns the volume's top layer, for callers that want the raw
-// file-operation contract.
+// file-operation contract. It follows the volume's spec as the Volume
+// does.
 func (v *Volume) Layer() layer.Layer { return v.top }
 
 // resolve turns a name into a clean volume path.

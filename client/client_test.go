@@ -5,11 +5,14 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/mortarfs/mortar/client"
+	"github.com/mortarfs/mortar/mgmt"
 )
 
 func openVolume(t *testing.T) *client.Volume {
@@ -117,5 +120,82 @@ func TestFS(t *testing.T) {
 	}
 	if err := fstest.TestFS(vol.FS(ctx), "a.txt", "dir/b.txt", "dir/sub/c.txt"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// hookHandler logs to its Handler and passes every record to fn.
+type hookHandler struct {
+	slog.Handler
+	fn func(slog.Record)
+}
+
+func (h hookHandler) Handle(ctx context.Context, r slog.Record) error {
+	h.fn(r)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h hookHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return hookHandler{h.Handler.WithAttrs(as), h.fn}
+}
+
+func (h hookHandler) WithGroup(name string) slog.Handler {
+	return hookHandler{h.Handler.WithGroup(name), h.fn}
+}
+
+// An open volume follows its spec: an option set on the server reaches
+// it, and files open across the change go on working.
+func TestVolumeFollowsSpec(t *testing.T) {
+	node, err := startNode(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Close() })
+	switched := make(chan uint64, 10)
+	log := slog.New(hookHandler{slog.NewTextHandler(t.Output(), nil), func(r slog.Record) {
+		r.Attrs(func(a slog.Attr) bool {
+			if r.Message == "volume graph switched" && a.Key == "new_version" {
+				switched <- a.Value.Uint64()
+			}
+			return true
+		})
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	vol, err := client.Open(ctx, node.Addr()+":/gv0", client.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vol.Close()
+	if err := vol.WriteFile(ctx, "a", []byte("before"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	held, err := vol.OpenRead(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vi, err := mgmt.NewClient(node.Addr()).Set(ctx, "gv0", mgmt.OptAttrTimeout, "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case v := <-switched:
+		if v != vi.SpecVersion {
+			t.Fatalf("switched to version %d, want %d", v, vi.SpecVersion)
+		}
+	case <-ctx.Done():
+		t.Fatal("the volume did not follow its spec")
+	}
+	if spec := vol.Spec(); spec.Version != vi.SpecVersion || spec.Options[mgmt.OptAttrTimeout] != "3" {
+		t.Fatalf("spec after the change: %+v", spec)
+	}
+	if data, err := io.ReadAll(held); err != nil || string(data) != "before" {
+		t.Fatalf("file open across the change: %q, %v", data, err)
+	}
+	held.Close()
+	if err := vol.WriteFile(ctx, "b", []byte("after"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := vol.ReadFile(ctx, "a"); err != nil || string(data) != "before" {
+		t.Fatalf("read after the change: %q, %v", data, err)
 	}
 }

@@ -50,7 +50,7 @@ const maxRequestBody = 1 << 20
 func (n *Node) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/node", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, NodeInfo{ID: n.id, Addr: n.addr})
+		writeJSON(w, http.StatusOK, n.nodeInfo())
 	})
 	mux.HandleFunc("GET /v1/volumes", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, n.list())
@@ -84,7 +84,7 @@ func (n *Node) handler() http.Handler {
 		n.reply(w, r, http.StatusOK, vi, err)
 	})
 	mux.HandleFunc("GET /v1/volumes/{name}/status", func(w http.ResponseWriter, r *http.Request) {
-		vs, err := n.status(r.PathValue("name"))
+		vs, err := n.status(r.Context(), r.PathValue("name"))
 		n.reply(w, r, http.StatusOK, vs, err)
 	})
 	mux.HandleFunc("PUT /v1/volumes/{name}/options/{key}", func(w http.ResponseWriter, r *http.Request) {
@@ -97,10 +97,11 @@ func (n *Node) handler() http.Handler {
 	})
 	mux.HandleFunc("GET /v1/volumes/{name}/spec", n.serveSpec)
 	n.healHandlers(mux)
+	n.clusterHandlers(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Error: fmt.Sprintf("no such API endpoint: %s %s", r.Method, r.URL.Path)})
 	})
-	return n.logRequests(mux)
+	return n.logRequests(n.route(mux))
 }
 
 // healHandlers adds the endpoints of self-heal and reset-brick.
@@ -132,6 +133,14 @@ func (n *Node) healHandlers(mux *http.ServeMux) {
 		}
 		paths, err := n.resolveSplitBrain(r.Context(), r.PathValue("name"), req)
 		n.reply(w, r, http.StatusOK, SplitBrainResolved{Paths: paths}, err)
+	})
+	mux.HandleFunc("POST /v1/volumes/{name}/replace-brick", func(w http.ResponseWriter, r *http.Request) {
+		var req ReplaceBrickRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		vi, err := n.replaceBrick(r.Context(), r.PathValue("name"), req)
+		n.reply(w, r, http.StatusOK, vi, err)
 	})
 	mux.HandleFunc("POST /v1/volumes/{name}/reset-brick", func(w http.ResponseWriter, r *http.Request) {
 		var req ResetBrickRequest
@@ -178,6 +187,8 @@ func statusFor(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, ErrUnsupported):
 		return http.StatusNotImplemented
+	case errors.Is(err, ErrNoQuorum):
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }

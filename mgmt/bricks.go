@@ -199,9 +199,13 @@ func (n *Node) stopVolumeRun(id string) {
 
 // restoreBricks starts the bricks of the started volumes when the node
 // starts. A brick that fails is logged and shown offline in status; the
-// others serve.
+// others serve. Without a quorum the node may not have applied its whole
+// log: it then starts what the state it last applied (state.json) says.
 func (n *Node) restoreBricks() {
 	st := n.store.State()
+	if cached := n.raft.cachedState(); cached.Index > st.Index {
+		st = cached
+	}
 	for _, name := range st.VolumeNames() {
 		v := st.Volumes[name]
 		if v.Status != StatusStarted {

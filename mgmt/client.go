@@ -20,6 +20,7 @@ import (
 type Client struct {
 	addr string // host:port
 	http *http.Client
+	via  string // set on requests between nodes: the sender's id
 }
 
 // NewClient returns a client for the node at addr ("host" or "host:port";
@@ -183,6 +184,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.via != "" {
+		req.Header.Set(viaHeader, c.via)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

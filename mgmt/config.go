@@ -29,6 +29,10 @@ type Config struct {
 	// machine's non-loopback addresses, else its first global unicast
 	// address, else 127.0.0.1; with the port actually listened on.
 	Advertise string
+	// RaftListen is the TCP address of the node's Raft traffic (default:
+	// the host of Listen with the port after the API's, 7421 by default,
+	// or a free port when the API's port is chosen free).
+	RaftListen string
 	// Logger receives the node's logs (default: discarded).
 	Logger *slog.Logger
 	// BrickExec, when set, runs every brick as a process of its own, as

@@ -20,6 +20,9 @@ var (
 	ErrState = errors.New("wrong state")
 	// ErrUnsupported: a feature mortar does not have yet.
 	ErrUnsupported = errors.New("not supported yet")
+	// ErrNoQuorum: the cluster has no leader (fewer than a majority of
+	// its nodes reach each other), so its state cannot change now.
+	ErrNoQuorum = errors.New("no quorum")
 )
 
 // markers lists the marker errors with the names used for them on the wire.
@@ -32,6 +35,7 @@ var markers = []struct {
 	{"exists", ErrExists},
 	{"state", ErrState},
 	{"unsupported", ErrUnsupported},
+	{"no-quorum", ErrNoQuorum},
 }
 
 // markedError is an error whose message is written for the operator and

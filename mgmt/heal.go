@@ -80,7 +80,7 @@ type healRun struct {
 // started, or has the running one look at the bricks again (their ports
 // may be new).
 func (n *Node) startHeal(vr *volumeRun, v *VolumeState) {
-	if !healable(v) {
+	if !healable(v) || healNode(v) != n.id {
 		return
 	}
 	n.runMu.Lock()
@@ -546,7 +546,7 @@ func (n *Node) checkResolve(ctx context.Context, v *VolumeState, req *SplitBrain
 		if req.Source == "" {
 			return set, errorf(ErrInvalid, "split-brain source-brick needs the brick whose copies win, as HOST:/PATH")
 		}
-		b, i, err := n.findBrick(ctx, v, req.Source)
+		b, i, err := n.findBrick(ctx, n.store.State(), v, req.Source)
 		if err != nil {
 			return set, err
 		}

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -19,12 +21,24 @@ const shutdownTimeout = 5 * time.Second
 // Node is a running management daemon: the HTTP API on the node's port,
 // the cluster state, and the node's bricks, each on its own port.
 type Node struct {
-	log       *slog.Logger
-	id        string
-	addr      string // advertised host:port
-	dir       string
-	lock      *os.File
-	store     Store
+	log      *slog.Logger
+	id       string
+	addr     string // advertised host:port
+	dir      string
+	lock     *os.File
+	store    Store
+	raft     *raftStore // the same store, with its cluster operations
+	raftAddr string     // advertised address of the Raft traffic
+	raftLn   net.Listener
+	peerHTTP *http.Client  // requests to other nodes
+	done     chan struct{} // closed when the node closes
+	kick     chan struct{} // wakes reconcile
+	kickOnce sync.Once
+	specs    *specNotifier // wakes the spec watches
+
+	taskMu    sync.Mutex
+	tasks     map[string]bool       // ids of the tasks this node orchestrates
+	migs      map[string]*migration // by volume id: this node's part of its task
 	ln        net.Listener
 	http      *http.Server
 	runner    brickRunner
@@ -62,13 +76,25 @@ func Start(cfg Config) (*Node, error) {
 		dir:     cfg.DataDir,
 		vols:    map[string]*volumeRun{},
 		pending: map[net.Conn]struct{}{},
+		done:    make(chan struct{}),
+		specs:   newSpecNotifier(),
+		peerHTTP: &http.Client{Transport: &http.Transport{
+			Proxy:               nil,
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 4,
+			IdleConnTimeout:     30 * time.Second,
+		}},
 	}
 	if err := n.open(cfg); err != nil {
 		n.Close()
 		return nil, err
 	}
+	n.settle()
 	n.restoreBricks()
 	n.serve()
+	n.raft.onChange(n.changed)
+	n.raft.onLead(n.resumeTasks)
+	n.resumeTasks()
 	n.log.Info("node started", "id", n.id, "listen", n.ln.Addr().String(), "advertise", n.addr, "data", n.dir, "brick-processes", cfg.BrickExec != "")
 	return n, nil
 }
@@ -79,12 +105,12 @@ func (n *Node) open(cfg Config) error {
 	if n.lock, err = lockDataDir(cfg.DataDir); err != nil {
 		return err
 	}
-	if n.id, err = loadIdentity(filepath.Join(cfg.DataDir, "node.json")); err != nil {
+	idPath := filepath.Join(cfg.DataDir, "node.json")
+	ident, err := loadIdentity(idPath)
+	if err != nil {
 		return err
 	}
-	if n.store, err = openFileStore(filepath.Join(cfg.DataDir, "state.json")); err != nil {
-		return err
-	}
+	n.id = ident.ID
 	if n.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -92,11 +118,22 @@ func (n *Node) open(cfg Config) error {
 	if n.addr == "" {
 		n.addr = deriveAdvertise(n.ln.Addr().String())
 	}
-	if old, ok := n.store.State().Nodes[n.id]; !ok || old.Addr != n.addr {
-		if err := n.store.Apply(Command{Op: OpSetNode, Node: &NodeState{ID: n.id, Addr: n.addr}}); err != nil {
-			return fmt.Errorf("register node: %w", err)
+	if n.raftLn, err = listenRaft(cfg, n.ln.Addr(), ident.RaftPort); err != nil {
+		return err
+	}
+	if port := portOf(n.raftLn.Addr().String()); port != ident.RaftPort {
+		ident.RaftPort = port
+		if err := writeJSONAtomic(idPath, ident); err != nil {
+			return fmt.Errorf("save node identity: %w", err)
 		}
 	}
+	advHost, _ := splitHostPortDefault(n.addr)
+	n.raftAddr = net.JoinHostPort(advHost, strconv.Itoa(portOf(n.raftLn.Addr().String())))
+	if n.raft, err = openRaftStore(cfg.DataDir, n.id, n.raftLn, n.raftAddr, n.log); err != nil {
+		return err
+	}
+	n.raft.forward = n.forwardApply
+	n.store = n.raft
 	n.brickHost, _, _ = net.SplitHostPort(cfg.Listen)
 	if cfg.BrickExec != "" {
 		n.runner = newProcRunner(cfg.BrickExec, filepath.Join(cfg.DataDir, "logs", "bricks"), cfg.BrickLogLevel, n.log)
@@ -157,6 +194,10 @@ func (n *Node) Close() error {
 func (n *Node) shutdown() error {
 	var errs []error
 	n.connMu.Lock()
+	if !n.closed && n.done != nil {
+		close(n.done)
+		n.specs.close() // watches end before Shutdown waits for them
+	}
 	n.closed = true
 	for c := range n.pending {
 		c.Close()
@@ -178,6 +219,8 @@ func (n *Node) shutdown() error {
 	n.wg.Wait()
 	if n.store != nil {
 		errs = append(errs, n.store.Close())
+	} else if n.raftLn != nil {
+		n.raftLn.Close()
 	}
 	if n.lock != nil {
 		errs = append(errs, n.lock.Close())
@@ -186,4 +229,113 @@ func (n *Node) shutdown() error {
 		n.log.Info("node stopped", "id", n.id)
 	}
 	return errors.Join(errs...)
+}
+
+// listenRaft listens for the node's Raft traffic: on cfg.RaftListen if
+// set; else on the API's host, at the port the node used before (kept in
+// its identity, as the other nodes know it by it), or on a first start the
+// API's port + 1 (7421 by default) when free, or any free port.
+func listenRaft(cfg Config, api net.Addr, kept int) (net.Listener, error) {
+	if cfg.RaftListen != "" {
+		ln, err := net.Listen("tcp", cfg.RaftListen)
+		if err != nil {
+			return nil, fmt.Errorf("listen for raft: %w", err)
+		}
+		return ln, nil
+	}
+	host, _, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen address %s: %w", cfg.Listen, err)
+	}
+	if kept != 0 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(kept)))
+		if err != nil {
+			return nil, fmt.Errorf("listen for raft on the port this node always used: %w", err)
+		}
+		return ln, nil
+	}
+	if ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(portOf(api.String())+1))); err == nil {
+		return ln, nil
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return nil, fmt.Errorf("listen for raft: %w", err)
+	}
+	return ln, nil
+}
+
+// settle waits for the cluster to have a leader and records this node's
+// addresses. A one-node cluster elects itself at once; a node of a larger
+// cluster whose peers are down registers in the background, and meanwhile
+// serves from the state it last applied.
+func (n *Node) settle() {
+	if n.raft.voters() <= 1 {
+		if err := n.raft.waitLeader(leaderWait); err != nil {
+			n.log.Warn("no leader yet", "err", err)
+		}
+		n.raft.catchUp(leaderWait)
+		n.register()
+		return
+	}
+	if n.raft.waitLeader(3*time.Second) == nil {
+		n.raft.catchUp(3 * time.Second)
+	}
+	n.wg.Go(n.register)
+}
+
+// changed is called after every change of the cluster state. It wakes the
+// reconciler, which makes this node run what the state says it should.
+func (n *Node) changed() {
+	n.notifySpecs()
+	n.kickOnce.Do(func() {
+		n.kick = make(chan struct{}, 1)
+		n.wg.Go(n.reconcile)
+	})
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// reconcile starts this node's bricks of started volumes that it does not
+// run yet (a volume started while the node was away) and stops those of
+// volumes that are gone, until the node closes. Stopping and starting a
+// volume otherwise come from the leader, which asks every node.
+func (n *Node) reconcile() {
+	for {
+		select {
+		case <-n.done:
+			return
+		case <-n.kick:
+		}
+		st := n.store.State()
+		ids := map[string]bool{}
+		for _, name := range st.VolumeNames() {
+			v := st.Volumes[name]
+			ids[v.ID] = true
+			if v.Status != StatusStarted || !slices.ContainsFunc(v.Bricks, func(b BrickState) bool { return b.Node == n.id }) {
+				continue
+			}
+			n.runMu.Lock()
+			_, running := n.vols[v.ID]
+			n.runMu.Unlock()
+			if !running {
+				n.log.Info("starting the bricks of a volume started elsewhere", "volume", v.Name)
+				if err := n.startBricks(v, false); err != nil {
+					n.log.Error("bricks did not start", "volume", v.Name, "err", err)
+				}
+			}
+		}
+		n.runMu.Lock()
+		var gone []string
+		for id := range n.vols {
+			if !ids[id] {
+				gone = append(gone, id)
+			}
+		}
+		n.runMu.Unlock()
+		for _, id := range gone {
+			n.stopVolumeRun(id)
+		}
+	}
 }

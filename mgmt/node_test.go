@@ -151,7 +151,7 @@ func TestCreateRefusals(t *testing.T) {
 		{"not a dir", CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:" + file}}, ErrInvalid, "not a directory"},
 		{"in another volume", CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:" + dirs[0]}}, ErrInvalid, "already part of volume taken"},
 		{"inside another brick", CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:" + dirs[0] + "/sub"}}, ErrInvalid, "nested"},
-		{"foreign host", CreateVolumeRequest{Name: "v", Bricks: []string{"192.0.2.7:" + dirs[1]}}, ErrInvalid, "host 192.0.2.7 is not part of this cluster (peer probe is not supported yet)"},
+		{"foreign host", CreateVolumeRequest{Name: "v", Bricks: []string{"192.0.2.7:" + dirs[1]}}, ErrInvalid, "host 192.0.2.7 is not a node of this cluster (add it with: mortar peer probe 192.0.2.7)"},
 		{"bad name", CreateVolumeRequest{Name: "a/b", Bricks: []string{"localhost:" + dirs[1]}}, ErrInvalid, "may contain only"},
 		{"long name", CreateVolumeRequest{Name: strings.Repeat("x", 65), Bricks: []string{"localhost:" + dirs[1]}}, ErrInvalid, "longer than 64"},
 		{"duplicate brick", CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:" + dirs[1], "127.0.0.1:" + dirs[1] + "/"}}, ErrInvalid, "duplicate brick"},

@@ -42,26 +42,23 @@ func (n *Node) resetBrick(ctx context.Context, name, brick string) (VolumeInfo, 
 	if err := checkHealableStarted(v, "its bricks hold the only copy of their files, so there is nothing to rebuild a brick from (reset-brick is for replicated and dispersed volumes)"); err != nil {
 		return VolumeInfo{}, err
 	}
-	b, pos, err := n.findBrick(ctx, v, brick)
+	b, pos, err := n.findBrick(ctx, st, v, brick)
 	if err != nil {
 		return VolumeInfo{}, err
 	}
-	if b.Node != n.id {
-		return VolumeInfo{}, errorf(ErrInvalid, "brick %s is served by another node: run reset-brick there", b.Name())
+	if b.Node != n.id { // routed here by an older view of the state
+		return VolumeInfo{}, errorf(ErrState, "brick %s is served by another node; retry", b.Name())
 	}
 	if err := checkEmptyBrick(b, v); err != nil {
 		return VolumeInfo{}, err
 	}
+	vr, err := n.volumeRunFor(v) // a replacement may be the node's first brick of v
+	if err != nil {
+		return VolumeInfo{}, err
+	}
 	n.runMu.Lock()
-	vr := n.vols[v.ID]
-	var d *healDaemon
-	if vr != nil {
-		d = vr.heal
-	}
+	d := vr.heal
 	n.runMu.Unlock()
-	if d == nil {
-		return VolumeInfo{}, errorf(ErrState, "volume %s does not run on this node", name)
-	}
 	wasRunning := n.stopBrick(vr, b.ID)
 	err = markStale(ctx, st.Spec(v), pos, n.log)
 	if err == nil {
@@ -77,6 +74,12 @@ func (n *Node) resetBrick(ctx context.Context, name, brick string) (VolumeInfo, 
 		return VolumeInfo{}, errorf(ErrState, "reset-brick %s: %w", b.Name(), err)
 	}
 	n.log.Info("brick reset; rebuilding it with a full heal", "volume", name, "brick", b.Name())
+	if d == nil { // the heal daemon runs on another node
+		if err := n.call(ctx, healNode(v), "POST", volPath(name, "heal"), HealRequest{Full: true}, nil); err != nil {
+			return VolumeInfo{}, errorf(ErrState, "reset-brick %s: the brick is reset but the full heal did not start: %w (run: mortar volume heal %s full)", b.Name(), err, name)
+		}
+		return n.info(name)
+	}
 	d.poke()
 	if _, err := d.startFull(); err != nil {
 		return VolumeInfo{}, err
@@ -86,15 +89,15 @@ func (n *Node) resetBrick(ctx context.Context, name, brick string) (VolumeInfo, 
 
 // findBrick returns the brick of v that s ("host:/path") names, and its
 // position: the host may be any name of the brick's node.
-func (n *Node) findBrick(ctx context.Context, v *VolumeState, s string) (BrickState, int, error) {
+func (n *Node) findBrick(ctx context.Context, st *State, v *VolumeState, s string) (BrickState, int, error) {
 	host, path, err := ParseBrick(s)
 	if err != nil {
 		return BrickState{}, 0, err
 	}
-	advHost, _ := splitHostPortDefault(n.addr)
+	node, _ := n.nodeForHost(ctx, st, host)
 	var names []string
 	for i, b := range v.Bricks {
-		if b.Path == path && (b.Host == host || b.Node == n.id && isLocalHost(ctx, host, advHost)) {
+		if b.Path == path && (b.Host == host || b.Node == node) {
 			return b, i, nil
 		}
 		names = append(names, b.Name())

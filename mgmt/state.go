@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/mortarfs/mortar/volume"
 )
@@ -33,7 +34,8 @@ type State struct {
 // NodeState is one node (peer) of the cluster.
 type NodeState struct {
 	ID   string `json:"id"`
-	Addr string `json:"addr"` // advertised host:port
+	Addr string `json:"addr"`           // advertised host:port of the management API
+	Raft string `json:"raft,omitempty"` // host:port of its Raft traffic
 }
 
 // VolumeState is one volume as the cluster keeps it.
@@ -54,6 +56,39 @@ type VolumeState struct {
 	Status     string            `json:"status"`
 	// SpecVersion increases with every change clients must follow.
 	SpecVersion uint64 `json:"spec_version"`
+	// Layout places names on the sets (nil: evenly over all the sets, in
+	// order); Previous is the layout a rebalance moves files away from,
+	// set only until it completes (see volume.Spec).
+	Layout   *volume.Layout `json:"layout,omitempty"`
+	Previous *volume.Layout `json:"previous,omitempty"`
+	// Task is the rebalance or remove-brick of the volume, running or
+	// last run (nil: none since the volume was created).
+	Task *Task `json:"task,omitempty"`
+}
+
+// Task kinds and statuses.
+const (
+	TaskRebalance   = "rebalance"
+	TaskFixLayout   = "fix-layout"
+	TaskRemoveBrick = "remove-brick"
+
+	TaskRunning   = "in progress"
+	TaskCompleted = "completed"
+	TaskFailed    = "failed"
+	TaskStopped   = "stopped"
+)
+
+// Task is a volume's rebalance (or fix-layout, or remove-brick drain).
+type Task struct {
+	ID     string `json:"id"`
+	Kind   string `json:"kind"`
+	Status string `json:"status"`
+	// Removing lists the ids of the bricks a remove-brick drains.
+	Removing []string `json:"removing,omitempty"`
+	// Error says why the task failed or what it could not move.
+	Error   string    `json:"error,omitempty"`
+	Started time.Time `json:"started"`
+	Ended   time.Time `json:"ended,omitzero"`
 }
 
 // BrickState is one brick of a volume.
@@ -88,6 +123,25 @@ const (
 	// OpSetBrickPort records Port as the port of brick Brick of volume
 	// Name.
 	OpSetBrickPort = "set-brick-port"
+	// OpRemoveNode removes node Name, which must serve no brick.
+	OpRemoveNode = "remove-node"
+	// OpLoadState replaces an empty state by State (a node's state from
+	// before Raft, taken over).
+	OpLoadState = "load-state"
+	// OpAddBricks appends Volume.Bricks (whole sets) to volume Name; its
+	// layout is pinned first, so the new sets get no names until a
+	// rebalance.
+	OpAddBricks = "add-bricks"
+	// OpSetLayout sets volume Name's Layout and Previous to Volume's.
+	OpSetLayout = "set-layout"
+	// OpSetTask sets volume Name's Task to Volume.Task.
+	OpSetTask = "set-task"
+	// OpRemoveBricks removes the bricks of volume Name whose ids
+	// Volume.Bricks lists (whole sets), with them from its layouts.
+	OpRemoveBricks = "remove-bricks"
+	// OpReplaceBrick moves brick Brick of volume Name to node Node.ID,
+	// host Key, path Value; it keeps its id and gets a new port.
+	OpReplaceBrick = "replace-brick"
 )
 
 // Command is one change to the State. Commands are plain data, so that
@@ -102,6 +156,7 @@ type Command struct {
 	Value  string       `json:"value,omitempty"`
 	Brick  string       `json:"brick,omitempty"`
 	Port   int          `json:"port,omitempty"`
+	State  *State       `json:"state,omitempty"`
 }
 
 // NewState returns an empty state.
@@ -126,6 +181,19 @@ func (v *VolumeState) Clone() *VolumeState {
 	c := *v
 	c.Bricks = slices.Clone(v.Bricks)
 	c.Options = maps.Clone(v.Options)
+	if v.Layout != nil {
+		l := volume.Layout{Ranges: slices.Clone(v.Layout.Ranges)}
+		c.Layout = &l
+	}
+	if v.Previous != nil {
+		l := volume.Layout{Ranges: slices.Clone(v.Previous.Ranges)}
+		c.Previous = &l
+	}
+	if v.Task != nil {
+		t := *v.Task
+		t.Removing = slices.Clone(v.Task.Removing)
+		c.Task = &t
+	}
 	return &c
 }
 
@@ -137,6 +205,16 @@ func (s *State) VolumeNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// NodeIDs returns the ids of the nodes, sorted.
+func (s *State) NodeIDs() []string {
+	ids := make([]string, 0, len(s.Nodes))
+	for id := range s.Nodes {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
 }
 
 // BrickAt returns the volume and brick that use path on node, if any.
@@ -168,6 +246,24 @@ func (s *State) Apply(cmd Command) error {
 		err = s.deleteVolume(cmd.Name)
 	case OpSetBrickPort:
 		err = s.setBrickPort(cmd.Name, cmd.Brick, cmd.Port)
+	case OpRemoveNode:
+		err = s.removeNode(cmd.Name)
+	case OpReplaceBrick:
+		err = s.replaceBrick(cmd)
+	case OpLoadState:
+		if len(s.Nodes)+len(s.Volumes) > 0 || cmd.State == nil {
+			return fmt.Errorf("load-state: the state is not empty")
+		}
+		*s = *cmd.State.Clone()
+		return nil // the loaded Index stands
+	case OpAddBricks:
+		err = s.addBricks(cmd.Name, cmd.Volume)
+	case OpSetLayout:
+		err = s.setLayout(cmd.Name, cmd.Volume)
+	case OpSetTask:
+		err = s.setTask(cmd.Name, cmd.Volume)
+	case OpRemoveBricks:
+		err = s.removeBricks(cmd.Name, cmd.Volume)
 	default:
 		err = fmt.Errorf("unknown command %q", cmd.Op)
 	}
@@ -196,6 +292,164 @@ func (s *State) setNode(n *NodeState) error {
 			}
 		}
 	}
+	return nil
+}
+
+// setIDs returns the ids of v's sets (their first bricks), in order.
+func setIDs(v *VolumeState) []string {
+	var ids []string
+	spec := layoutSpec(v)
+	for _, set := range spec.Sets() {
+		ids = append(ids, set[0].ID)
+	}
+	return ids
+}
+
+// currentLayout is v's layout, pinned or (nil) even over its sets.
+func currentLayout(v *VolumeState) volume.Layout {
+	if v.Layout != nil {
+		return *v.Layout
+	}
+	return volume.EvenLayout(setIDs(v))
+}
+
+func (s *State) addBricks(name string, add *VolumeState) error {
+	v, err := s.volume(name)
+	if err != nil {
+		return err
+	}
+	if add == nil || len(add.Bricks) == 0 {
+		return errorf(ErrInvalid, "add-brick %s: no bricks given", name)
+	}
+	next := v.Clone()
+	if next.Layout == nil {
+		l := currentLayout(v)
+		next.Layout = &l
+	}
+	for _, b := range add.Bricks {
+		if _, ok := s.Nodes[b.Node]; !ok {
+			return fmt.Errorf("add-brick %s: brick %s on unknown node %q", name, b.Name(), b.Node)
+		}
+		if other, _, ok := s.BrickAt(b.Node, b.Path); ok {
+			return errorf(ErrInvalid, "brick %s is already part of volume %s", b.Name(), other.Name)
+		}
+		next.Bricks = append(next.Bricks, b)
+	}
+	if err := s.checkSpec(next); err != nil {
+		return err
+	}
+	next.SpecVersion++
+	s.Volumes[name] = next
+	return nil
+}
+
+func (s *State) setLayout(name string, l *VolumeState) error {
+	v, err := s.volume(name)
+	if err != nil {
+		return err
+	}
+	if l == nil || l.Layout == nil {
+		return fmt.Errorf("set-layout %s: no layout", name)
+	}
+	next := v.Clone()
+	next.Layout, next.Previous = l.Layout, l.Previous
+	if err := s.checkSpec(next); err != nil {
+		return err
+	}
+	next.SpecVersion++
+	s.Volumes[name] = next
+	return nil
+}
+
+func (s *State) setTask(name string, t *VolumeState) error {
+	v, err := s.volume(name)
+	if err != nil {
+		return err
+	}
+	if t == nil {
+		return fmt.Errorf("set-task %s: no task", name)
+	}
+	v.Task = t.Task
+	return nil
+}
+
+func (s *State) removeBricks(name string, rm *VolumeState) error {
+	v, err := s.volume(name)
+	if err != nil {
+		return err
+	}
+	if rm == nil || len(rm.Bricks) == 0 {
+		return errorf(ErrInvalid, "remove-brick %s: no bricks given", name)
+	}
+	gone := map[string]bool{}
+	for _, b := range rm.Bricks {
+		gone[b.ID] = true
+	}
+	next := v.Clone()
+	next.Bricks = slices.DeleteFunc(next.Bricks, func(b BrickState) bool { return gone[b.ID] })
+	if len(next.Bricks) != len(v.Bricks)-len(gone) {
+		return errorf(ErrNotFound, "remove-brick %s: not every brick given is a brick of the volume", name)
+	}
+	if len(next.Bricks) == 0 {
+		return errorf(ErrInvalid, "remove-brick %s: a volume keeps at least one set of bricks", name)
+	}
+	l := currentLayout(v)
+	for id := range gone {
+		l = l.Without(id)
+	}
+	next.Layout, next.Previous = &l, nil
+	if err := s.checkSpec(next); err != nil {
+		return err
+	}
+	next.SpecVersion++
+	s.Volumes[name] = next
+	return nil
+}
+
+// checkSpec validates the spec v would have.
+func (s *State) checkSpec(v *VolumeState) error {
+	spec := layoutSpec(v)
+	if err := spec.Validate(); err != nil {
+		return errorf(ErrInvalid, "%w", err)
+	}
+	return nil
+}
+
+func (s *State) replaceBrick(cmd Command) error {
+	v, err := s.volume(cmd.Name)
+	if err != nil {
+		return err
+	}
+	if cmd.Node == nil || cmd.Key == "" || cmd.Value == "" {
+		return fmt.Errorf("replace-brick %s: node, host and path are required", cmd.Name)
+	}
+	if _, ok := s.Nodes[cmd.Node.ID]; !ok {
+		return fmt.Errorf("replace-brick %s: unknown node %q", cmd.Name, cmd.Node.ID)
+	}
+	i := slices.IndexFunc(v.Bricks, func(b BrickState) bool { return b.ID == cmd.Brick })
+	if i < 0 {
+		return errorf(ErrNotFound, "volume %s has no brick %s", cmd.Name, cmd.Brick)
+	}
+	nb := v.Bricks[i]
+	nb.Node, nb.Host, nb.Path, nb.Port = cmd.Node.ID, cmd.Key, cmd.Value, 0
+	if other, _, ok := s.BrickAt(nb.Node, nb.Path); ok {
+		return errorf(ErrInvalid, "brick %s is already part of volume %s", nb.Name(), other.Name)
+	}
+	v.Bricks[i] = nb
+	v.SpecVersion++
+	return nil
+}
+
+func (s *State) removeNode(id string) error {
+	if _, ok := s.Nodes[id]; !ok {
+		return errorf(ErrNotFound, "node %s is not part of the cluster", id)
+	}
+	for _, name := range s.VolumeNames() {
+		if slices.ContainsFunc(s.Volumes[name].Bricks, func(b BrickState) bool { return b.Node == id }) {
+			return errorf(ErrState, "node %s serves bricks of volume %s", id, name)
+		}
+	}
+	delete(s.Nodes, id)
 	return nil
 }
 
@@ -323,7 +577,8 @@ func (s *State) Spec(v *VolumeState) volume.Spec {
 // layoutSpec returns the part of v's spec that does not depend on where
 // the bricks run: name, id, type, replica or disperse sets and arbiters.
 func layoutSpec(v *VolumeState) volume.Spec {
-	spec := volume.Spec{Name: v.Name, ID: v.ID, Type: v.Type, Replica: v.Replica, Disperse: v.Disperse, Redundancy: v.Redundancy}
+	spec := volume.Spec{Name: v.Name, ID: v.ID, Type: v.Type, Replica: v.Replica, Disperse: v.Disperse, Redundancy: v.Redundancy,
+		Layout: v.Layout, Previous: v.Previous}
 	for _, b := range v.Bricks {
 		spec.Bricks = append(spec.Bricks, volume.Brick{ID: b.ID, Host: b.Host, Path: b.Path, Arbiter: b.Arbiter})
 	}

@@ -3,6 +3,8 @@ package mgmt
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"net"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -132,27 +134,60 @@ func TestStateDeterministic(t *testing.T) {
 	}
 }
 
-func TestFileStorePersists(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.json")
-	st, err := openFileStore(path)
+// openTestRaft opens a one-node Raft store in dir on a free port.
+func openTestRaft(t *testing.T, dir string) *raftStore {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Apply(Command{Op: OpSetNode, Node: &NodeState{ID: "n1", Addr: "h:1"}}); err != nil {
+	s, err := openRaftStore(dir, "n1", ln, ln.Addr().String(), slog.New(slog.DiscardHandler))
+	if err != nil {
 		t.Fatal(err)
+	}
+	return s
+}
+
+// The Raft store keeps what was applied across a restart, refuses bad
+// commands without changing anything, and takes over the state.json of a
+// node that ran before Raft.
+func TestRaftStorePersists(t *testing.T) {
+	dir := t.TempDir()
+	legacy := NewState()
+	if err := legacy.Apply(Command{Op: OpSetNode, Node: &NodeState{ID: "n1", Addr: "h:1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeJSONAtomic(filepath.Join(dir, "state.json"), legacy); err != nil {
+		t.Fatal(err)
+	}
+	st := openTestRaft(t, dir)
+	if got := st.State(); !reflect.DeepEqual(got, legacy) {
+		t.Fatalf("state taken from state.json:\n%+v\nwant\n%+v", got, legacy)
 	}
 	if err := st.Apply(Command{Op: OpCreateVolume, Volume: testVolume("gv0", "v1", "/b1")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Apply(Command{Op: OpDeleteVolume, Name: "zzz"}); err == nil {
-		t.Fatal("delete of a missing volume succeeded")
+	before := st.State()
+	if err := st.Apply(Command{Op: OpDeleteVolume, Name: "zzz"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("delete of a missing volume: %v", err)
 	}
-	again, err := openFileStore(path)
-	if err != nil {
+	if !reflect.DeepEqual(st.State(), before) {
+		t.Fatal("a refused command changed the state")
+	}
+	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(st.State(), again.State()) {
-		t.Fatalf("reloaded state differs:\n%+v\n%+v", st.State(), again.State())
+	again := openTestRaft(t, dir)
+	defer again.Close()
+	if err := again.waitLeader(leaderWait); err != nil {
+		t.Fatal(err)
+	}
+	// The log is applied again once this node leads; Barrier waits for it.
+	if err := again.raft.Barrier(raftApplyTimeout).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if got := again.State(); !reflect.DeepEqual(got, before) {
+		t.Fatalf("reopened state differs:\n%+v\n%+v", got, before)
 	}
 }
 

@@ -7,13 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 )
 
 // Store keeps the cluster State and changes it only by applying Commands
-// in order. Today's store is a JSON file on one node; a replicated store
-// (Raft, carrying the same Commands) takes its place when nodes can join.
+// in order: the raftStore, whose Commands are the entries of a Raft log.
 type Store interface {
 	// Apply applies cmd and returns once the change is durable. On error
 	// the state is unchanged.
@@ -22,57 +20,6 @@ type Store interface {
 	State() *State
 	Close() error
 }
-
-// fileStore is a Store persisted as one JSON file, rewritten atomically
-// (temporary file, fsync, rename, fsync of the directory) after every
-// command.
-type fileStore struct {
-	path string
-
-	mu    sync.Mutex
-	state *State
-}
-
-// openFileStore loads the state from path, or starts empty when the file
-// does not exist.
-func openFileStore(path string) (*fileStore, error) {
-	st := NewState()
-	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return nil, fmt.Errorf("read state: %w", err)
-	default:
-		if err := json.Unmarshal(data, st); err != nil {
-			return nil, fmt.Errorf("read state %s: %w", path, err)
-		}
-		// A state written by hand or by an older version may lack maps.
-		st = st.Clone()
-	}
-	return &fileStore{path: path, state: st}, nil
-}
-
-func (s *fileStore) Apply(cmd Command) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	next := s.state.Clone()
-	if err := next.Apply(cmd); err != nil {
-		return err
-	}
-	if err := writeJSONAtomic(s.path, next); err != nil {
-		return fmt.Errorf("apply %s: %w", cmd.Op, err)
-	}
-	s.state = next
-	return nil
-}
-
-func (s *fileStore) State() *State {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.state.Clone()
-}
-
-func (s *fileStore) Close() error { return nil }
 
 // writeJSONAtomic replaces path with v encoded as JSON so that a crash
 // leaves either the old or the new file, never a torn one.
@@ -119,26 +66,30 @@ func syncDir(dir string) error {
 // nodeIdentity is the node's own, local identity, kept beside the state.
 type nodeIdentity struct {
 	ID string `json:"id"`
+	// RaftPort is the port of its Raft traffic, chosen on first start
+	// and kept: the other nodes know the node by that address.
+	RaftPort int `json:"raft_port,omitempty"`
 }
 
-// loadIdentity reads the node's id from path, making one on first start.
-func loadIdentity(path string) (string, error) {
+// loadIdentity reads the node's identity from path, making one (with a
+// new id) on first start.
+func loadIdentity(path string) (nodeIdentity, error) {
 	data, err := os.ReadFile(path)
 	if err == nil {
 		var id nodeIdentity
 		if err := json.Unmarshal(data, &id); err != nil || id.ID == "" {
-			return "", fmt.Errorf("read node identity %s: bad content", path)
+			return id, fmt.Errorf("read node identity %s: bad content", path)
 		}
-		return id.ID, nil
+		return id, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("read node identity: %w", err)
+		return nodeIdentity{}, fmt.Errorf("read node identity: %w", err)
 	}
 	id := nodeIdentity{ID: newID()}
 	if err := writeJSONAtomic(path, id); err != nil {
-		return "", fmt.Errorf("save node identity: %w", err)
+		return id, fmt.Errorf("save node identity: %w", err)
 	}
-	return id.ID, nil
+	return id, nil
 }
 
 // lockDataDir takes an exclusive lock on dir so that two servers never

@@ -106,6 +106,14 @@ type DiskUsage struct {
 type NodeInfo struct {
 	ID   string `json:"id"`
 	Addr string `json:"addr"`
+	Raft string `json:"raft,omitempty"` // address of its Raft traffic
+	// Leader is the id of the node that leads the cluster now ("": none
+	// known, the cluster has no quorum).
+	Leader string `json:"leader,omitempty"`
+	// Peers counts the nodes of its cluster (itself included), Volumes
+	// the volumes.
+	Peers   int `json:"peers"`
+	Volumes int `json:"volumes"`
 }
 
 // errorBody is what the API answers on failure.

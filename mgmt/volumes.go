@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
-	"github.com/mortarfs/mortar/brick/posix"
 	"github.com/mortarfs/mortar/layer/disperse"
 	"github.com/mortarfs/mortar/volume"
 )
@@ -150,24 +149,28 @@ func planLayout(req CreateVolumeRequest) (layout, error) {
 	return lay, nil
 }
 
-// planBricks turns the request's "host:/path" list into bricks of this
-// node, refusing foreign hosts, duplicates and paths another volume uses.
+// planBricks turns the request's "host:/path" list into bricks of the
+// cluster's nodes, refusing unknown hosts, duplicates and paths another
+// volume uses.
 func (n *Node) planBricks(ctx context.Context, st *State, req CreateVolumeRequest, lay layout) ([]BrickState, error) {
 	if len(req.Bricks) == 0 {
 		return nil, errorf(ErrInvalid, "volume %s: no bricks given (want host:/path ...)", req.Name)
 	}
-	advHost, _ := splitHostPortDefault(n.addr)
 	var bricks []BrickState
 	for i, s := range req.Bricks {
 		host, path, err := ParseBrick(s)
 		if err != nil {
 			return nil, err
 		}
-		if !isLocalHost(ctx, host, advHost) {
-			return nil, errorf(ErrInvalid, "host %s is not part of this cluster (peer probe is not supported yet)", host)
+		node, err := n.nodeForHost(ctx, st, host)
+		if err != nil {
+			return nil, err
 		}
-		b := BrickState{ID: newID(), Node: n.id, Host: host, Path: path, Arbiter: lay.arbiter && i%lay.replica == lay.replica-1}
+		b := BrickState{ID: newID(), Node: node, Host: host, Path: path, Arbiter: lay.arbiter && i%lay.replica == lay.replica-1}
 		for _, o := range bricks {
+			if o.Node != node {
+				continue
+			}
 			if o.Path == path {
 				return nil, errorf(ErrInvalid, "duplicate brick %s (same directory as %s)", b.Name(), o.Name())
 			}
@@ -231,14 +234,15 @@ func (n *Node) createVolume(ctx context.Context, req CreateVolumeRequest) (Volum
 		Disperse: lay.disperse, Redundancy: lay.redundancy, Bricks: bricks}
 	var marked []BrickState
 	for _, b := range bricks {
-		if err := posix.Mark(b.Path, v.ID, req.Force); err != nil {
-			n.unmarkAll(marked)
-			return VolumeInfo{}, errorf(ErrInvalid, "volume %s: %w", req.Name, err)
+		req := MarkRequest{Path: b.Path, VolumeID: v.ID, Force: req.Force}
+		if err := n.onNode(ctx, b.Node, func() error { return markBrick(req) }, http.MethodPost, "/v1/local/bricks/mark", req); err != nil {
+			n.unmarkAll(ctx, marked)
+			return VolumeInfo{}, errorf(ErrInvalid, "volume %s: brick %s: %w", v.Name, b.Name(), err)
 		}
 		marked = append(marked, b)
 	}
 	if err := n.store.Apply(Command{Op: OpCreateVolume, Volume: v}); err != nil {
-		n.unmarkAll(marked)
+		n.unmarkAll(ctx, marked)
 		return VolumeInfo{}, err
 	}
 	n.log.Info("volume created", "volume", v.Name, "id", v.ID, "type", v.Type, "replica", v.Replica,
@@ -248,11 +252,56 @@ func (n *Node) createVolume(ctx context.Context, req CreateVolumeRequest) (Volum
 	return vi, err
 }
 
-// unmarkAll undoes posix.Mark on bricks, logging failures.
-func (n *Node) unmarkAll(bricks []BrickState) {
+// unmarkAll undoes the marks of bricks, logging failures.
+func (n *Node) unmarkAll(ctx context.Context, bricks []BrickState) {
 	for _, b := range bricks {
-		if err := posix.Unmark(b.Path); err != nil {
+		if err := n.unmark(ctx, b); err != nil {
 			n.log.Warn("unmarking brick failed", "brick", b.Name(), "err", err)
+		}
+	}
+}
+
+// unmark removes the volume mark of brick b on its node.
+func (n *Node) unmark(ctx context.Context, b BrickState) error {
+	req := MarkRequest{Path: b.Path}
+	return n.onNode(ctx, b.Node, func() error { return unmarkBrick(req) }, http.MethodPost, "/v1/local/bricks/unmark", req)
+}
+
+// startNodes starts the bricks of v on every node that serves some. With
+// allOrNothing, the first failure stops what started and is returned;
+// otherwise the failures are joined and the others run.
+func (n *Node) startNodes(ctx context.Context, v *VolumeState, allOrNothing bool) error {
+	var errs []error
+	var started []string
+	for _, id := range nodesOf(v) {
+		req := LocalStartRequest{Volume: *v, AllOrNothing: allOrNothing}
+		err := n.onNode(ctx, id, func() error { return n.startBricks(v, allOrNothing) }, http.MethodPost, "/v1/local/volumes/"+v.ID+"/start", req)
+		if err != nil && allOrNothing {
+			n.stopNodes(ctx, v, started)
+			return err
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+		started = append(started, id)
+	}
+	if len(errs) > 0 {
+		return errorf(ErrInvalid, "volume %s: %w", v.Name, errors.Join(errs...))
+	}
+	return nil
+}
+
+// stopNodes stops the bricks of v on nodes (every node of v if nil). A
+// node that cannot be reached is logged: it stops them when it sees the
+// volume stopped or gone.
+func (n *Node) stopNodes(ctx context.Context, v *VolumeState, nodes []string) {
+	if nodes == nil {
+		nodes = nodesOf(v)
+	}
+	for _, id := range nodes {
+		err := n.onNode(ctx, id, func() error { n.stopVolumeRun(v.ID); return nil }, http.MethodPost, "/v1/local/volumes/"+v.ID+"/stop", struct{}{})
+		if err != nil {
+			n.log.Warn("stopping bricks on a node failed", "volume", v.Name, "node", id, "err", err)
 		}
 	}
 }
@@ -273,12 +322,13 @@ func (n *Node) startVolume(name string, force bool) (VolumeInfo, error) {
 	if started && !force {
 		return VolumeInfo{}, errorf(ErrState, "volume %s is already started (use force to restart its offline bricks)", name)
 	}
-	if err := n.startBricks(v, !started); err != nil {
+	ctx := context.Background()
+	if err := n.startNodes(ctx, v, !started); err != nil {
 		return VolumeInfo{}, err
 	}
 	if !started {
 		if err := n.store.Apply(Command{Op: OpSetStatus, Name: name, Status: StatusStarted}); err != nil {
-			n.stopVolumeRun(v.ID)
+			n.stopNodes(ctx, v, nil)
 			return VolumeInfo{}, err
 		}
 	}
@@ -297,7 +347,7 @@ func (n *Node) stopVolume(name string) (VolumeInfo, error) {
 	if err := n.store.Apply(Command{Op: OpSetStatus, Name: name, Status: StatusStopped}); err != nil {
 		return VolumeInfo{}, err
 	}
-	n.stopVolumeRun(v.ID)
+	n.stopNodes(context.Background(), v, nil)
 	n.log.Info("volume stopped", "volume", name)
 	return n.info(name)
 }
@@ -314,23 +364,17 @@ func (n *Node) deleteVolume(name string) error {
 	if v.Status == StatusStarted {
 		return errorf(ErrState, "volume %s is started; stop it first (mortar volume stop %s)", name, name)
 	}
+	ctx := context.Background()
 	var unmarked []BrickState
 	for _, b := range v.Bricks {
-		if b.Node != n.id {
-			continue
-		}
-		if err := posix.Unmark(b.Path); err != nil {
-			if _, serr := os.Stat(b.Path); errors.Is(serr, fs.ErrNotExist) {
-				n.log.Warn("brick directory is gone; deleting the volume anyway", "volume", name, "brick", b.Name())
-				continue
-			}
-			n.remarkAll(v, unmarked)
+		if err := n.unmark(ctx, b); err != nil {
+			n.remarkAll(ctx, v, unmarked)
 			return errorf(ErrInvalid, "cannot delete volume %s: brick %s: %w", name, b.Name(), err)
 		}
 		unmarked = append(unmarked, b)
 	}
 	if err := n.store.Apply(Command{Op: OpDeleteVolume, Name: name}); err != nil {
-		n.remarkAll(v, unmarked)
+		n.remarkAll(ctx, v, unmarked)
 		return err
 	}
 	n.log.Info("volume deleted; brick data kept", "volume", name, "id", v.ID)
@@ -338,9 +382,10 @@ func (n *Node) deleteVolume(name string) error {
 }
 
 // remarkAll restores the marks of bricks unmarked by a delete that failed.
-func (n *Node) remarkAll(v *VolumeState, bricks []BrickState) {
+func (n *Node) remarkAll(ctx context.Context, v *VolumeState, bricks []BrickState) {
 	for _, b := range bricks {
-		if err := posix.Mark(b.Path, v.ID, true); err != nil {
+		req := MarkRequest{Path: b.Path, VolumeID: v.ID, Force: true}
+		if err := n.onNode(ctx, b.Node, func() error { return markBrick(req) }, http.MethodPost, "/v1/local/bricks/mark", req); err != nil {
 			n.log.Error("re-marking brick failed", "volume", v.Name, "brick", b.Name(), "err", err)
 		}
 	}
@@ -388,15 +433,42 @@ func (n *Node) list() []VolumeInfo {
 }
 
 // status reports the live state of a volume's bricks.
-func (n *Node) status(name string) (VolumeStatus, error) {
+func (n *Node) status(ctx context.Context, name string) (VolumeStatus, error) {
 	st := n.store.State()
 	v, err := st.volume(name)
 	if err != nil {
 		return VolumeStatus{}, err
 	}
 	vs := VolumeStatus{Name: v.Name, ID: v.ID, Status: v.Status, Bricks: []BrickStatus{}}
+	byID := map[string]BrickStatus{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, id := range nodesOf(v) {
+		wg.Go(func() {
+			var got []BrickStatus
+			if id == n.id {
+				got = n.localStatus(v)
+			} else if err := n.call(ctx, id, http.MethodPost, "/v1/local/volumes/"+v.ID+"/status", v, &got); err != nil {
+				for _, b := range v.Bricks {
+					if b.Node == id {
+						got = append(got, BrickStatus{BrickInfo: brickInfo(st, b), Error: fmt.Sprintf("node %s unreachable: %v", st.Nodes[id].Addr, err)})
+					}
+				}
+			}
+			mu.Lock()
+			for _, bs := range got {
+				byID[bs.ID] = bs
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
 	for _, b := range v.Bricks {
-		vs.Bricks = append(vs.Bricks, n.brickStatus(st, v, b))
+		bs, ok := byID[b.ID]
+		if !ok {
+			bs = BrickStatus{BrickInfo: brickInfo(st, b), Error: "no status from its node"}
+		}
+		vs.Bricks = append(vs.Bricks, bs)
 	}
 	return vs, nil
 }

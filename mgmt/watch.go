@@ -1,9 +1,137 @@
 package mgmt
 
-import "net/http"
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
 
-// serveSpec answers GET /v1/volumes/{name}/spec.
+	"github.com/mortarfs/mortar/volume"
+)
+
+// Clients follow their volume's spec with a long poll:
+//
+//	GET /v1/volumes/{name}/spec?after=N[&wait=DURATION]
+//
+// answers as soon as the spec's version is above N: at once if it is
+// already, else when a change gets there. When wait (default 30s, at most
+// 5m; a Go duration or seconds) passes first, it answers with the current
+// spec, whose version is then N or less: the client compares versions and
+// asks again. A volume that is not started (or is stopped while the client
+// waits) has no spec: the answer is an ErrState error. Without after, the
+// endpoint answers at once with the current spec, as for a mount.
+const (
+	// DefaultSpecWait is how long a spec watch waits for a change.
+	DefaultSpecWait = 30 * time.Second
+	// MaxSpecWait is the longest wait a watch may ask for.
+	MaxSpecWait = 5 * time.Minute
+)
+
+// serveSpec answers GET /v1/volumes/{name}/spec[?after=N[&wait=D]].
 func (n *Node) serveSpec(w http.ResponseWriter, r *http.Request) {
-	spec, err := n.spec(r.PathValue("name"))
+	name := r.PathValue("name")
+	q := r.URL.Query()
+	if !q.Has("after") {
+		spec, err := n.spec(name)
+		n.reply(w, r, http.StatusOK, spec, err)
+		return
+	}
+	after, err := strconv.ParseUint(q.Get("after"), 10, 64)
+	if err != nil {
+		n.reply(w, r, 0, nil, errorf(ErrInvalid, "spec watch: after=%q is not a version", q.Get("after")))
+		return
+	}
+	wait := DefaultSpecWait
+	if s := q.Get("wait"); s != "" {
+		if wait, err = parseWait(s); err != nil {
+			n.reply(w, r, 0, nil, err)
+			return
+		}
+	}
+	spec, err := n.waitSpec(r.Context(), name, after, wait)
 	n.reply(w, r, http.StatusOK, spec, err)
 }
+
+// parseWait parses a watch's wait: a Go duration ("10s") or seconds.
+func parseWait(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil || f != f { // f != f: NaN
+			return 0, errorf(ErrInvalid, "spec watch: wait=%q is not a duration", s)
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d < 0 {
+		return 0, errorf(ErrInvalid, "spec watch: negative wait %q", s)
+	}
+	return min(d, MaxSpecWait), nil
+}
+
+// waitSpec returns volume name's spec once its version is above after, or
+// the current spec when wait passes, the request is cancelled or the node
+// shuts down.
+func (n *Node) waitSpec(ctx context.Context, name string, after uint64, wait time.Duration) (volume.Spec, error) {
+	sn := n.specNotifier()
+	sn.waiting.Add(1)
+	defer sn.waiting.Add(-1)
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		changed := sn.changed() // before reading: no change is missed
+		spec, err := n.spec(name)
+		if err != nil || spec.Version > after {
+			return spec, err
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return n.spec(name)
+		case <-ctx.Done():
+			return spec, nil // nobody reads the answer
+		case <-sn.done:
+			return spec, nil // shutting down: the client asks another node or again
+		}
+	}
+}
+
+// specNotifier wakes the spec watches of a node when its state changes.
+type specNotifier struct {
+	mu   sync.Mutex
+	ch   chan struct{} // closed (and replaced) by notify
+	done chan struct{} // closed when the node shuts down
+	once sync.Once
+	// waiting counts the watches waiting now.
+	waiting atomic.Int32
+}
+
+func newSpecNotifier() *specNotifier {
+	return &specNotifier{ch: make(chan struct{}), done: make(chan struct{})}
+}
+
+// changed returns a channel closed at the next notify.
+func (s *specNotifier) changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ch
+}
+
+// notify wakes every watch, which rereads the state.
+func (s *specNotifier) notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.ch)
+	s.ch = make(chan struct{})
+}
+
+// close ends every watch, for a node shutting down.
+func (s *specNotifier) close() { s.once.Do(func() { close(s.done) }) }
+
+// specNotifier returns n's notifier.
+func (n *Node) specNotifier() *specNotifier { return n.specs }
+
+// notifySpecs wakes n's spec watches to reread the state; the node calls
+// it after every change of the state.
+func (n *Node) notifySpecs() { n.specs.notify() }

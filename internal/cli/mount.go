@@ -48,6 +48,13 @@ func newMountCommand() *cobra.Command {
 		Long: `Mount a started volume at MOUNTPOINT. SERVER is the host (or host:port) of any
 node of the cluster; the volume's layout is fetched from it.
 
+The mount follows the changes of the volume — options set with "mortar volume
+set", bricks added, removed or replaced, bricks that come back on new ports —
+without being remounted: new operations use the new layout at once, files open
+at the change finish on the old one, which is then freed. While the server is
+unreachable (or the volume stopped), the mount goes on with the layout it has.
+The kernel cache timeouts are those of mount time.
+
 By default the mount runs in the background: the command returns once the
 volume is mounted (or prints why it could not be), and the mount process logs
 to --log-file (default /var/log/mortar/mount-VOLUME-MOUNTPOINT.log). With -f it
@@ -194,7 +201,8 @@ func mountAndServe(req mountRequest, log *slog.Logger, ready func(error)) error 
 		return err
 	}
 	defer graph.Close()
-	log.Info("mounted", "source", req.Source, "mountpoint", req.Mountpoint, "volume_id", spec.ID, "bricks", len(spec.Bricks))
+	log.Info("mounted", "source", req.Source, "mountpoint", req.Mountpoint, "volume_id", spec.ID, "bricks", len(spec.Bricks),
+		"spec_version", spec.Version, "follow", !req.Opts.NoFollow)
 	ready(nil)
 	serveUntilUnmounted(srv, sigs, req.Mountpoint, log)
 	log.Info("unmounted", "mountpoint", req.Mountpoint)
@@ -202,17 +210,55 @@ func mountAndServe(req mountRequest, log *slog.Logger, ready func(error)) error 
 }
 
 // mountSpec builds spec's client graph and mounts it at req.Mountpoint.
-func mountSpec(spec volume.Spec, req mountRequest, log *slog.Logger) (*fuse.Server, *volume.Graph, error) {
-	graph, err := volume.Build(spec, volume.BuildOptions{Logger: log})
+// Unless -o no-follow, the mount then follows the volume's spec as
+// req.Server publishes it. Close the returned mount's graph after the
+// file system is unmounted.
+func mountSpec(spec volume.Spec, req mountRequest, log *slog.Logger) (*fuse.Server, *liveMount, error) {
+	bo := volume.BuildOptions{Logger: log}
+	graph, err := volume.Build(spec, bo)
 	if err != nil {
 		return nil, nil, fmt.Errorf("volume %s: %w", spec.Name, err)
 	}
-	srv, err := fusebridge.Mount(req.Mountpoint, graph.Top, fuseOptions(spec, req, log))
+	live := volume.NewLive(graph, volume.WithBuildOptions(bo))
+	srv, err := fusebridge.Mount(req.Mountpoint, live, fuseOptions(spec, req, log))
 	if err != nil {
-		graph.Close()
+		live.Close()
 		return nil, nil, fmt.Errorf("mount %s at %s: %w", req.Source, req.Mountpoint, err)
 	}
-	return srv, graph, nil
+	m := &liveMount{Live: live}
+	if !req.Opts.NoFollow && req.Server != "" {
+		m.follow(mgmt.NewClient(req.Server), req.Volume)
+	}
+	return srv, m, nil
+}
+
+// liveMount is the graph of a mount, which follows its volume's spec.
+type liveMount struct {
+	*volume.Live
+	stop context.CancelFunc // nil when not following
+	done chan struct{}
+}
+
+// follow swaps the graph to every new spec of volume name api publishes,
+// until Close.
+func (m *liveMount) follow(api *mgmt.Client, name string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	m.stop, m.done = cancel, make(chan struct{})
+	go func() {
+		defer close(m.done)
+		m.Live.Follow(ctx, func(ctx context.Context, after uint64) (volume.Spec, error) {
+			return api.WatchSpec(ctx, name, after)
+		})
+	}()
+}
+
+// Close stops following and closes the graphs.
+func (m *liveMount) Close() error {
+	if m.stop != nil {
+		m.stop()
+		<-m.done
+	}
+	return m.Live.Close()
 }
 
 // fuseOptions takes the cache timeouts from -o, else from the volume's

@@ -18,6 +18,7 @@ type mountOptions struct {
 	LogFile                                    string
 	LogLevel                                   string
 	Debug                                      bool // log every FUSE request
+	NoFollow                                   bool // keep the volume's layout of mount time
 }
 
 // ignoredMountOptions are generic mount(8)/fstab options that mean nothing
@@ -41,6 +42,8 @@ const mountOptionHelp = `Mount options (-o, comma separated):
   log-file=PATH             where a background mount logs
   log-level=LEVEL           debug, info, warn or error (default info)
   debug                     log every FUSE request (with log-level=debug)
+  no-follow                 keep the volume's layout of mount time instead of following
+                            its changes (options, bricks)
 Generic options (defaults, _netdev, rw, auto, noauto, nofail, user, x-systemd.*, ...)
 are accepted and ignored.`
 
@@ -83,6 +86,8 @@ func (o *mountOptions) set(opt string, sloppy bool) error {
 		o.LogLevel = value
 	case key == "debug" && !hasValue:
 		o.Debug = true
+	case key == "no-follow" && !hasValue:
+		o.NoFollow = true
 	case key == "ro":
 		return fmt.Errorf("mount option ro: read-only mounts are not supported yet")
 	case ignoredMountOptions[key], strings.HasPrefix(key, "x-"), key == "comment", key == "_netdev":

@@ -58,6 +58,10 @@ The syntax follows GlusterFS's gluster CLI.`,
 		v.setCommand(),
 		v.healCommand(),
 		v.resetBrickCommand(),
+		v.replaceBrickCommand(),
+		v.addBrickCommand(),
+		v.removeBrickCommand(),
+		v.rebalanceCommand(),
 	)
 	return cmd
 }

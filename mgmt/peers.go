@@ -1,0 +1,299 @@
+package mgmt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mortarfs/mortar/brick/posix"
+)
+
+// Peers: `peer probe HOST` adds the node running at HOST to the cluster,
+// `peer detach HOST` removes one that serves no brick, `peer status` and
+// `pool list` show them. All run on the leader.
+//
+//	GET    /v1/peers                 []PeerInfo (every node, this one included)
+//	POST   /v1/peers                 ProbeRequest → PeerInfo
+//	DELETE /v1/peers/{host}          {}
+
+// peerPingTimeout bounds the check that a peer answers, in peer status.
+const peerPingTimeout = 2 * time.Second
+
+// ProbeRequest asks to add the node at Host ("host" or "host:port") to
+// the cluster.
+type ProbeRequest struct {
+	Host string `json:"host"`
+}
+
+// PeerInfo describes one node of the cluster.
+type PeerInfo struct {
+	ID   string `json:"id"`
+	Addr string `json:"addr"` // management API, host:port
+	Raft string `json:"raft"` // Raft traffic, host:port
+	// Connected: the node answered the node that made this list just now.
+	Connected bool `json:"connected"`
+	Leader    bool `json:"leader,omitempty"`
+	// Self marks the node that made the list.
+	Self bool `json:"self,omitempty"`
+	// Error says why the node did not answer.
+	Error string `json:"error,omitempty"`
+}
+
+func (n *Node) peerHandlers(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/peers", handle(n, func(r *http.Request, _ struct{}) (any, error) {
+		return n.peers(r.Context()), nil
+	}))
+	mux.HandleFunc("POST /v1/peers", handle(n, func(r *http.Request, req ProbeRequest) (any, error) {
+		return n.probe(r.Context(), req.Host)
+	}))
+	mux.HandleFunc("DELETE /v1/peers/{host}", handle(n, func(r *http.Request, _ struct{}) (any, error) {
+		return struct{}{}, n.detach(r.Context(), r.PathValue("host"))
+	}))
+}
+
+// nodeInfo describes this node.
+func (n *Node) nodeInfo() NodeInfo {
+	st := n.store.State()
+	return NodeInfo{ID: n.id, Addr: n.addr, Raft: n.raftAddr, Leader: n.raft.leader(),
+		Peers: len(st.Nodes), Volumes: len(st.Volumes)}
+}
+
+// peers lists every node with whether it answers now.
+func (n *Node) peers(ctx context.Context) []PeerInfo {
+	st := n.store.State()
+	leader := n.raft.leader()
+	out := make([]PeerInfo, 0, len(st.Nodes))
+	for _, id := range st.NodeIDs() {
+		ns := st.Nodes[id]
+		out = append(out, PeerInfo{ID: id, Addr: ns.Addr, Raft: ns.Raft, Leader: id == leader, Self: id == n.id})
+	}
+	var wg sync.WaitGroup
+	for i := range out {
+		p := &out[i]
+		if p.Self {
+			p.Connected = true
+			continue
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, peerPingTimeout)
+			defer cancel()
+			var ni NodeInfo
+			err := (&Client{addr: p.Addr, http: n.peerHTTP, via: n.id}).do(ctx, http.MethodGet, "/v1/node", nil, &ni)
+			switch {
+			case err != nil:
+				p.Error = err.Error()
+			case ni.ID != p.ID:
+				p.Error = fmt.Sprintf("%s is now node %s", p.Addr, ni.ID)
+			default:
+				p.Connected = true
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// probe adds the node at host to the cluster (leader only). A node that
+// is already a member is reported as it is; a node that belongs to
+// another cluster or has volumes is refused.
+func (n *Node) probe(ctx context.Context, host string) (PeerInfo, error) {
+	n.opMu.Lock()
+	defer n.opMu.Unlock()
+	if strings.TrimSpace(host) == "" || strings.ContainsAny(host, "/ ") {
+		return PeerInfo{}, errorf(ErrInvalid, "peer probe: want a host or host:port, not %q", host)
+	}
+	h, port := splitHostPortDefault(host)
+	addr := net.JoinHostPort(h, port)
+	target := &Client{addr: addr, http: n.peerHTTP, via: n.id}
+	var ni NodeInfo
+	if err := target.do(ctx, http.MethodGet, "/v1/node", nil, &ni); err != nil {
+		return PeerInfo{}, errorf(ErrInvalid, "peer probe %s: %v", host, err)
+	}
+	st := n.store.State()
+	if old, ok := st.Nodes[ni.ID]; ok {
+		return PeerInfo{ID: ni.ID, Addr: old.Addr, Raft: old.Raft, Connected: true, Self: ni.ID == n.id}, nil
+	}
+	if ni.Volumes > 0 || ni.Peers > 1 {
+		return PeerInfo{}, errorf(ErrState, "peer probe %s: node %s already has %d volume(s) and %d node(s) in its cluster; only a node with no volumes and no peers can join (detach it from its cluster first)", host, ni.ID, ni.Volumes, ni.Peers)
+	}
+	var joined NodeInfo
+	if err := target.do(ctx, http.MethodPost, "/v1/cluster/join", JoinRequest{Leader: n.id}, &joined); err != nil {
+		return PeerInfo{}, fmt.Errorf("peer probe %s: %w", host, err)
+	}
+	if err := n.raft.addVoter(joined.ID, joined.Raft); err != nil {
+		return PeerInfo{}, fmt.Errorf("peer probe %s: %w", host, err)
+	}
+	ns := NodeState{ID: joined.ID, Addr: joined.Addr, Raft: joined.Raft}
+	if err := n.store.Apply(Command{Op: OpSetNode, Node: &ns}); err != nil {
+		return PeerInfo{}, fmt.Errorf("peer probe %s: %w", host, err)
+	}
+	n.log.Info("peer added", "node", joined.ID, "addr", joined.Addr, "raft", joined.Raft)
+	return PeerInfo{ID: ns.ID, Addr: ns.Addr, Raft: ns.Raft, Connected: true}, nil
+}
+
+// join makes this node, which must have no volumes and no peers, leave
+// its one-node cluster to be added to the leader's.
+func (n *Node) join(req JoinRequest) (NodeInfo, error) {
+	n.opMu.Lock()
+	defer n.opMu.Unlock()
+	st := n.store.State()
+	if len(st.Volumes) > 0 || len(st.Nodes) > 1 {
+		return NodeInfo{}, errorf(ErrState, "node %s has volumes or peers and cannot join another cluster", n.id)
+	}
+	if err := n.raft.rejoin(false); err != nil {
+		return NodeInfo{}, err
+	}
+	n.log.Info("left its own cluster to join node's", "leader", req.Leader)
+	return n.nodeInfo(), nil
+}
+
+// leave makes this node, detached from its cluster, a one-node cluster of
+// its own again.
+func (n *Node) leave() error {
+	n.opMu.Lock()
+	defer n.opMu.Unlock()
+	if err := n.raft.rejoin(true); err != nil {
+		return err
+	}
+	n.log.Info("detached from the cluster; now a cluster of one")
+	go n.register()
+	return nil
+}
+
+// detach removes the node at host from the cluster (leader only). A node
+// that serves bricks is refused.
+func (n *Node) detach(ctx context.Context, host string) error {
+	n.opMu.Lock()
+	defer n.opMu.Unlock()
+	st := n.store.State()
+	id, err := n.nodeForHost(ctx, st, host)
+	if err != nil {
+		return err
+	}
+	if len(st.Nodes) == 1 {
+		return errorf(ErrInvalid, "peer detach %s: it is the only node of the cluster", host)
+	}
+	for _, name := range st.VolumeNames() {
+		if slices.ContainsFunc(st.Volumes[name].Bricks, func(b BrickState) bool { return b.Node == id }) {
+			return errorf(ErrState, "peer detach %s: it serves bricks of volume %s (remove or replace them first)", host, name)
+		}
+	}
+	if err := n.store.Apply(Command{Op: OpRemoveNode, Name: id}); err != nil {
+		return err
+	}
+	if err := n.raft.removeServer(id); err != nil {
+		return err
+	}
+	n.log.Info("peer detached", "node", id, "host", host)
+	if id == n.id {
+		go func() {
+			if err := n.leave(); err != nil {
+				n.log.Error("leaving the cluster failed", "err", err)
+			}
+		}()
+		return nil
+	}
+	addr := st.Nodes[id].Addr
+	c := &Client{addr: addr, http: n.peerHTTP, via: n.id}
+	if err := c.do(ctx, http.MethodPost, "/v1/cluster/leave", struct{}{}, nil); err != nil {
+		n.log.Warn("detached node did not answer; it keeps its old state until it is restarted with an empty data dir", "node", id, "err", err)
+	}
+	return nil
+}
+
+// nodeForHost returns the node that host names: the node advertised with
+// that host, one whose host resolves to the same addresses, or, in a
+// one-node cluster, this node when host is one of this machine's names
+// (localhost, a loopback address, its host name).
+func (n *Node) nodeForHost(ctx context.Context, st *State, host string) (string, error) {
+	host = strings.Trim(host, "[]")
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	for _, id := range st.NodeIDs() {
+		h, _ := splitHostPortDefault(st.Nodes[id].Addr)
+		if strings.EqualFold(h, host) {
+			return id, nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, hostResolveTimeout)
+	defer cancel()
+	if addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host); err == nil && len(addrs) > 0 {
+		for _, id := range st.NodeIDs() {
+			h, _ := splitHostPortDefault(st.Nodes[id].Addr)
+			nodeAddrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", h)
+			if err != nil {
+				continue
+			}
+			for _, a := range addrs {
+				if slices.Contains(nodeAddrs, a) && !a.IsLoopback() {
+					return id, nil
+				}
+			}
+		}
+	}
+	advHost, _ := splitHostPortDefault(n.addr)
+	if len(st.Nodes) <= 1 && isLocalHost(ctx, host, advHost) {
+		return n.id, nil
+	}
+	if len(st.Nodes) > 1 && isLocalHost(ctx, host, advHost) {
+		return "", errorf(ErrInvalid, "host %s is not a node of this cluster: in a cluster of several nodes, name each node as peer status shows it (its address), not as localhost or a loopback address", host)
+	}
+	return "", errorf(ErrInvalid, "host %s is not a node of this cluster (add it with: mortar peer probe %s)", host, host)
+}
+
+// register records this node's addresses in the state, retrying until it
+// succeeds or the node closes (a node restarting in a cluster without a
+// quorum registers once the quorum is back).
+func (n *Node) register() {
+	for {
+		st := n.store.State()
+		if old, ok := st.Nodes[n.id]; ok && old.Addr == n.addr && old.Raft == n.raftAddr {
+			return
+		}
+		err := n.store.Apply(Command{Op: OpSetNode, Node: &NodeState{ID: n.id, Addr: n.addr, Raft: n.raftAddr}})
+		if err == nil {
+			return
+		}
+		n.log.Warn("registering the node's address failed; retrying", "err", err)
+		select {
+		case <-n.done:
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// markBrick marks a directory of this node as a brick of a volume.
+func markBrick(req MarkRequest) error {
+	if err := posix.Mark(req.Path, req.VolumeID, req.Force); err != nil {
+		return errorf(ErrInvalid, "%w", err)
+	}
+	return nil
+}
+
+// unmarkBrick removes a brick's volume mark; a directory that is gone is
+// not an error.
+func unmarkBrick(req MarkRequest) error {
+	err := posix.Unmark(req.Path)
+	if err != nil && isNotExist(req.Path) {
+		return nil
+	}
+	if err != nil {
+		return errorf(ErrInvalid, "%w", err)
+	}
+	return nil
+}
+
+func isNotExist(path string) bool {
+	_, err := os.Stat(path)
+	return errors.Is(err, fs.ErrNotExist)
+}

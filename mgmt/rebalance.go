@@ -1,0 +1,886 @@
+package mgmt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mortarfs/mortar/layer/distribute"
+	"github.com/mortarfs/mortar/volume"
+)
+
+// Growing and shrinking volumes: add-brick, rebalance, remove-brick.
+//
+// A volume's layout (volume.Layout) says which set owns which part of the
+// hash space of names. add-brick appends sets and pins the layout as it
+// was, so the new sets get no names yet. "rebalance start" then runs a
+// Task, orchestrated by the leader:
+//
+//  1. fix-layout: every directory is made on the new sets (nothing moves,
+//     nothing stalls: it is a crawl of directories, in the background);
+//  2. the layout gains the new sets (each old set gives each new one an
+//     equal share of its ranges, so only the names that must move do) and
+//     keeps the old one as Previous: clients look a name up where the new
+//     layout puts it and, until it is moved, where the old one did;
+//  3. every node moves the misplaced files of the sets whose first brick
+//     it serves (distribute.Rebalance), in parallel, while clients read
+//     and write them; each node keeps a checkpoint in DATA/rebalance so a
+//     restart resumes where it was;
+//  4. once every node has moved everything, Previous is dropped.
+//
+// "remove-brick start" is the same with the layout without the sets
+// removed, and only their files moved; "remove-brick commit" then removes
+// them. A task that stops, fails, or cannot move some files leaves
+// Previous in place (lookups keep finding the files where they are); a
+// new start carries on.
+//
+//	POST /v1/volumes/{name}/add-brick            AddBrickRequest → VolumeInfo
+//	POST /v1/volumes/{name}/rebalance            RebalanceRequest → RebalanceStatus
+//	GET  /v1/volumes/{name}/rebalance            RebalanceStatus
+//	POST /v1/volumes/{name}/remove-brick         RemoveBrickRequest → RebalanceStatus
+//	POST /v1/local/volumes/{id}/migrate          LocalMigrateRequest → {} (node: move its files)
+//	POST /v1/local/volumes/{id}/migrate/stop     {}
+//	GET  /v1/local/volumes/{id}/migrate          NodeProgress
+
+// AddBrickRequest asks to append bricks (whole replica or disperse sets)
+// to a volume.
+type AddBrickRequest struct {
+	Bricks []string `json:"bricks"`
+	Force  bool     `json:"force,omitempty"`
+}
+
+// Rebalance actions.
+const (
+	ActionStart  = "start"
+	ActionStop   = "stop"
+	ActionCommit = "commit"
+)
+
+// RebalanceRequest starts or stops a volume's rebalance; FixLayout
+// starts only its first phase (new directories get their place on the new
+// sets; no file moves).
+type RebalanceRequest struct {
+	Action    string `json:"action"`
+	FixLayout bool   `json:"fix_layout,omitempty"`
+}
+
+// RemoveBrickRequest drains bricks (start), stops that, or removes them
+// once drained (commit; with Force, even if files could not be moved:
+// they stay in the removed bricks' directories).
+type RemoveBrickRequest struct {
+	Action string   `json:"action"`
+	Bricks []string `json:"bricks"`
+	Force  bool     `json:"force,omitempty"`
+}
+
+// RebalanceStatus is a volume's task and each node's part of it.
+type RebalanceStatus struct {
+	Name  string         `json:"name"`
+	Task  *Task          `json:"task,omitempty"`
+	Nodes []NodeProgress `json:"nodes"`
+}
+
+// NodeProgress is one node's part of a task.
+type NodeProgress struct {
+	Node   string `json:"node"`
+	Host   string `json:"host"`
+	TaskID string `json:"task_id,omitempty"`
+	Status string `json:"status"` // not started, in progress, completed, failed, stopped
+	distribute.RebalanceStats
+	Started time.Time `json:"started,omitzero"`
+	Ended   time.Time `json:"ended,omitzero"`
+	// Elapsed is the run time in seconds; Rate files scanned per second;
+	// ETA the seconds left, estimated from the inodes its bricks use (-1:
+	// unknown).
+	Elapsed float64 `json:"elapsed"`
+	Rate    float64 `json:"rate"`
+	ETA     float64 `json:"eta"`
+	// Estimate is how many entries the node's source bricks hold (their
+	// used inodes), the base of ETA.
+	Estimate uint64 `json:"estimate,omitempty"`
+	Error    string `json:"error,omitempty"`
+	// Checkpoint is where a resumed run starts.
+	Checkpoint string `json:"checkpoint,omitempty"`
+}
+
+// LocalMigrateRequest asks a node to move the misplaced files whose data
+// is on the sets Sources (ids), with the graph of Spec.
+type LocalMigrateRequest struct {
+	Task    Task        `json:"task"`
+	Spec    volume.Spec `json:"spec"`
+	Sources []string    `json:"sources"`
+}
+
+// taskPoll is how often the leader looks at the nodes' progress.
+const taskPoll = 500 * time.Millisecond
+
+// clientCatchUp is how long the leader lets clients fetch a new layout
+// (they long-poll the spec) before files move under it.
+const clientCatchUp = time.Second
+
+func (n *Node) rebalanceHandlers(mux *http.ServeMux) {
+	vol := func(r *http.Request) string { return r.PathValue("name") }
+	id := func(r *http.Request) string { return r.PathValue("id") }
+	mux.HandleFunc("POST /v1/volumes/{name}/add-brick", handle(n, func(r *http.Request, req AddBrickRequest) (any, error) {
+		return n.addBrick(r.Context(), vol(r), req)
+	}))
+	mux.HandleFunc("POST /v1/volumes/{name}/rebalance", handle(n, func(r *http.Request, req RebalanceRequest) (any, error) {
+		return n.rebalance(r.Context(), vol(r), req)
+	}))
+	mux.HandleFunc("GET /v1/volumes/{name}/rebalance", handle(n, func(r *http.Request, _ struct{}) (any, error) {
+		return n.rebalanceStatus(r.Context(), vol(r))
+	}))
+	mux.HandleFunc("POST /v1/volumes/{name}/remove-brick", handle(n, func(r *http.Request, req RemoveBrickRequest) (any, error) {
+		return n.removeBrick(r.Context(), vol(r), req)
+	}))
+	mux.HandleFunc("POST /v1/local/volumes/{id}/migrate", handle(n, func(r *http.Request, req LocalMigrateRequest) (any, error) {
+		return struct{}{}, n.migrate(id(r), req)
+	}))
+	mux.HandleFunc("POST /v1/local/volumes/{id}/migrate/stop", handle(n, func(r *http.Request, _ struct{}) (any, error) {
+		n.stopMigration(id(r))
+		return struct{}{}, nil
+	}))
+	mux.HandleFunc("GET /v1/local/volumes/{id}/migrate", handle(n, func(r *http.Request, _ struct{}) (any, error) {
+		return n.migrationProgress(id(r)), nil
+	}))
+}
+
+// addBrick appends whole sets to a volume (leader).
+func (n *Node) addBrick(ctx context.Context, name string, req AddBrickRequest) (VolumeInfo, error) {
+	n.opMu.Lock()
+	defer n.opMu.Unlock()
+	st := n.store.State()
+	v, err := st.volume(name)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	if v.Task != nil && v.Task.Status == TaskRunning {
+		return VolumeInfo{}, errorf(ErrState, "volume %s has a %s in progress; wait for it or stop it first", name, v.Task.Kind)
+	}
+	set := 1
+	switch v.Type {
+	case volume.Replicate:
+		set = v.Replica
+	case volume.Disperse:
+		set = v.Disperse
+	}
+	if len(req.Bricks) == 0 || len(req.Bricks)%set != 0 {
+		return VolumeInfo{}, errorf(ErrInvalid, "add-brick %s: give whole sets: a multiple of %d bricks, not %d", name, set, len(req.Bricks))
+	}
+	lay := layout{typ: v.Type, replica: v.Replica, arbiter: slices.ContainsFunc(v.Bricks, func(b BrickState) bool { return b.Arbiter })}
+	bricks, err := n.planBricks(ctx, st, CreateVolumeRequest{Name: name, Bricks: req.Bricks}, lay)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	var marked []BrickState
+	for _, b := range bricks {
+		mr := MarkRequest{Path: b.Path, VolumeID: v.ID, Force: req.Force}
+		if err := n.onNode(ctx, b.Node, func() error { return markBrick(mr) }, http.MethodPost, "/v1/local/bricks/mark", mr); err != nil {
+			n.unmarkAll(ctx, marked)
+			return VolumeInfo{}, errorf(ErrInvalid, "add-brick %s: brick %s: %w", name, b.Name(), err)
+		}
+		marked = append(marked, b)
+	}
+	if err := n.store.Apply(Command{Op: OpAddBricks, Name: name, Volume: &VolumeState{Bricks: bricks}}); err != nil {
+		n.unmarkAll(ctx, marked)
+		return VolumeInfo{}, err
+	}
+	if v.Status == StatusStarted {
+		nv, _ := n.store.State().volume(name)
+		if err := n.startNodes(ctx, nv, false); err != nil {
+			return VolumeInfo{}, fmt.Errorf("add-brick %s: bricks added, but %w (mortar volume start %s force)", name, err, name)
+		}
+	}
+	n.log.Info("bricks added; run a rebalance to place files on them", "volume", name, "bricks", len(bricks))
+	return n.info(name)
+}
+
+// rebalance starts or stops a volume's rebalance (leader).
+func (n *Node) rebalance(ctx context.Context, name string, req RebalanceRequest) (RebalanceStatus, error) {
+	switch req.Action {
+	case ActionStart:
+		kind := TaskRebalance
+		if req.FixLayout {
+			kind = TaskFixLayout
+		}
+		if err := n.startTask(name, kind, nil); err != nil {
+			return RebalanceStatus{}, err
+		}
+	case ActionStop:
+		if err := n.stopTask(ctx, name, ""); err != nil {
+			return RebalanceStatus{}, err
+		}
+	default:
+		return RebalanceStatus{}, errorf(ErrInvalid, "rebalance: unknown action %q (start or stop)", req.Action)
+	}
+	return n.rebalanceStatus(ctx, name)
+}
+
+// removeBrick drains, stops draining, or removes bricks (leader).
+func (n *Node) removeBrick(ctx context.Context, name string, req RemoveBrickRequest) (RebalanceStatus, error) {
+	st := n.store.State()
+	v, err := st.volume(name)
+	if err != nil {
+		return RebalanceStatus{}, err
+	}
+	ids, err := n.removedSets(ctx, st, v, req.Bricks)
+	if err != nil {
+		return RebalanceStatus{}, err
+	}
+	switch req.Action {
+	case ActionStart:
+		if err := n.startTask(name, TaskRemoveBrick, ids); err != nil {
+			return RebalanceStatus{}, err
+		}
+	case ActionStop:
+		if err := n.stopTask(ctx, name, TaskRemoveBrick); err != nil {
+			return RebalanceStatus{}, err
+		}
+	case ActionCommit:
+		if err := n.commitRemove(ctx, v, ids, req.Force); err != nil {
+			return RebalanceStatus{}, err
+		}
+	default:
+		return RebalanceStatus{}, errorf(ErrInvalid, "remove-brick: unknown action %q (start, stop or commit)", req.Action)
+	}
+	return n.rebalanceStatus(ctx, name)
+}
+
+// removedSets checks that bricks (host:/path) make whole sets of v, not
+// all of them, and returns the ids of every brick of those sets.
+func (n *Node) removedSets(ctx context.Context, st *State, v *VolumeState, bricks []string) ([]string, error) {
+	if len(bricks) == 0 {
+		return nil, errorf(ErrInvalid, "remove-brick %s: no bricks given", v.Name)
+	}
+	spec := layoutSpec(v)
+	sets := spec.Sets()
+	chosen := map[string]bool{}
+	for _, s := range bricks {
+		b, _, err := n.findBrick(ctx, st, v, s)
+		if err != nil {
+			return nil, err
+		}
+		chosen[b.ID] = true
+	}
+	var ids []string
+	whole := 0
+	for _, set := range sets {
+		in := 0
+		for _, b := range set {
+			if chosen[b.ID] {
+				in++
+			}
+		}
+		switch {
+		case in == len(set):
+			whole++
+			for _, b := range set {
+				ids = append(ids, b.ID)
+			}
+		case in > 0:
+			return nil, errorf(ErrInvalid, "remove-brick %s: give every brick of a set (%d of the set of %s given); to replace one brick, use replace-brick", v.Name, in, set[0].Name())
+		}
+	}
+	if whole == len(sets) {
+		return nil, errorf(ErrInvalid, "remove-brick %s: that is every brick of the volume; delete the volume instead", v.Name)
+	}
+	return ids, nil
+}
+
+// startTask records a new task of kind on volume name and starts its
+// orchestration (leader). removing lists the bricks a remove-brick drains.
+func (n *Node) startTask(name, kind string, removing []string) error {
+	n.opMu.Lock()
+	defer n.opMu.Unlock()
+	st := n.store.State()
+	v, err := st.volume(name)
+	if err != nil {
+		return err
+	}
+	if v.Status != StatusStarted {
+		return errorf(ErrState, "volume %s is not started (mortar volume start %s)", name, name)
+	}
+	if t := v.Task; t != nil && t.Status == TaskRunning {
+		return errorf(ErrState, "volume %s: a %s is already in progress (started %s)", name, t.Kind, t.Started.Format(time.RFC3339))
+	}
+	if t := v.Task; kind != TaskRemoveBrick && t != nil && t.Kind == TaskRemoveBrick && t.Status != TaskCompleted {
+		return errorf(ErrState, "volume %s: a remove-brick is pending (%s); start it again, or commit it", name, t.Status)
+	}
+	if t := v.Task; kind == TaskRemoveBrick && t != nil && t.Kind == TaskRemoveBrick && t.Status != TaskCompleted && !slices.Equal(t.Removing, removing) {
+		return errorf(ErrState, "volume %s: another remove-brick is pending; commit or finish it first", name)
+	}
+	task := &Task{ID: newID(), Kind: kind, Status: TaskRunning, Removing: removing, Started: time.Now().UTC()}
+	if err := n.store.Apply(Command{Op: OpSetTask, Name: name, Volume: &VolumeState{Task: task}}); err != nil {
+		return err
+	}
+	n.log.Info("task started", "volume", name, "kind", kind, "task", task.ID)
+	n.orchestrate(v.ID, task.ID)
+	return nil
+}
+
+// stopTask stops volume name's running task (of kind, if given).
+func (n *Node) stopTask(ctx context.Context, name, kind string) error {
+	n.opMu.Lock()
+	defer n.opMu.Unlock()
+	v, err := n.store.State().volume(name)
+	if err != nil {
+		return err
+	}
+	t := v.Task
+	if t == nil || t.Status != TaskRunning || (kind != "" && t.Kind != kind) {
+		return errorf(ErrState, "volume %s has no %s in progress", name, cmp(kind, "rebalance"))
+	}
+	done := *t
+	done.Status, done.Ended = TaskStopped, time.Now().UTC()
+	if err := n.store.Apply(Command{Op: OpSetTask, Name: name, Volume: &VolumeState{Task: &done}}); err != nil {
+		return err
+	}
+	for _, id := range nodesOf(v) {
+		err := n.onNode(ctx, id, func() error { n.stopMigration(v.ID); return nil }, http.MethodPost, "/v1/local/volumes/"+v.ID+"/migrate/stop", struct{}{})
+		if err != nil {
+			n.log.Warn("stopping a node's part of the task failed", "node", id, "err", err)
+		}
+	}
+	return nil
+}
+
+func cmp(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// commitRemove removes drained bricks from the volume (leader).
+func (n *Node) commitRemove(ctx context.Context, v *VolumeState, ids []string, force bool) error {
+	n.opMu.Lock()
+	defer n.opMu.Unlock()
+	t := v.Task
+	if !force {
+		switch {
+		case t == nil || t.Kind != TaskRemoveBrick || !slices.Equal(t.Removing, ids):
+			return errorf(ErrState, "remove-brick %s: those bricks were not drained: run \"remove-brick ... start\" first (or commit force to remove them with their files)", v.Name)
+		case t.Status != TaskCompleted:
+			return errorf(ErrState, "remove-brick %s: the drain is %s; wait for it to complete (remove-brick ... status)", v.Name, t.Status)
+		case t.Error != "":
+			return errorf(ErrState, "remove-brick %s: the drain left files behind (%s); run start again, or commit force to leave them in the removed bricks' directories", v.Name, t.Error)
+		}
+	}
+	var gone []BrickState
+	for _, b := range v.Bricks {
+		if slices.Contains(ids, b.ID) {
+			gone = append(gone, b)
+		}
+	}
+	if err := n.store.Apply(Command{Op: OpRemoveBricks, Name: v.Name, Volume: &VolumeState{Bricks: gone}}); err != nil {
+		return err
+	}
+	for _, b := range gone {
+		stop := func() error { n.stopLocalBrick(v.ID, b.ID); return nil }
+		if err := n.onNode(ctx, b.Node, stop, http.MethodPost, "/v1/local/volumes/"+v.ID+"/bricks/"+b.ID+"/stop", struct{}{}); err != nil {
+			n.log.Warn("stopping a removed brick failed", "brick", b.Name(), "err", err)
+		}
+		if err := n.unmark(ctx, b); err != nil {
+			n.log.Warn("unmarking a removed brick failed", "brick", b.Name(), "err", err)
+		}
+	}
+	n.log.Info("bricks removed", "volume", v.Name, "bricks", len(gone), "force", force)
+	return nil
+}
+
+// orchestrate runs task tid of volume vid to its end in the background,
+// on the leader. It stops when the task is no longer running, the node
+// closes or loses the leadership (the new leader takes over: see
+// resumeTasks).
+func (n *Node) orchestrate(vid, tid string) {
+	n.taskMu.Lock()
+	defer n.taskMu.Unlock()
+	if n.tasks == nil {
+		n.tasks = map[string]bool{}
+	}
+	select {
+	case <-n.done:
+		return // closing: the next leader takes the task over
+	default:
+	}
+	if n.tasks[tid] {
+		return
+	}
+	n.tasks[tid] = true
+	n.wg.Go(func() {
+		defer func() {
+			n.taskMu.Lock()
+			delete(n.tasks, tid)
+			n.taskMu.Unlock()
+		}()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-n.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if err := n.runTask(ctx, vid, tid); err != nil && ctx.Err() == nil {
+			n.log.Error("task failed", "volume", vid, "task", tid, "err", err)
+			n.endTask(vid, tid, TaskFailed, err.Error())
+		}
+	})
+}
+
+// resumeTasks takes over the running tasks when this node leads.
+func (n *Node) resumeTasks() {
+	if !n.raft.isLeader() {
+		return
+	}
+	st := n.store.State()
+	for _, name := range st.VolumeNames() {
+		v := st.Volumes[name]
+		if v.Task != nil && v.Task.Status == TaskRunning {
+			n.orchestrate(v.ID, v.Task.ID)
+		}
+	}
+}
+
+// taskVolume returns the volume with id vid if its running task is tid.
+func (n *Node) taskVolume(vid, tid string) (*State, *VolumeState, bool) {
+	st := n.store.State()
+	for _, v := range st.Volumes {
+		if v.ID == vid {
+			return st, v, v.Task != nil && v.Task.ID == tid && v.Task.Status == TaskRunning && n.raft.isLeader()
+		}
+	}
+	return st, nil, false
+}
+
+// runTask is the task's work: set the layout (after fix-layout for new
+// sets), have the nodes move files, and finish.
+func (n *Node) runTask(ctx context.Context, vid, tid string) error {
+	st, v, ok := n.taskVolume(vid, tid)
+	if !ok {
+		return nil
+	}
+	cur := currentLayout(v)
+	target := cur
+	if v.Task.Kind == TaskRemoveBrick {
+		for _, id := range v.Task.Removing {
+			target = target.Without(id)
+		}
+	} else {
+		for _, id := range setIDs(v) {
+			target = target.With(id)
+		}
+	}
+	if v.Previous == nil && !slices.Equal(target.Ranges, cur.Ranges) {
+		if v.Task.Kind != TaskRemoveBrick {
+			if err := n.fixLayout(ctx, st.Spec(v)); err != nil {
+				return fmt.Errorf("fix-layout: %w", err)
+			}
+		}
+		if _, _, ok := n.taskVolume(vid, tid); !ok {
+			return nil
+		}
+		prev := cur
+		if err := n.store.Apply(Command{Op: OpSetLayout, Name: v.Name, Volume: &VolumeState{Layout: &target, Previous: &prev}}); err != nil {
+			return err
+		}
+		n.log.Info("new layout set; moving files", "volume", v.Name, "task", tid)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(clientCatchUp):
+		}
+	}
+	if v.Task.Kind == TaskFixLayout {
+		n.endTask(vid, tid, TaskCompleted, "")
+		return nil
+	}
+	return n.runMigration(ctx, vid, tid)
+}
+
+// fixLayout makes every directory on every set of spec.
+func (n *Node) fixLayout(ctx context.Context, spec volume.Spec) error {
+	spec.Layout, spec.Previous = nil, nil // every set is a child either way
+	d, closeGraph, err := n.distributeOf(ctx, spec)
+	if err != nil {
+		return err
+	}
+	defer closeGraph()
+	_, err = d.Rebalance(ctx, distribute.RebalanceOptions{FixLayout: true})
+	return err
+}
+
+// distributeOf builds a client graph of spec and waits (bounded) until it
+// reaches every brick.
+func (n *Node) distributeOf(ctx context.Context, spec volume.Spec) (*distribute.Distribute, func(), error) {
+	g, err := volume.Build(spec, volume.BuildOptions{Logger: n.log.With("volume", spec.Name, "role", "rebalance")})
+	if err != nil {
+		return nil, nil, err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !g.Connected() && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	d, ok := g.Top.(*distribute.Distribute)
+	if !ok {
+		g.Close()
+		return nil, nil, fmt.Errorf("volume %s: top layer is %T, not distribute", spec.Name, g.Top)
+	}
+	return d, func() { g.Close() }, nil
+}
+
+// runMigration has every node move its files and waits for them all.
+func (n *Node) runMigration(ctx context.Context, vid, tid string) error {
+	t := time.NewTicker(taskPoll)
+	defer t.Stop()
+	for {
+		st, v, ok := n.taskVolume(vid, tid)
+		if !ok {
+			return nil
+		}
+		sources := n.taskSources(v)
+		spec := st.Spec(v)
+		done, failed := 0, []string{}
+		var leftover []string
+		for node, srcs := range sources {
+			p, err := n.progressOf(ctx, node, vid)
+			if err != nil {
+				n.log.Warn("a node's progress is unknown; waiting for it", "node", node, "err", err)
+				continue
+			}
+			switch {
+			case p.TaskID == tid && p.Status == TaskCompleted:
+				done++
+				if p.Failed+p.Skipped > 0 {
+					leftover = append(leftover, fmt.Sprintf("%s: %d failed, %d skipped (%s)", st.Nodes[node].Addr, p.Failed, p.Skipped, strings.Join(p.Errors, "; ")))
+				}
+			case p.TaskID == tid && p.Status == TaskFailed:
+				failed = append(failed, fmt.Sprintf("%s: %s", st.Nodes[node].Addr, p.Error))
+			case p.TaskID == tid && p.Status == TaskRunning:
+			default: // not started here yet, or the node restarted: (re)start
+				req := LocalMigrateRequest{Task: *v.Task, Spec: spec, Sources: srcs}
+				if err := n.onNode(ctx, node, func() error { return n.migrate(vid, req) }, http.MethodPost, "/v1/local/volumes/"+vid+"/migrate", req); err != nil {
+					n.log.Warn("starting a node's part of the task failed; retrying", "node", node, "err", err)
+				}
+			}
+		}
+		if len(failed) > 0 {
+			return errors.New(strings.Join(failed, "; "))
+		}
+		if done == len(sources) {
+			return n.finishTask(v, tid, leftover)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// progressOf returns node's part of volume vid's task.
+func (n *Node) progressOf(ctx context.Context, node, vid string) (NodeProgress, error) {
+	if node == n.id {
+		return n.migrationProgress(vid), nil
+	}
+	var p NodeProgress
+	err := n.call(ctx, node, http.MethodGet, "/v1/local/volumes/"+vid+"/migrate", nil, &p)
+	return p, err
+}
+
+// taskSources maps each node to the sets whose files it moves: the sets
+// whose first brick it serves, all of them for a rebalance, the removed
+// ones for a remove-brick.
+func (n *Node) taskSources(v *VolumeState) map[string][]string {
+	out := map[string][]string{}
+	spec := layoutSpec(v)
+	for _, set := range spec.Sets() {
+		id := set[0].ID
+		if v.Task.Kind == TaskRemoveBrick && !slices.Contains(v.Task.Removing, id) {
+			continue
+		}
+		for _, b := range v.Bricks {
+			if b.ID == id {
+				out[b.Node] = append(out[b.Node], id)
+			}
+		}
+	}
+	return out
+}
+
+// finishTask ends a migration that every node completed: with nothing
+// left behind, a rebalance drops the previous layout.
+func (n *Node) finishTask(v *VolumeState, tid string, leftover []string) error {
+	if len(leftover) > 0 {
+		n.endTask(v.ID, tid, TaskCompleted, "files left in place: "+strings.Join(leftover, "; ")+"; run start again")
+		return nil
+	}
+	if v.Task.Kind == TaskRebalance && v.Layout != nil {
+		l := *v.Layout
+		if err := n.store.Apply(Command{Op: OpSetLayout, Name: v.Name, Volume: &VolumeState{Layout: &l}}); err != nil {
+			return err
+		}
+	}
+	n.endTask(v.ID, tid, TaskCompleted, "")
+	return nil
+}
+
+// endTask records the end of task tid of volume vid.
+func (n *Node) endTask(vid, tid, status, why string) {
+	_, v, ok := n.taskVolume(vid, tid)
+	if !ok {
+		return
+	}
+	t := *v.Task
+	t.Status, t.Error, t.Ended = status, why, time.Now().UTC()
+	if err := n.store.Apply(Command{Op: OpSetTask, Name: v.Name, Volume: &VolumeState{Task: &t}}); err != nil {
+		n.log.Error("recording the end of a task failed", "volume", v.Name, "err", err)
+		return
+	}
+	n.log.Info("task ended", "volume", v.Name, "kind", t.Kind, "status", status, "why", why)
+}
+
+// rebalanceStatus gathers every node's progress on the volume's task.
+func (n *Node) rebalanceStatus(ctx context.Context, name string) (RebalanceStatus, error) {
+	st := n.store.State()
+	v, err := st.volume(name)
+	if err != nil {
+		return RebalanceStatus{}, err
+	}
+	rs := RebalanceStatus{Name: name, Task: v.Task, Nodes: []NodeProgress{}}
+	if v.Task == nil {
+		return rs, nil
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for node := range n.taskSources(v) {
+		wg.Go(func() {
+			p, err := n.progressOf(ctx, node, v.ID)
+			if err != nil {
+				p = NodeProgress{Node: node, Status: "unknown", Error: err.Error(), ETA: -1}
+			}
+			if p.TaskID != v.Task.ID {
+				p = NodeProgress{Node: node, Status: "not started", ETA: -1}
+			}
+			p.Host = st.Nodes[node].Addr
+			mu.Lock()
+			rs.Nodes = append(rs.Nodes, p)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(rs.Nodes, func(a, b NodeProgress) int { return strings.Compare(a.Host, b.Host) })
+	return rs, nil
+}
+
+// migration is this node's part of a volume's task.
+type migration struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu   sync.Mutex
+	prog NodeProgress
+}
+
+// migrate starts (or resumes from its checkpoint) this node's part of a
+// task: move the misplaced files of the sets req.Sources.
+func (n *Node) migrate(vid string, req LocalMigrateRequest) error {
+	n.taskMu.Lock()
+	defer n.taskMu.Unlock()
+	if n.migs == nil {
+		n.migs = map[string]*migration{}
+	}
+	select {
+	case <-n.done:
+		return errorf(ErrState, "the node is shutting down")
+	default:
+	}
+	if m := n.migs[vid]; m != nil {
+		m.mu.Lock()
+		same := m.prog.TaskID == req.Task.ID && m.prog.Status == TaskRunning
+		m.mu.Unlock()
+		if same {
+			return nil
+		}
+		m.cancel()
+		<-m.done
+	}
+	saved := n.loadProgress(vid)
+	prog := NodeProgress{Node: n.id, TaskID: req.Task.ID, Status: TaskRunning, Started: time.Now().UTC(), ETA: -1}
+	if saved.TaskID == req.Task.ID && saved.Status != TaskCompleted {
+		prog.Checkpoint = saved.Checkpoint
+		prog.RebalanceStats = saved.RebalanceStats
+	}
+	prog.Estimate = n.inodesOf(req.Spec, req.Sources)
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &migration{cancel: cancel, done: make(chan struct{}), prog: prog}
+	n.migs[vid] = m
+	n.saveProgress(vid, prog)
+	n.wg.Go(func() {
+		defer close(m.done)
+		defer cancel()
+		go func() {
+			select {
+			case <-n.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		n.runLocalMigration(ctx, vid, req, m)
+	})
+	n.log.Info("moving files", "volume", req.Spec.Name, "task", req.Task.ID, "sources", len(req.Sources), "resume", prog.Checkpoint != "")
+	return nil
+}
+
+func (n *Node) runLocalMigration(ctx context.Context, vid string, req LocalMigrateRequest, m *migration) {
+	base := m.prog.RebalanceStats
+	update := func(fn func(p *NodeProgress)) NodeProgress {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		fn(&m.prog)
+		p := m.prog
+		p.Elapsed = time.Since(p.Started).Seconds()
+		if p.Elapsed > 0 {
+			p.Rate = float64(p.Scanned-base.Scanned) / p.Elapsed
+		}
+		if p.Rate > 0 && p.Estimate > p.Scanned {
+			p.ETA = float64(p.Estimate-p.Scanned) / p.Rate
+		}
+		m.prog = p
+		return p
+	}
+	d, closeGraph, err := n.distributeOf(ctx, req.Spec)
+	var stats distribute.RebalanceStats
+	if err == nil {
+		srcs := req.Sources
+		stats, err = d.Rebalance(ctx, distribute.RebalanceOptions{
+			Source: func(id string) bool { return slices.Contains(srcs, id) },
+			Resume: m.prog.Checkpoint,
+			Checkpoint: func(cp string) {
+				p := update(func(p *NodeProgress) { p.Checkpoint = cp })
+				n.saveProgress(vid, p)
+			},
+			Progress: func(s distribute.RebalanceStats) {
+				update(func(p *NodeProgress) { p.RebalanceStats = addStats(base, s) })
+			},
+		})
+		closeGraph()
+	}
+	p := update(func(p *NodeProgress) {
+		p.RebalanceStats = addStats(base, stats)
+		p.Ended = time.Now().UTC()
+		p.ETA = 0
+		switch {
+		case ctx.Err() != nil:
+			p.Status = TaskStopped
+		case err != nil:
+			p.Status, p.Error = TaskFailed, err.Error()
+		default:
+			p.Status, p.Checkpoint = TaskCompleted, ""
+		}
+	})
+	n.saveProgress(vid, p)
+	n.log.Info("moving files ended", "volume", req.Spec.Name, "status", p.Status, "moved", p.Moved, "bytes", p.Bytes, "failed", p.Failed, "skipped", p.Skipped, "err", p.Error)
+}
+
+// addStats adds b to a (a resumed run's counts to the earlier runs').
+func addStats(a, b distribute.RebalanceStats) distribute.RebalanceStats {
+	a.Scanned += b.Scanned
+	a.Moved += b.Moved
+	a.Skipped = b.Skipped // what is left now, not a sum
+	a.Failed = b.Failed
+	a.Bytes += b.Bytes
+	a.Dirs += b.Dirs
+	a.Linked += b.Linked
+	a.Pointers += b.Pointers
+	a.DirsMade += b.DirsMade
+	a.Retries += b.Retries
+	a.Errors = b.Errors
+	return a
+}
+
+// stopMigration cancels this node's part of volume vid's task.
+func (n *Node) stopMigration(vid string) {
+	n.taskMu.Lock()
+	m := n.migs[vid]
+	n.taskMu.Unlock()
+	if m != nil {
+		m.cancel()
+		<-m.done
+	}
+}
+
+// migrationProgress is this node's part of volume vid's task: the run in
+// memory, or what the last run saved.
+func (n *Node) migrationProgress(vid string) NodeProgress {
+	n.taskMu.Lock()
+	m := n.migs[vid]
+	n.taskMu.Unlock()
+	if m == nil {
+		p := n.loadProgress(vid)
+		if p.Status == TaskRunning {
+			p.Status = TaskStopped // the node restarted meanwhile
+		}
+		p.Node = n.id
+		return p
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.prog
+}
+
+func (n *Node) progressPath(vid string) string {
+	return filepath.Join(n.dir, "rebalance", vid+".json")
+}
+
+func (n *Node) loadProgress(vid string) NodeProgress {
+	var p NodeProgress
+	data, err := os.ReadFile(n.progressPath(vid))
+	if err == nil {
+		err = json.Unmarshal(data, &p)
+	}
+	if err != nil {
+		return NodeProgress{Node: n.id, ETA: -1}
+	}
+	return p
+}
+
+func (n *Node) saveProgress(vid string, p NodeProgress) {
+	if err := os.MkdirAll(filepath.Dir(n.progressPath(vid)), 0o700); err == nil {
+		err = writeJSONAtomic(n.progressPath(vid), p)
+		if err == nil {
+			return
+		}
+		n.log.Warn("saving rebalance progress failed", "err", err)
+	}
+}
+
+// inodesOf estimates the entries a rebalance scans (every node walks the
+// whole namespace): the inodes used on this node's bricks of the sets ids,
+// scaled to the number of sets.
+func (n *Node) inodesOf(spec volume.Spec, ids []string) uint64 {
+	var total uint64
+	sets := len(spec.Sets())
+	for _, b := range spec.Bricks {
+		if !slices.Contains(ids, b.ID) || len(ids) == 0 {
+			continue
+		}
+		var bs BrickStatus
+		if du := n.diskUsage(BrickState{Path: b.Path}, &bs); du != nil {
+			total += du.Inodes - du.InodesFree
+		}
+	}
+	if len(ids) > 0 {
+		total = total * uint64(sets) / uint64(len(ids))
+	}
+	return total
+}

@@ -1,0 +1,350 @@
+package mgmt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/volume"
+)
+
+// rebalanceFiles is how many files the rebalance tests spread over
+// directories (MORTAR_REBALANCE_FILES overrides it: 10000 in the long
+// runs of scripts/fault).
+func rebalanceFiles() int {
+	if n, err := strconv.Atoi(os.Getenv("MORTAR_REBALANCE_FILES")); err == nil && n > 0 {
+		return n
+	}
+	return 600
+}
+
+// liveClient mounts name as a client that follows spec changes, as mortar
+// mount does.
+func liveClient(t *testing.T, c *Client, name string) *volume.Live {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	spec, err := c.Spec(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := volume.Build(spec, volume.BuildOptions{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := volume.NewLive(g, volume.WithLogger(testLogger(t)))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		live.Follow(ctx, func(ctx context.Context, after uint64) (volume.Spec, error) { //nolint:errcheck // ends with ctx
+			return c.WatchSpec(ctx, name, after)
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done; live.Close() })
+	waitFor(t, 10*time.Second, "the client to connect", func() error {
+		_, err := live.Lookup(ctxT(t), "/")
+		return err
+	})
+	return live
+}
+
+// model is what the files should hold, with a lock per file so that a
+// reader checks a file only while nobody writes it.
+type model struct {
+	mu    sync.Mutex
+	files map[string][]byte
+	locks map[string]*sync.Mutex
+}
+
+func (m *model) lock(path string) *sync.Mutex {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.locks[path]
+	if l == nil {
+		l = &sync.Mutex{}
+		m.locks[path] = l
+	}
+	return l
+}
+
+func (m *model) set(path string, data []byte) {
+	m.mu.Lock()
+	m.files[path] = data
+	m.mu.Unlock()
+}
+
+func (m *model) get(path string) ([]byte, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d, ok := m.files[path]
+	return d, ok
+}
+
+func (m *model) paths() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.files))
+	for p := range m.files {
+		out = append(out, p)
+	}
+	return out
+}
+
+func readAll(ctx context.Context, l layer.Layer, path string) ([]byte, error) {
+	f, err := l.Open(ctx, path, syscall.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Release(ctx)
+	var out []byte
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := f.Read(ctx, buf, int64(len(out)))
+		out = append(out, buf[:n]...)
+		if err != nil || n == 0 {
+			return out, err
+		}
+	}
+}
+
+// workload writes and reads files of m on l until stop, recording every
+// error it sees; one file stays open for appends the whole time.
+func workload(ctx context.Context, l layer.Layer, m *model, stop <-chan struct{}) (errs []error, ops int) {
+	var mu sync.Mutex
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	// A long-open file appended to throughout.
+	wg.Go(func() {
+		f, _, err := l.Create(ctx, "/long-open", layer.CreateIn{Flags: syscall.O_WRONLY | syscall.O_TRUNC, Mode: 0o644})
+		if err != nil {
+			fail(err)
+			return
+		}
+		defer f.Release(ctx)
+		var data []byte
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				m.set("/long-open", data)
+				return
+			default:
+			}
+			chunk := []byte(fmt.Sprintf("line %d\n", i))
+			if _, err := f.Write(ctx, chunk, int64(len(data))); err != nil {
+				fail(fmt.Errorf("append to the long-open file: %w", err))
+				m.set("/long-open", data)
+				return
+			}
+			data = append(data, chunk...)
+		}
+	})
+	for w := range 2 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				paths := m.paths()
+				p := paths[rng.IntN(len(paths))]
+				if p == "/long-open" {
+					continue
+				}
+				lk := m.lock(p)
+				lk.Lock()
+				if w == 0 && i%3 != 0 { // a writer: rewrite the file
+					data := bytes.Repeat([]byte{byte(rng.IntN(256))}, rng.IntN(40<<10))
+					if err := writeFile(ctx, l, p, data); err != nil {
+						fail(fmt.Errorf("rewrite %s: %w", p, err))
+					} else {
+						m.set(p, data)
+					}
+				} else { // a reader
+					want, _ := m.get(p)
+					got, err := readAll(ctx, l, p)
+					switch {
+					case err != nil:
+						fail(fmt.Errorf("read %s: %w", p, err))
+					case !bytes.Equal(got, want):
+						fail(fmt.Errorf("read %s: %d bytes, want %d", p, len(got), len(want)))
+					}
+				}
+				lk.Unlock()
+				mu.Lock()
+				ops++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errs, ops
+}
+
+// waitTask polls the volume's task until it is no longer in progress.
+func waitTask(t *testing.T, c *Client, name string) RebalanceStatus {
+	t.Helper()
+	var rs RebalanceStatus
+	waitFor(t, 3*time.Minute, "the task of "+name, func() error {
+		var err error
+		if rs, err = c.RebalanceStatus(ctxT(t), name); err != nil {
+			return err
+		}
+		if rs.Task == nil || rs.Task.Status == TaskRunning {
+			return fmt.Errorf("task %+v", rs.Task)
+		}
+		return nil
+	})
+	return rs
+}
+
+// regularFiles counts the regular files of a brick directory outside
+// .mortar that are not pointer files (mode 01000, empty).
+func regularFiles(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == ".mortar" {
+			return filepath.SkipDir
+		}
+		if info, err := d.Info(); err == nil && info.Mode().IsRegular() && info.Mode()&os.ModeSticky == 0 {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// add-brick and rebalance under a concurrent writer, reader and appender:
+// nobody sees an error, every file keeps its content, files land on the
+// new brick and the old layout is dropped; then remove-brick drains a
+// brick and commit removes it, again with nothing lost.
+func TestAddBrickRebalanceRemoveBrick(t *testing.T) {
+	_, c := startNode(t, t.TempDir())
+	ctx := ctxT(t)
+	dirs := brickDirs(t, 3)
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "dv", Bricks: []string{"localhost:" + dirs[0], "localhost:" + dirs[1]}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Start(ctx, "dv", false); err != nil {
+		t.Fatal(err)
+	}
+	live := liveClient(t, c, "dv")
+	m := &model{files: map[string][]byte{}, locks: map[string]*sync.Mutex{}}
+	files := rebalanceFiles()
+	for d := range 10 {
+		mustMkdir(t, live, fmt.Sprintf("/d%d", d))
+	}
+	for i := range files {
+		p := fmt.Sprintf("/d%d/f%d", i%10, i)
+		data := bytes.Repeat([]byte{byte(i)}, 1+i%5000)
+		mustWrite(t, live, p, data)
+		m.set(p, data)
+	}
+
+	phase := func(what string, run func()) {
+		t.Helper()
+		stop := make(chan struct{})
+		var errs []error
+		var ops int
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			errs, ops = workload(context.Background(), live, m, stop)
+		}()
+		run()
+		close(stop)
+		<-done
+		if len(errs) > 0 {
+			t.Fatalf("%s: the workload saw %d errors in %d operations, first: %v", what, len(errs), ops, errors.Join(errs[:min(5, len(errs))]...))
+		}
+		t.Logf("%s: %d operations, no error", what, ops)
+	}
+
+	phase("add-brick + rebalance", func() {
+		if _, err := c.AddBrick(ctx, "dv", AddBrickRequest{Bricks: []string{"localhost:" + dirs[2]}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Rebalance(ctx, "dv", RebalanceRequest{Action: ActionStart}); err != nil {
+			t.Fatal(err)
+		}
+		rs := waitTask(t, c, "dv")
+		if rs.Task.Status != TaskCompleted || rs.Task.Error != "" {
+			t.Fatalf("rebalance: %+v", rs.Task)
+		}
+		if len(rs.Nodes) != 1 || rs.Nodes[0].Moved == 0 {
+			t.Fatalf("rebalance moved nothing: %+v", rs.Nodes)
+		}
+		t.Logf("rebalance: %+v", rs.Nodes[0].RebalanceStats)
+	})
+	vi, err := c.Info(ctx, "dv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := c.Spec(ctx, "dv")
+	if spec.Previous != nil || spec.Layout == nil || len(spec.Layout.Children()) != 3 {
+		t.Fatalf("layout after rebalance: %+v previous %+v", spec.Layout, spec.Previous)
+	}
+	if n := regularFiles(t, dirs[2]); n < files/6 {
+		t.Fatalf("the new brick holds %d files of %d", n, files)
+	}
+	checkModel(t, c, "dv", m)
+
+	phase("remove-brick", func() {
+		if _, err := c.RemoveBrick(ctx, "dv", RemoveBrickRequest{Action: ActionCommit, Bricks: []string{vi.Bricks[0].Name()}}); !errors.Is(err, ErrState) {
+			t.Fatalf("commit before a drain: %v", err)
+		}
+		if _, err := c.RemoveBrick(ctx, "dv", RemoveBrickRequest{Action: ActionStart, Bricks: []string{vi.Bricks[0].Name()}}); err != nil {
+			t.Fatal(err)
+		}
+		rs := waitTask(t, c, "dv")
+		if rs.Task.Status != TaskCompleted || rs.Task.Error != "" {
+			t.Fatalf("remove-brick: %+v", rs.Task)
+		}
+	})
+	if n := regularFiles(t, dirs[0]); n != 0 {
+		t.Fatalf("the drained brick still holds %d files", n)
+	}
+	if _, err := c.RemoveBrick(ctx, "dv", RemoveBrickRequest{Action: ActionCommit, Bricks: []string{vi.Bricks[0].Name()}}); err != nil {
+		t.Fatal(err)
+	}
+	vi, _ = c.Info(ctx, "dv")
+	if len(vi.Bricks) != 2 {
+		t.Fatalf("bricks after commit: %+v", vi.Bricks)
+	}
+	checkModel(t, c, "dv", m)
+}
+
+// checkModel reads every file of m through a new client of the volume.
+func checkModel(t *testing.T, c *Client, name string, m *model) {
+	t.Helper()
+	top := mountVolume(t, c, name)
+	ctx := ctxT(t)
+	for _, p := range m.paths() {
+		want, _ := m.get(p)
+		got, err := readAll(ctx, top, p)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: %v, %d bytes, want %d", p, err, len(got), len(want))
+		}
+	}
+}
