@@ -348,3 +348,65 @@ func checkModel(t *testing.T, c *Client, name string, m *model) {
 		}
 	}
 }
+
+// A node that restarts in the middle of a rebalance resumes it from its
+// checkpoint, and the task completes with every file in place.
+func TestRebalanceResumesAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	n, c := startNode(t, dir)
+	ctx := ctxT(t)
+	dirs := brickDirs(t, 3)
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "dv", Bricks: []string{"localhost:" + dirs[0], "localhost:" + dirs[1]}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Start(ctx, "dv", false); err != nil {
+		t.Fatal(err)
+	}
+	top := mountVolume(t, c, "dv")
+	m := &model{files: map[string][]byte{}, locks: map[string]*sync.Mutex{}}
+	for d := range 40 {
+		mustMkdir(t, top, fmt.Sprintf("/d%02d", d))
+		for i := range 30 {
+			p := fmt.Sprintf("/d%02d/f%d", d, i)
+			data := bytes.Repeat([]byte{byte(d + i)}, 1000+i)
+			mustWrite(t, top, p, data)
+			m.set(p, data)
+		}
+	}
+	if _, err := c.AddBrick(ctx, "dv", AddBrickRequest{Bricks: []string{"localhost:" + dirs[2]}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Rebalance(ctx, "dv", RebalanceRequest{Action: ActionStart}); err != nil {
+		t.Fatal(err)
+	}
+	var before NodeProgress
+	waitFor(t, time.Minute, "the rebalance to have moved some files", func() error {
+		rs, err := c.RebalanceStatus(ctx, "dv")
+		if err != nil {
+			return err
+		}
+		if len(rs.Nodes) == 0 || rs.Nodes[0].Checkpoint == "" || rs.Nodes[0].Moved == 0 {
+			return fmt.Errorf("nothing moved and checkpointed yet: %+v", rs.Nodes)
+		}
+		before = rs.Nodes[0]
+		return nil
+	})
+	if before.Status != TaskRunning {
+		t.Skipf("the rebalance finished before the restart (%+v); nothing to resume", before)
+	}
+	n.Close()
+	_, c = startNode(t, dir)
+	rs := waitTask(t, c, "dv")
+	if rs.Task.Status != TaskCompleted || rs.Task.Error != "" {
+		t.Fatalf("task after a restart: %+v", rs.Task)
+	}
+	after := rs.Nodes[0]
+	if after.Dirs <= before.Dirs || after.Moved <= before.Moved {
+		t.Fatalf("progress did not carry over: before %+v after %+v", before.RebalanceStats, after.RebalanceStats)
+	}
+	spec, _ := c.Spec(ctx, "dv")
+	if spec.Previous != nil {
+		t.Fatal("previous layout kept after a completed rebalance")
+	}
+	checkModel(t, c, "dv", m)
+}
