@@ -282,6 +282,7 @@ func TestAddBrickRebalanceRemoveBrick(t *testing.T) {
 	}
 
 	phase("add-brick + rebalance", func() {
+		ctx := ctxT(t)
 		if _, err := c.AddBrick(ctx, "dv", AddBrickRequest{Bricks: []string{"localhost:" + dirs[2]}}); err != nil {
 			t.Fatal(err)
 		}
@@ -297,6 +298,7 @@ func TestAddBrickRebalanceRemoveBrick(t *testing.T) {
 		}
 		t.Logf("rebalance: %+v", rs.Nodes[0].RebalanceStats)
 	})
+	ctx = ctxT(t) // a new deadline after a long phase
 	vi, err := c.Info(ctx, "dv")
 	if err != nil {
 		t.Fatal(err)
@@ -311,6 +313,7 @@ func TestAddBrickRebalanceRemoveBrick(t *testing.T) {
 	checkModel(t, c, "dv", m)
 
 	phase("remove-brick", func() {
+		ctx := ctxT(t)
 		if _, err := c.RemoveBrick(ctx, "dv", RemoveBrickRequest{Action: ActionCommit, Bricks: []string{vi.Bricks[0].Name()}}); !errors.Is(err, ErrState) {
 			t.Fatalf("commit before a drain: %v", err)
 		}
@@ -321,10 +324,12 @@ func TestAddBrickRebalanceRemoveBrick(t *testing.T) {
 		if rs.Task.Status != TaskCompleted || rs.Task.Error != "" {
 			t.Fatalf("remove-brick: %+v", rs.Task)
 		}
+		t.Logf("remove-brick: %+v", rs.Nodes[0].RebalanceStats)
 	})
 	if n := regularFiles(t, dirs[0]); n != 0 {
 		t.Fatalf("the drained brick still holds %d files", n)
 	}
+	ctx = ctxT(t)
 	if _, err := c.RemoveBrick(ctx, "dv", RemoveBrickRequest{Action: ActionCommit, Bricks: []string{vi.Bricks[0].Name()}}); err != nil {
 		t.Fatal(err)
 	}
