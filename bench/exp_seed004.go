@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -14,8 +16,10 @@ import (
 // little) and vs the number of clients (stable when several clients write
 // large files at once).
 //
-// Servers: 1..4 server namespaces, each behind its own link shaped to
-// 200 Mbit/s, one brick each, one client mount in the client namespace;
+// Servers: 1..4 server namespaces (internal/netlab), each behind its own
+// link shaped to 200 Mbit/s, one brick each (mortar: one `mortar server`
+// per namespace, probed into one cluster), one client mount in the client
+// namespace; "read / links" is the aggregate over n × 25 MB/s;
 // 16 files written in parallel (fsync each), caches dropped, read back in
 // parallel. Clients: one volume on loopback, 1..4 mounts of it (local: N
 // writers on one directory), each writing then reading one large file at
@@ -116,15 +120,87 @@ func seed004ServerPoint(ctx context.Context, r *Runner, p seed004Plan, n int) er
 	}
 	opts := SetupOptions{NoClientCache: true, Net: topo.Setup()}
 	return r.EachParams(ctx, layout, params, opts, func(ctx context.Context, t Target, m Mount) error {
+		label := labelFor(t.Name(), layout)
 		for rep := 1; rep <= p.Reps; rep++ {
-			w, rd, err := parallelWriteRead(ctx, []string{m.Dir()}, p.Files, int64(p.FileMiB)<<20)
+			var perBrick []int
+			st, err := parallelWriteRead(ctx, []string{m.Dir()}, p.Files, int64(p.FileMiB)<<20, func(paths []string) {
+				perBrick = filesPerBrick(filepath.Dir(m.Dir()), n, paths)
+			})
 			if err != nil {
 				return fmt.Errorf("%d servers, repetition %d: %w", n, rep, err)
 			}
-			recordRates(r, t.Name(), labelFor(t.Name(), layout), params, rep, w, rd)
+			recordRates(r, t.Name(), label, params, rep, st.Write, st.Read)
+			recordLinkShare(r, t.Name(), label, params, rep, n, topo.LinkMBps(), st.Write, st.Read)
+			r.Record(Result{Target: t.Name(), Layout: label, Params: params, Metric: "read CPU busy",
+				Value: st.ReadCPU, Unit: "%", Repetition: rep})
+			if bound := placementBound(perBrick, topo.LinkMBps()); bound > 0 {
+				r.Record(Result{Target: t.Name(), Layout: label, Params: params, Metric: "placement bound",
+					Value: bound, Unit: "MB/s", Repetition: rep})
+				r.Progress("    files per brick %v: the busiest link bounds the aggregate at %.1f MB/s; CPUs busy: write %.0f%%, read %.0f%%",
+					perBrick, bound, st.WriteCPU, st.ReadCPU)
+			}
 		}
 		return nil
 	})
+}
+
+// filesPerBrick counts where the paths (files in the mount) landed: the
+// targets make their bricks b1 ... bN in the work directory, each brick on
+// server (i-1) mod N. It returns nil if a file is on no brick (another
+// target layout).
+func filesPerBrick(work string, n int, paths []string) []int {
+	per := make([]int, n)
+	for _, p := range paths {
+		found := false
+		for i := 0; i < n; i++ {
+			if _, err := os.Stat(filepath.Join(work, "b"+strconv.Itoa(i+1), filepath.Base(p))); err == nil {
+				per[i]++
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil
+		}
+	}
+	return per
+}
+
+// placementBound is the highest aggregate rate the links allow for files
+// of equal size placed perBrick (one brick per server, link MB/s each):
+// the phase lasts as long as the busiest link needs, so the aggregate is
+// at most link × files / (files on the busiest brick). 0 if unknown.
+func placementBound(perBrick []int, link float64) float64 {
+	files, busiest := 0, 0
+	for _, c := range perBrick {
+		files += c
+		busiest = max(busiest, c)
+	}
+	if busiest == 0 || link <= 0 {
+		return 0
+	}
+	return link * float64(files) / float64(busiest)
+}
+
+// recordLinkShare records write and read as a share of what the n server
+// links carry together (n × link MB/s), in %: 100 is linear scaling at
+// the links' rate.
+func recordLinkShare(r *Runner, target, layout, params string, rep, n int, link, write, read float64) {
+	for _, m := range []struct {
+		op string
+		v  float64
+	}{{"write", write}, {"read", read}} {
+		r.Record(Result{Target: target, Layout: layout, Params: params, Metric: m.op + " / links",
+			Value: linkShare(m.v, n, link), Unit: "%", Repetition: rep})
+	}
+}
+
+// linkShare is rate as a percentage of n links of link MB/s each.
+func linkShare(rate float64, n int, link float64) float64 {
+	if n <= 0 || link <= 0 {
+		return 0
+	}
+	return 100 * rate / (float64(n) * link)
 }
 
 // seed004Clients runs the clients dimension: one volume per target, and
@@ -156,11 +232,11 @@ func seed004Clients(ctx context.Context, r *Runner, p seed004Plan) error {
 func seed004ClientPoint(ctx context.Context, r *Runner, p seed004Plan, target, layout string, dirs []string) error {
 	params := fmt.Sprintf("clients=%d", len(dirs))
 	for rep := 1; rep <= p.Reps; rep++ {
-		w, rd, err := parallelWriteRead(ctx, dirs, 1, int64(p.ClientMiB)<<20)
+		st, err := parallelWriteRead(ctx, dirs, 1, int64(p.ClientMiB)<<20, nil)
 		if err != nil {
 			return fmt.Errorf("%d clients, repetition %d: %w", len(dirs), rep, err)
 		}
-		recordRates(r, target, layout, params, rep, w, rd)
+		recordRates(r, target, layout, params, rep, st.Write, st.Read)
 	}
 	return nil
 }
@@ -215,10 +291,18 @@ func recordRates(r *Runner, target, layout, params string, rep int, write, read 
 	r.Progress("  %s %s rep %d: write %.1f MB/s, read %.1f MB/s (aggregate)", target, params, rep, write, read)
 }
 
+// ioPhases is what parallelWriteRead measured: the aggregate MB/s of
+// each phase and how busy the machine's CPUs were meanwhile (% of all
+// of them, from /proc/stat; other processes on the machine count too).
+type ioPhases struct {
+	Write, Read       float64
+	WriteCPU, ReadCPU float64
+}
+
 // parallelWriteRead writes files files of size bytes in every dir at the
-// same time, drops the caches, reads them all back at the same time and
-// removes them. It returns the aggregate MB/s of each phase.
-func parallelWriteRead(ctx context.Context, dirs []string, files int, size int64) (write, read float64, err error) {
+// same time, calls afterWrite (if not nil) with the paths written, drops
+// the caches, reads them all back at the same time and removes them.
+func parallelWriteRead(ctx context.Context, dirs []string, files int, size int64, afterWrite func([]string)) (ioPhases, error) {
 	var paths []string
 	for _, d := range dirs {
 		for i := 0; i < files; i++ {
@@ -230,24 +314,64 @@ func parallelWriteRead(ctx context.Context, dirs []string, files int, size int64
 			os.Remove(p)
 		}
 	}()
+	var st ioPhases
 	total := float64(size) * float64(len(paths)) / 1e6
+	cpu := cpuMeter()
 	d, err := timedIO(ctx, size*int64(len(paths)), func(ctx context.Context) error {
 		return allAtOnce(ctx, paths, func(ctx context.Context, p string) error { return writeSeq(ctx, p, size, true) })
 	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("write: %w", err)
+		return st, fmt.Errorf("write: %w", err)
 	}
-	write = total / d.Seconds()
+	st.Write, st.WriteCPU = total/d.Seconds(), cpu()
+	if afterWrite != nil {
+		afterWrite(paths)
+	}
 	if err := DropCaches(ctx); err != nil {
-		return 0, 0, err
+		return st, err
 	}
+	cpu = cpuMeter()
 	d, err = timedIO(ctx, size*int64(len(paths)), func(ctx context.Context) error {
 		return allAtOnce(ctx, paths, func(ctx context.Context, p string) error { return readSeq(ctx, p, size) })
 	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("read: %w", err)
+		return st, fmt.Errorf("read: %w", err)
 	}
-	return write, total / d.Seconds(), nil
+	st.Read, st.ReadCPU = total/d.Seconds(), cpu()
+	return st, nil
+}
+
+// cpuMeter starts measuring how busy the CPUs are; the function it
+// returns gives the busy share since, in % (-1 if /proc/stat is
+// unreadable).
+func cpuMeter() func() float64 {
+	idle0, total0 := cpuTimes()
+	return func() float64 {
+		idle1, total1 := cpuTimes()
+		if total1 <= total0 {
+			return -1
+		}
+		return 100 * (1 - (idle1-idle0)/(total1-total0))
+	}
+}
+
+// cpuTimes returns the idle (idle + iowait) and total jiffies of all
+// CPUs from the first line of /proc/stat.
+func cpuTimes() (idle, total float64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	for i, x := range f[1:] {
+		v, _ := strconv.ParseFloat(x, 64)
+		total += v
+		if i == 3 || i == 4 {
+			idle += v
+		}
+	}
+	return idle, total
 }
 
 // allAtOnce runs fn on every path in its own goroutine (the kernel sees

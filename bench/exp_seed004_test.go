@@ -64,12 +64,73 @@ func TestParallelWriteRead(t *testing.T) {
 	for _, d := range dirs {
 		os.MkdirAll(d, 0o755)
 	}
-	w, r, err := parallelWriteRead(context.Background(), dirs, 2, 1<<20)
-	if err != nil || w <= 0 || r <= 0 {
-		t.Fatalf("write %v read %v: %v", w, r, err)
+	var written []string
+	var per []int
+	st, err := parallelWriteRead(context.Background(), dirs, 2, 1<<20, func(p []string) {
+		written, per = p, filesPerBrick(root, 2, p)
+	})
+	if err != nil || st.Write <= 0 || st.Read <= 0 || len(written) != 4 {
+		t.Fatalf("%+v, %d written: %v", st, len(written), err)
+	}
+	if st.WriteCPU < 0 || st.WriteCPU > 100 || st.ReadCPU < 0 || st.ReadCPU > 100 {
+		t.Errorf("CPU busy: %+v", st)
+	}
+	if per != nil {
+		t.Errorf("files per brick of a work directory without bricks: %v, want nil", per)
 	}
 	left, _ := filepath.Glob(filepath.Join(root, "*", "*"))
 	if len(left) != 0 {
 		t.Errorf("files left: %v", left)
+	}
+}
+
+func TestLinkShare(t *testing.T) {
+	for _, c := range []struct {
+		rate, link float64
+		n          int
+		want       float64
+	}{
+		{100, 25, 4, 100},
+		{42.5, 25, 2, 85},
+		{10, 0, 2, 0},
+		{10, 25, 0, 0},
+	} {
+		if got := linkShare(c.rate, c.n, c.link); got != c.want {
+			t.Errorf("linkShare(%v, %d, %v) = %v, want %v", c.rate, c.n, c.link, got, c.want)
+		}
+	}
+}
+
+func TestPlacementBound(t *testing.T) {
+	for _, c := range []struct {
+		per  []int
+		want float64
+	}{
+		{[]int{4, 4, 4, 4}, 100},
+		{[]int{6, 4, 3, 3}, 25 * 16.0 / 6},
+		{[]int{16}, 25},
+		{nil, 0},
+		{[]int{0, 0}, 0},
+	} {
+		if got := placementBound(c.per, 25); got != c.want {
+			t.Errorf("placementBound(%v, 25) = %v, want %v", c.per, got, c.want)
+		}
+	}
+}
+
+func TestFilesPerBrick(t *testing.T) {
+	work := t.TempDir()
+	for b, names := range map[string][]string{"b1": {"x", "y"}, "b3": {"z"}} {
+		os.MkdirAll(filepath.Join(work, b), 0o755)
+		for _, n := range names {
+			os.WriteFile(filepath.Join(work, b, n), nil, 0o644)
+		}
+	}
+	paths := []string{"/mnt/x", "/mnt/y", "/mnt/z"}
+	if got := filesPerBrick(work, 3, paths); len(got) != 3 || got[0] != 2 || got[1] != 0 || got[2] != 1 {
+		t.Errorf("files per brick: %v, want [2 0 1]", got)
+	}
+	if got := filesPerBrick(work, 3, append(paths, "/mnt/nowhere")); got != nil {
+		t.Errorf("a file on no brick: %v, want nil", got)
 	}
 }

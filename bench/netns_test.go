@@ -43,7 +43,7 @@ func TestNetTopoShapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _ := exec.Command("ip", "netns", "list").Output()
-	if strings.Contains(string(out), netnsPrefix) {
+	if strings.Contains(string(out), strings.TrimSuffix(topo.Client, "cli")) {
 		t.Fatalf("namespaces left: %s", out)
 	}
 }

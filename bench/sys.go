@@ -13,71 +13,27 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mortarfs/mortar/internal/netlab"
 )
 
 // This file holds the operating-system helpers the targets and the
 // experiments share: running commands (optionally in a network namespace),
 // dropping caches, timing shell loops, mounts.
 
-// nsCommand returns a command that runs name with args, inside the network
-// namespace /run/netns/<netns> when netns is not empty. The command is not
-// tied to a context: long-lived processes (servers, mounts) are stopped by
-// their owner. It runs in a process group of its own, so a Ctrl-C on the
-// terminal reaches the benchmark, which then tears down in order, and not
-// the servers under it.
-func nsCommand(netns, name string, args ...string) *exec.Cmd {
-	if netns != "" {
-		args = append([]string{"--net=/run/netns/" + netns, name}, args...)
-		name = "nsenter"
-	}
-	cmd := exec.Command(name, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	return cmd
-}
-
-// execIn runs a short command (in netns if not empty) and returns its
-// combined output; the error carries the command line and its output.
-func execIn(ctx context.Context, netns, name string, args ...string) (string, error) {
-	cmd := nsCommand(netns, name, args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := startAndWait(ctx, cmd); err != nil {
-		return out.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err,
-			strings.TrimSpace(lastLines(out.String(), 6)))
-	}
-	return out.String(), nil
-}
+// Commands run as internal/netlab runs them: in a process group of their
+// own (so a Ctrl-C on the terminal reaches the benchmark, which tears down
+// in order), inside a network namespace when one is named.
+var (
+	nsCommand    = netlab.Command
+	execIn       = netlab.Exec
+	startAndWait = netlab.StartAndWait
+	lastLines    = netlab.LastLines
+)
 
 // execOut runs a short command in the benchmark's own namespace.
 func execOut(ctx context.Context, name string, args ...string) (string, error) {
 	return execIn(ctx, "", name, args...)
-}
-
-// startAndWait runs cmd, killing its process group if ctx ends first.
-func startAndWait(ctx context.Context, cmd *exec.Cmd) error {
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		return ctx.Err()
-	}
-}
-
-// lastLines returns the last n lines of s.
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // DropCaches writes back dirty pages and drops the page, dentry and inode

@@ -2,25 +2,33 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
-	"net"
+	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/mortarfs/mortar/internal/netlab"
 )
 
 // mortarTarget runs the real mortar binary: a `mortar server` child
-// process per mount, a volume over bricks in the experiment's work
-// directory, and a background `mortar mount`.
+// process per mount (one per server namespace for network set-ups with
+// several servers, probed into one cluster), a volume over bricks in the
+// experiment's work directory, and a background `mortar mount`.
 type mortarTarget struct {
 	bin     string
 	log     *slog.Logger
 	version string
+	// peers: the binary has `mortar peer probe` (clusters of several
+	// nodes); found by Available.
+	peers bool
 	// distribute: the mortar-distribute target, which makes a distribute
 	// volume over the bricks of whatever layout it is asked for.
 	distribute bool
@@ -63,13 +71,17 @@ func (t *mortarTarget) Available(ctx context.Context) error {
 	if c := binaryCommit(t.bin); c != "" {
 		t.version += ", commit " + c
 	}
+	_, err = execOut(ctx, t.bin, "peer", "probe", "--help")
+	t.peers = err == nil
 	return nil
 }
 
-// Mount starts a server, creates and starts a volume of the layout
-// (distribute, replicated or dispersed; always distribute for
-// mortar-distribute) and mounts it. Everything started is stopped again
-// if a later step fails.
+// Mount starts a server (with opts.Net, one in every server namespace,
+// probed into one cluster from the first), creates and starts a volume of
+// the layout (distribute, replicated or dispersed; always distribute for
+// mortar-distribute; bricks round-robin over the servers) and mounts it
+// (in the client namespace with opts.Net). Everything started is stopped
+// again if a later step fails.
 func (t *mortarTarget) Mount(ctx context.Context, work string, layout Layout, opts SetupOptions) (_ Mount, err error) {
 	if t.distribute {
 		layout = sameBricks(layout)
@@ -77,8 +89,8 @@ func (t *mortarTarget) Mount(ctx context.Context, work string, layout Layout, op
 	switch {
 	case opts.Encryption:
 		return nil, Unsupported("encryption at rest is not implemented yet (issue 7)")
-	case opts.Net != nil && len(opts.Net.Servers) > 1:
-		return nil, Unsupported("clusters of more than one node are not implemented yet (peer probe)")
+	case opts.Net != nil && len(opts.Net.Servers) > 1 && !t.peers:
+		return nil, Unsupported("this mortar binary has no `peer probe`: no clusters of more than one node")
 	}
 	m := &mortarMount{t: t, work: work, mnt: filepath.Join(work, "mnt"), version: t.version}
 	defer func() {
@@ -86,7 +98,10 @@ func (t *mortarTarget) Mount(ctx context.Context, work string, layout Layout, op
 			m.Close()
 		}
 	}()
-	if err := m.startServer(ctx, opts.Net); err != nil {
+	if err := m.startServers(ctx, opts.Net); err != nil {
+		return nil, err
+	}
+	if err := m.probePeers(ctx); err != nil {
 		return nil, err
 	}
 	if err := m.createVolume(ctx, layout); err != nil {
@@ -99,78 +114,131 @@ func (t *mortarTarget) Mount(ctx context.Context, work string, layout Layout, op
 }
 
 type mortarMount struct {
-	t          *mortarTarget
-	work, mnt  string
-	version    string
-	addr       string // host:port of the server
-	serverNS   string // network namespace of the server ("" = ours)
-	clientNS   string
-	server     *exec.Cmd
-	serverDone chan struct{}
-	volume     string
-	noCache    bool
+	t         *mortarTarget
+	work, mnt string
+	version   string
+	addr      string           // host:port of the first server, which the CLI and the mount use
+	servers   []*netlab.Server // one per server namespace (one on loopback)
+	clientNS  string
+	volume    string
+	noCache   bool
 }
 
 func (m *mortarMount) Dir() string     { return m.mnt }
 func (m *mortarMount) Version() string { return m.version }
 
-// startServer runs `mortar server` and waits until it answers.
-func (m *mortarMount) startServer(ctx context.Context, ns *NetSetup) error {
-	if ns != nil {
-		m.serverNS, m.clientNS = ns.Servers[0], ns.Client
-		m.addr = hostPort(ns.ServerAddrs[0], 7420)
-	} else {
-		port, err := freePort()
+// startServers runs `mortar server` on loopback, or in every server
+// namespace (port 7420 on its address), and waits until each answers.
+// Server i keeps its state in state (i = 0) or state<i> and logs to
+// server.log or server<i>.log in the work directory.
+func (m *mortarMount) startServers(ctx context.Context, ns *NetSetup) error {
+	type place struct{ ns, host string }
+	var places []place
+	port := netlab.DefaultPort
+	if ns == nil {
+		p, err := freePort()
 		if err != nil {
 			return err
 		}
-		m.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		port = p
+		places = []place{{"", "127.0.0.1"}}
+	} else {
+		m.clientNS = ns.Client
+		for i, sns := range ns.Servers {
+			places = append(places, place{sns, hostOnly(ns.ServerAddrs[i])})
+		}
 	}
-	logf, err := os.Create(filepath.Join(m.work, "server.log"))
+	for i, p := range places {
+		suffix := ""
+		if i > 0 {
+			suffix = strconv.Itoa(i)
+		}
+		s, err := netlab.NewServer(p.ns, p.host, netlab.ServerConfig{Bin: m.t.bin, Port: port,
+			DataDir: filepath.Join(m.work, "state"+suffix), LogFile: filepath.Join(m.work, "server"+suffix+".log")})
+		if err != nil {
+			return err
+		}
+		m.servers = append(m.servers, s)
+		if err := s.Start(ctx); err != nil {
+			return err
+		}
+	}
+	m.addr = m.servers[0].Addr
+	return nil
+}
+
+// probePeers makes one cluster of the servers: `peer probe` of every
+// other server against the first, then waits until the first lists them
+// all connected. A binary with peers registers even a lone node in the
+// cluster state a moment after its API answers: that is waited for too.
+func (m *mortarMount) probePeers(ctx context.Context) error {
+	if !m.t.peers {
+		return nil
+	}
+	for _, s := range m.servers[1:] {
+		if _, err := m.cli(ctx, "peer", "probe", hostOnly(s.Addr)); err != nil {
+			return err
+		}
+	}
+	return waitPeers(ctx, m.servers[0], len(m.servers), 30*time.Second)
+}
+
+// peerInfo is what GET /v1/peers lists per node (the fields used here).
+type peerInfo struct {
+	Addr      string `json:"addr"`
+	Connected bool   `json:"connected"`
+}
+
+// waitPeers polls GET /v1/peers on s until it lists want connected nodes
+// (itself included): joining has no event to wait on from outside.
+func waitPeers(ctx context.Context, s *netlab.Server, want int, limit time.Duration) error {
+	hc := netlab.HTTPClientIn(s.NS, 5*time.Second)
+	deadline := time.Now().Add(limit)
+	for {
+		var peers []peerInfo
+		err := getJSON(ctx, hc, "http://"+s.Addr+"/v1/peers", &peers)
+		n := 0
+		for _, p := range peers {
+			if p.Connected {
+				n++
+			}
+		}
+		if err == nil && n >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("mortar cluster: %d of %d nodes connected after %v (%+v, %v)", n, want, limit, peers, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// getJSON GETs url with hc and decodes the JSON answer into v.
+func getJSON(ctx context.Context, hc *http.Client, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
-	m.server = nsCommand(m.serverNS, m.t.bin, "server", "--data", filepath.Join(m.work, "state"),
-		"--listen", m.addr, "--log-level", "info")
-	m.server.Stdout, m.server.Stderr = logf, logf
-	if err := m.server.Start(); err != nil {
-		return fmt.Errorf("starting mortar server: %w", err)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
 	}
-	m.serverDone = make(chan struct{})
-	go func() { m.server.Wait(); close(m.serverDone) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		_, err := m.cli(ctx, "volume", "list")
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-m.serverDone:
-			m.server = nil
-			return fmt.Errorf("mortar server exited at start: %s", m.logTail("server.log"))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("mortar server at %s not ready after 20s: %v", m.addr, err)
-		}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
 	}
+	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-// hostPort adds port to addr unless it has one.
-func hostPort(addr string, port int) string {
-	if _, _, err := net.SplitHostPort(addr); err == nil {
-		return addr
-	}
-	return net.JoinHostPort(addr, strconv.Itoa(port))
-}
-
-// cli runs a mortar management command against this mount's server, in
-// the server's namespace.
+// cli runs a mortar management command against the first server, in
+// its namespace.
 func (m *mortarMount) cli(ctx context.Context, args ...string) (string, error) {
-	return execIn(ctx, m.serverNS, m.t.bin, append(args, "--server", m.addr)...)
+	return execIn(ctx, m.servers[0].NS, m.t.bin, append(args, "--server", m.addr)...)
 }
 
 func (m *mortarMount) createVolume(ctx context.Context, layout Layout) error {
@@ -189,15 +257,23 @@ func (m *mortarMount) createVolume(ctx context.Context, layout Layout) error {
 // createArgs makes the brick directories b1 ... bN of the layout in the
 // work directory and returns the `volume create` command for them, with
 // GlusterFS's keywords ("disperse 6 redundancy 2 HOST:/b1 ... HOST:/b6").
+// Bricks go round-robin over the servers (brick i on server i mod N), as
+// the GlusterFS target's.
 func (m *mortarMount) createArgs(layout Layout) ([]string, error) {
 	dirs, err := makeBricks(m.work, layout.BrickCount())
 	if err != nil {
 		return nil, err
 	}
-	host, _, _ := net.SplitHostPort(m.addr)
+	hosts := []string{hostOnly(m.addr)}
+	if len(m.servers) > 0 {
+		hosts = hosts[:0]
+		for _, s := range m.servers {
+			hosts = append(hosts, hostOnly(s.Addr))
+		}
+	}
 	args := append([]string{"volume", "create", m.volume}, layout.Keywords()...)
-	for _, b := range dirs {
-		args = append(args, host+":"+b)
+	for i, b := range dirs {
+		args = append(args, hosts[i%len(hosts)]+":"+b)
 	}
 	return args, nil
 }
@@ -248,17 +324,16 @@ func (m *mortarMount) logTail(name string) string {
 	return lastLines(string(b), 5)
 }
 
-// Close unmounts (which ends the mount process) and stops the server.
+// Close unmounts (which ends the mount process) and stops the servers,
+// all at once.
 func (m *mortarMount) Close() error {
-	var errs []error
-	if err := unmount(m.mnt); err != nil {
-		errs = append(errs, err)
+	errs := make([]error, len(m.servers)+1)
+	errs[0] = unmount(m.mnt)
+	var wg sync.WaitGroup
+	for i, s := range m.servers {
+		wg.Go(func() { errs[i+1] = s.Stop(15 * time.Second) })
 	}
-	if m.server != nil {
-		if err := stopProcess(m.server, m.serverDone, 15*time.Second); err != nil {
-			errs = append(errs, err)
-		}
-		m.server = nil
-	}
+	wg.Wait()
+	m.servers = nil
 	return errors.Join(errs...)
 }

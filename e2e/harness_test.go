@@ -32,11 +32,16 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	mortarBin = filepath.Join(dir, "mortar")
-	build := exec.Command("go", "build", "-o", mortarBin, "../cmd/mortar")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building mortar:", err)
-		os.Exit(1)
+	if bin := os.Getenv("MORTAR_TEST_BIN"); bin != "" {
+		// A binary built elsewhere (another tree, a release) under test.
+		mortarBin = bin
+	} else {
+		build := exec.Command("go", "build", "-o", mortarBin, "../cmd/mortar")
+		build.Stdout, build.Stderr = os.Stdout, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building mortar:", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
