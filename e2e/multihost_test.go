@@ -378,12 +378,6 @@ func (l *lab) makeVolumes() *labVolumes {
 	return v
 }
 
-// distNeedsFirstBrick: layer/distribute looks the root directory up on
-// its first child only, so with the first brick's host down every lookup
-// of the volume fails (ENOTCONN), files on the other bricks included.
-// Until that is fixed the test logs it rather than failing.
-const distNeedsFirstBrick = true
-
 // killLeader kills the Raft leader's host and checks that the two others
 // elect a leader, take management changes, and serve the volumes. It
 // returns the killed host.
@@ -420,19 +414,13 @@ func (l *lab) killLeader(v *labVolumes) int {
 	v.repFiles = append(v.repFiles, writeFiles(t, v.repMnt, "r-after-kill", 2)...)
 	survivors := append(slices.Clone(v.onHost[alive[0]]), v.onHost[alive[1]]...)
 	var distErr error
-	limit := 10 * time.Second
-	if lead == 0 && distNeedsFirstBrick {
-		limit = 2 * time.Second
-	}
-	if _, ok := l.try(limit, func() bool {
+	// Files of the distribute volume on the surviving hosts read, even
+	// with the first brick's host (which answers for the root) down.
+	if _, ok := l.try(10*time.Second, func() bool {
 		distErr = readAll(v.distMnt, survivors)
 		return distErr == nil
 	}); !ok {
-		if lead == 0 && distNeedsFirstBrick {
-			t.Logf("KNOWN GAP: distribute volume with its first brick's host down: %v", distErr)
-		} else {
-			t.Errorf("dist files on the surviving hosts %v (%v): %v", alive, v.onHost, distErr)
-		}
+		t.Errorf("dist files on the surviving hosts %v (%v): %v", alive, v.onHost, distErr)
 	}
 	return lead
 }

@@ -206,13 +206,13 @@ func printRebalance(w io.Writer, op string, rs mgmt.RebalanceStatus) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "Node\tRebalanced-files\tsize\tscanned\tfailures\tskipped\tstatus\trun time in h:m:s\tETA")
+	fmt.Fprintln(tw, "Node\tRebalanced-files\tsize\tscanned\tfailures\tskipped\tstatus\trun time in h:m:s\tscanned/s\tETA")
 	for _, p := range rs.Nodes {
 		eta := "-"
 		if p.Status == mgmt.TaskRunning && p.ETA >= 0 {
 			eta = hms(p.ETA)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", hostOf(p.Host), p.Moved, bytesIEC(p.Bytes), p.Scanned, p.Failed, p.Skipped, p.Status, hms(p.Elapsed), eta)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%.0f\t%s\n", hostOf(p.Host), p.Moved, bytesIEC(p.Bytes), p.Scanned, p.Failed, p.Skipped, p.Status, hms(p.Elapsed), p.Rate, eta)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "volume %s: %s: %s %s (started %s)\n", op, rs.Name, rs.Task.Kind, rs.Task.Status, rs.Task.Started.Local().Format(time.DateTime))

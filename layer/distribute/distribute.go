@@ -132,6 +132,39 @@ var errDangling = fmt.Errorf("distribute: dangling pointer: %w", syscall.ENOENT)
 // not there either, once more on its hashed child, which the rebalance may
 // have moved it to in between.
 func (d *Distribute) locate(ctx context.Context, path string) (loc, error) {
+	l, err := d.locateHashed(ctx, path)
+	if errors.Is(err, syscall.ENOTCONN) {
+		// The hashed child is down. A directory exists on every child:
+		// another one can answer for it (the root's child 0 being down
+		// must not hide the files of the others). A file there stays
+		// unreachable: ENOTCONN, never ENOENT.
+		if dl, ok := d.dirElsewhere(ctx, path, l.hashed); ok {
+			return dl, nil
+		}
+	}
+	return l, err
+}
+
+// dirElsewhere looks path up on the children other than skip, in order,
+// and returns the first answer that is a directory.
+func (d *Distribute) dirElsewhere(ctx context.Context, path string, skip int) (loc, bool) {
+	for i := range d.children {
+		if i == skip {
+			continue
+		}
+		a, err := d.child(i).Lookup(ctx, path)
+		if err == nil && a.IsDir() {
+			return loc{hashed: skip, cached: i, attr: a}, true
+		}
+		if err == nil || errors.Is(err, syscall.ENOENT) {
+			return loc{}, false // not a directory, or not there: a file on the child that is down
+		}
+	}
+	return loc{}, false
+}
+
+// locateHashed is locate without the fallback for directories.
+func (d *Distribute) locateHashed(ctx context.Context, path string) (loc, error) {
 	h, err := d.hashedChild(ctx, path)
 	if err != nil {
 		return loc{}, err

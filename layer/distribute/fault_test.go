@@ -2,6 +2,7 @@ package distribute
 
 import (
 	"context"
+	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -243,4 +244,41 @@ func TestFaultRollback(t *testing.T) {
 	if got := r.read(s); got != "new" {
 		t.Errorf("read: %q", got)
 	}
+}
+
+// TestFirstChildDown: with child 0 (which answers for the root) down,
+// directories are found on the others, and so are the files they hold;
+// a file on child 0 is ENOTCONN, never ENOENT.
+func TestFirstChildDown(t *testing.T) {
+	r, faults := faultRig(t, 3)
+	_, err := r.d.Mkdir(r.ctx, "/d", layer.MkdirIn{Mode: 0o755})
+	r.ok(err, "mkdir")
+	f0, f1 := r.name("/d", "f", 0), r.name("/d", "g", 1)
+	r.write(f0, "zero")
+	r.write(f1, "one")
+	var dirOnDead string
+	for i := 0; ; i++ {
+		if p := fmt.Sprintf("/e%d", i); r.hashed(p) == 0 {
+			dirOnDead = p
+			break
+		}
+	}
+	_, err = r.d.Mkdir(r.ctx, dirOnDead, layer.MkdirIn{Mode: 0o755})
+	r.ok(err, "mkdir")
+	down(faults[0])
+
+	for _, p := range []string{"/", "/d", dirOnDead} {
+		a, err := r.d.Lookup(r.ctx, p)
+		r.ok(err, "lookup "+p)
+		if !a.IsDir() {
+			t.Errorf("%s: mode %o", p, a.Mode)
+		}
+	}
+	if got := r.read(f1); got != "one" {
+		t.Errorf("read of a file on a healthy child: %q", got)
+	}
+	_, err = r.d.Lookup(r.ctx, f0)
+	r.errno(err, syscall.ENOTCONN, "file on the dead child")
+	_, err = r.d.Lookup(r.ctx, r.name("/d", "x", 0))
+	r.errno(err, syscall.ENOTCONN, "missing name hashed to the dead child")
 }
