@@ -93,6 +93,9 @@ func (n *node) restartBricks(vol string) {
 		n.t.Fatalf("volume status --json: %v\n%s", err, out)
 	}
 	deadline := time.Now().Add(15 * time.Second)
+	// Every brick has as many connections as the others, three polls in a
+	// row (a heal daemon reconnecting must not pass for the mount).
+	steady := 0
 	for {
 		counts := map[int]bool{}
 		for _, b := range st.Bricks {
@@ -101,7 +104,10 @@ func (n *node) restartBricks(vol string) {
 			fmt.Sscan(port, &p)
 			counts[established(p)] = true
 		}
-		if len(counts) == 1 {
+		if steady = steady + 1; len(counts) != 1 {
+			steady = 0
+		}
+		if steady == 3 {
 			return
 		}
 		if time.Now().After(deadline) {
