@@ -336,7 +336,7 @@ func (n *Node) stopTask(ctx context.Context, name, kind string) error {
 	}
 	t := v.Task
 	if t == nil || t.Status != TaskRunning || (kind != "" && t.Kind != kind) {
-		return errorf(ErrState, "volume %s has no %s in progress", name, cmp(kind, "rebalance"))
+		return errorf(ErrState, "volume %s has no %s in progress", name, orDefault(kind, "rebalance"))
 	}
 	done := *t
 	done.Status, done.Ended = TaskStopped, time.Now().UTC()
@@ -352,7 +352,7 @@ func (n *Node) stopTask(ctx context.Context, name, kind string) error {
 	return nil
 }
 
-func cmp(s, def string) string {
+func orDefault(s, def string) string {
 	if s == "" {
 		return def
 	}
