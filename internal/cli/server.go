@@ -32,6 +32,12 @@ them again (on the same ports) when it starts.
 --advertise is the address others use to reach this node; by default it is
 derived from --listen and the machine's host name or addresses.
 
+A new node is a cluster of its own; "mortar peer probe HOST" run on a node of
+a cluster adds the node at HOST to it. The cluster state is replicated with
+Raft between the nodes on a second port, --raft-listen (default: the --listen
+host with the API's port + 1, 7421), kept once chosen: the other nodes know
+the node by it.
+
 Logs go to stderr (--log-level debug|info|warn|error); each brick logs to
 DATA/logs/bricks/PATH.log at the same level.`,
 		Example: `  mortar server --data /var/lib/mortar
@@ -54,6 +60,7 @@ DATA/logs/bricks/PATH.log at the same level.`,
 	f.StringVar(&cfg.DataDir, "data", "/var/lib/mortar", "directory for the node's state")
 	f.StringVar(&cfg.Listen, "listen", mgmt.DefaultListen, "TCP address of the management API; bricks listen on its host")
 	f.StringVar(&cfg.Advertise, "advertise", "", "host:port others use to reach this node (default: derived)")
+	f.StringVar(&cfg.RaftListen, "raft-listen", "", "TCP address of the node's Raft traffic (default: the --listen host, API port + 1)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }
