@@ -34,6 +34,11 @@ func TestClientDiesMidWrite(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.Release(ctx)
+			// The release clears the Dirty mark in the background, guarded
+			// by the file's ctime, whose clock is coarse: let it finish, or
+			// it may clear the mark of the dying write below (see
+			// docs/DISPERSE.md, limits).
+			g.d.Idle()
 
 			// The dying write: stripe 1 anew, sent to the first `got`
 			// bricks only, as the layer sends it (Dirty, size).
