@@ -242,13 +242,7 @@ func regularFiles(t *testing.T, dir string) int {
 func TestAddBrickRebalanceRemoveBrick(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
-	dirs := brickDirs(t, 3)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "dv", Bricks: []string{"localhost:" + dirs[0], "localhost:" + dirs[1]}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Start(ctx, "dv", false); err != nil {
-		t.Fatal(err)
-	}
+	dirs := twoOfThree(t, c)
 	live := liveClient(t, c, "dv")
 	m := &model{files: map[string][]byte{}, locks: map[string]*sync.Mutex{}}
 	files := rebalanceFiles()
@@ -340,6 +334,21 @@ func TestAddBrickRebalanceRemoveBrick(t *testing.T) {
 	checkModel(t, c, "dv", m)
 }
 
+// twoOfThree makes three brick directories and starts the distribute
+// volume "dv" on the first two; the third is for add-brick.
+func twoOfThree(t *testing.T, c *Client) []string {
+	t.Helper()
+	ctx := ctxT(t)
+	dirs := brickDirs(t, 3)
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "dv", Bricks: []string{"localhost:" + dirs[0], "localhost:" + dirs[1]}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Start(ctx, "dv", false); err != nil {
+		t.Fatal(err)
+	}
+	return dirs
+}
+
 // checkModel reads every file of m through a new client of the volume.
 func checkModel(t *testing.T, c *Client, name string, m *model) {
 	t.Helper()
@@ -360,13 +369,7 @@ func TestRebalanceResumesAfterRestart(t *testing.T) {
 	dir := t.TempDir()
 	n, c := startNode(t, dir)
 	ctx := ctxT(t)
-	dirs := brickDirs(t, 3)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "dv", Bricks: []string{"localhost:" + dirs[0], "localhost:" + dirs[1]}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Start(ctx, "dv", false); err != nil {
-		t.Fatal(err)
-	}
+	dirs := twoOfThree(t, c)
 	top := mountVolume(t, c, "dv")
 	m := &model{files: map[string][]byte{}, locks: map[string]*sync.Mutex{}}
 	for d := range 40 {
