@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"path"
 	"strings"
 	"sync"
@@ -172,7 +173,7 @@ func (d *healDaemon) newRun(ctx context.Context, spec volume.Spec, key string) (
 	for _, set := range spec.Sets() {
 		var hs heal.Set
 		for _, b := range set {
-			c := newBrickClient(spec, b, healClientWait, log)
+			c := newBrickClient(spec, b, healClientWait, d.n.dial, log)
 			r.bricks, r.clients = append(r.bricks, b), append(r.clients, c)
 			hs = append(hs, heal.Replica{Name: b.Name(), Layer: c, Arbiter: b.Arbiter, Up: c.Connected})
 		}
@@ -206,13 +207,18 @@ func (d *healDaemon) newRun(ctx context.Context, spec volume.Spec, key string) (
 }
 
 // newBrickClient connects a protocol client to brick b of spec.
-func newBrickClient(spec volume.Spec, b volume.Brick, wait time.Duration, log *slog.Logger) *protocol.Client {
+// dial is nil for plain TCP, the TLS dialer of the node's identity
+// otherwise.
+func newBrickClient(spec volume.Spec, b volume.Brick, wait time.Duration, dial dialFunc, log *slog.Logger) *protocol.Client {
 	return protocol.New(protocol.Config{
 		Addr: b.Addr, BrickID: b.ID, VolumeID: spec.ID,
 		PingTimeout: spec.DurationOption(OptPingTimeout, 0), ConnectWait: wait,
-		Logger: log.With("brick", b.Name()),
+		Dial: dial, Logger: log.With("brick", b.Name()),
 	})
 }
+
+// dialFunc connects to a brick (protocol.Config.Dial).
+type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // swap makes r the daemon's healer (nil: none) and starts it, once the
 // one it replaces has stopped; a full heal that was running starts again

@@ -31,6 +31,7 @@ type Node struct {
 	raftAddr string     // advertised address of the Raft traffic
 	raftLn   net.Listener
 	peerHTTP *http.Client  // requests to other nodes
+	dial     dialFunc      // connects to bricks (nil: plain TCP)
 	done     chan struct{} // closed when the node closes
 	kick     chan struct{} // wakes reconcile
 	kickOnce sync.Once

@@ -354,3 +354,35 @@ func TestConfig(t *testing.T) {
 		t.Errorf("isLocalHost(%q) (the host name) = false", name)
 	}
 }
+
+// Encryption is chosen before a volume's first start; the access lists
+// are checked for shape.
+func TestSecurityOptions(t *testing.T) {
+	_, c := startNode(t, t.TempDir())
+	ctx := ctxT(t)
+	dirs := brickDirs(t, 1)
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "sv", Bricks: []string{"localhost:" + dirs[0]}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Set(ctx, "sv", OptEncryption, "on"); err != nil {
+		t.Fatalf("encryption on before the first start: %v", err)
+	}
+	if _, err := c.Set(ctx, "sv", OptEncryption, "maybe"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("encryption maybe: %v", err)
+	}
+	if _, err := c.Start(ctx, "sv", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Set(ctx, "sv", OptEncryption, "off"); !errors.Is(err, ErrState) {
+		t.Fatalf("encryption off after the start: %v, want refused", err)
+	}
+	if _, err := c.Set(ctx, "sv", OptEncryption, "on"); err != nil {
+		t.Fatalf("setting the same value again: %v", err)
+	}
+	if _, err := c.Set(ctx, "sv", OptAuthAllow, "client-*,10.0.0.0/8"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Set(ctx, "sv", OptAuthReject, "a b"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("auth.reject with a space: %v", err)
+	}
+}

@@ -45,6 +45,16 @@ const (
 	// left dirty (its client may have died while writing) must go
 	// unchanged before the healer checks its stripes.
 	OptDisperseQuiet = "disperse.heal-quiet"
+	// OptEncryption ("on"/"off") makes clients encrypt file contents with
+	// the volume key before they leave the client (layer/crypt). It can
+	// change only before the volume's first start.
+	OptEncryption = "encryption"
+	// OptAuthAllow and OptAuthReject are comma-separated lists of client
+	// certificate names (with * globs) and addresses or CIDRs that may, or
+	// may not, use the volume's bricks (TLS clusters; reject wins; node
+	// certificates are always admitted).
+	OptAuthAllow  = "auth.allow"
+	OptAuthReject = "auth.reject"
 )
 
 var knownOptions = []Option{
@@ -57,6 +67,23 @@ var knownOptions = []Option{
 	{OptFavoriteChildPolicy, "none", "none, mtime, size or majority: which copy wins a split-brain", oneOf("none", "mtime", "size", "majority")},
 	{OptHealInterval, "2", "seconds between scans of the heal index", seconds(0.1)},
 	{OptDisperseQuiet, "30", "seconds a dirty file of a dispersed volume must go unchanged before heal checks its stripes", seconds(0)},
+	{OptEncryption, "off", "on or off: clients encrypt file contents with the volume key (set before the first start)", oneOf("on", "off")},
+	{OptAuthAllow, "", "certificate names (globs) and addresses/CIDRs allowed to use the volume (empty: all)", authList},
+	{OptAuthReject, "", "certificate names (globs) and addresses/CIDRs refused (wins over auth.allow)", authList},
+}
+
+// authList accepts a comma-separated list of non-empty entries without
+// spaces (certificate names, globs, addresses, CIDRs).
+func authList(v string) string {
+	if v == "" {
+		return ""
+	}
+	for _, e := range strings.Split(v, ",") {
+		if e == "" || strings.ContainsAny(e, " \t\n") {
+			return "must be a comma-separated list of certificate names, addresses or CIDRs"
+		}
+	}
+	return ""
 }
 
 // KnownOptions returns the options that `volume set` accepts, sorted by key.
@@ -109,6 +136,9 @@ func checkVolumeOption(v *VolumeState, key, value string) error {
 	if (key == OptQuorumType || key == OptQuorumCount) && v.Type == volume.Disperse {
 		return errorf(ErrInvalid, "option %s applies to replicated volumes only: a disperse set of volume %s writes while %d of its %d bricks are up (disperse %d redundancy %d), and that is fixed",
 			key, v.Name, v.Disperse-v.Redundancy, v.Disperse, v.Disperse, v.Redundancy)
+	}
+	if key == OptEncryption && v.Status != StatusCreated && v.Options[OptEncryption] != value {
+		return errorf(ErrState, "option %s can change only before the volume's first start: files already written would be unreadable (create a new volume and copy)", key)
 	}
 	if key == OptDisperseQuiet && v.Type != volume.Disperse {
 		return errorf(ErrInvalid, "option %s applies to dispersed volumes only", key)

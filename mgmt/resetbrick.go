@@ -60,7 +60,7 @@ func (n *Node) resetBrick(ctx context.Context, name, brick string) (VolumeInfo, 
 	d := vr.heal
 	n.runMu.Unlock()
 	wasRunning := n.stopBrick(vr, b.ID)
-	err = markStale(ctx, st.Spec(v), pos, n.log)
+	err = markStale(ctx, st.Spec(v), pos, n.dial, n.log)
 	if err == nil {
 		err = posix.Mark(b.Path, v.ID, true)
 	}
@@ -153,7 +153,7 @@ func (n *Node) stopBrick(vr *volumeRun, id string) bool {
 // of a replica set, or as many other bricks of a disperse set as it has
 // data bricks (what rebuilding a fragment takes); bricks that are down
 // are skipped (the ones that are up will heal them too).
-func markStale(ctx context.Context, spec volume.Spec, pos int, log *slog.Logger) error {
+func markStale(ctx context.Context, spec volume.Spec, pos int, dial dialFunc, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, markStaleTimeout)
 	defer cancel()
 	size := spec.SetSize()
@@ -169,7 +169,7 @@ func markStale(ctx context.Context, spec volume.Spec, pos int, log *slog.Logger)
 		if i == self {
 			continue
 		}
-		c := newBrickClient(spec, b, 2*time.Second, log)
+		c := newBrickClient(spec, b, 2*time.Second, dial, log)
 		err := c.MarkPending(ctx, "/", layer.RootGfid, 1<<uint(self))
 		c.Close()
 		if err != nil {
