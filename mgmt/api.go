@@ -189,6 +189,8 @@ func statusFor(err error) int {
 		return http.StatusNotImplemented
 	case errors.Is(err, ErrNoQuorum):
 		return http.StatusServiceUnavailable
+	case errors.Is(err, ErrForbidden):
+		return http.StatusForbidden
 	}
 	return http.StatusInternalServerError
 }

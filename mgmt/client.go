@@ -21,6 +21,8 @@ type Client struct {
 	addr string // host:port
 	http *http.Client
 	via  string // set on requests between nodes: the sender's id
+	// scheme is "http", or "https" for a TLS cluster.
+	scheme string
 }
 
 // NewClient returns a client for the node at addr ("host" or "host:port";
@@ -178,7 +180,11 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		}
 		rd = bytes.NewReader(data)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.addr+path, rd)
+	scheme := c.scheme
+	if scheme == "" {
+		scheme = "http"
+	}
+	req, err := http.NewRequestWithContext(ctx, method, scheme+"://"+c.addr+path, rd)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}

@@ -62,6 +62,11 @@ type MarkRequest struct {
 // route sends each request where it must run (see above).
 func (n *Node) route(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := n.authorize(r); err != nil {
+			n.log.Warn("request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "err", err)
+			n.reply(w, r, 0, nil, err)
+			return
+		}
 		p := r.URL.Path
 		if r.Header.Get(viaHeader) != "" || strings.HasPrefix(p, "/v1/cluster/") || strings.HasPrefix(p, "/v1/local/") {
 			h.ServeHTTP(&indexWriter{ResponseWriter: w, n: n}, r)
@@ -165,7 +170,7 @@ func (n *Node) proxy(w http.ResponseWriter, r *http.Request, id string, body []b
 		return errorf(ErrNoQuorum, "node %s is not known here yet", id)
 	}
 	u := *r.URL
-	u.Scheme, u.Host = "http", node.Addr
+	u.Scheme, u.Host = n.peerClient(node.Addr).scheme, node.Addr
 	out, err := http.NewRequestWithContext(r.Context(), r.Method, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -212,7 +217,7 @@ func (n *Node) call(ctx context.Context, id, method, path string, body, out any)
 	if !ok {
 		return fmt.Errorf("node %s is not known", id)
 	}
-	c := &Client{addr: node.Addr, http: n.peerHTTP, via: n.id}
+	c := n.peerClient(node.Addr)
 	ctx, cancel := context.WithTimeout(ctx, nodeCallTimeout)
 	defer cancel()
 	return c.do(ctx, method, path, body, out)

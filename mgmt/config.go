@@ -33,6 +33,8 @@ type Config struct {
 	// the host of Listen with the port after the API's, 7421 by default,
 	// or a free port when the API's port is chosen free).
 	RaftListen string
+	// TLS, when set, secures the node's every connection (see TLSConfig).
+	TLS *TLSConfig
 	// Logger receives the node's logs (default: discarded).
 	Logger *slog.Logger
 	// BrickExec, when set, runs every brick as a process of its own, as

@@ -23,6 +23,8 @@ var (
 	// ErrNoQuorum: the cluster has no leader (fewer than a majority of
 	// its nodes reach each other), so its state cannot change now.
 	ErrNoQuorum = errors.New("no quorum")
+	// ErrForbidden: the client's certificate may not do this.
+	ErrForbidden = errors.New("forbidden")
 )
 
 // markers lists the marker errors with the names used for them on the wire.
@@ -36,6 +38,7 @@ var markers = []struct {
 	{"state", ErrState},
 	{"unsupported", ErrUnsupported},
 	{"no-quorum", ErrNoQuorum},
+	{"forbidden", ErrForbidden},
 }
 
 // markedError is an error whose message is written for the operator and

@@ -2,6 +2,7 @@ package mgmt
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +33,7 @@ type Node struct {
 	raftLn   net.Listener
 	peerHTTP *http.Client  // requests to other nodes
 	dial     dialFunc      // connects to bricks (nil: plain TCP)
+	tlsCfg   *TLSConfig    // nil: plain TCP everywhere
 	done     chan struct{} // closed when the node closes
 	kick     chan struct{} // wakes reconcile
 	kickOnce sync.Once
@@ -115,6 +117,11 @@ func (n *Node) open(cfg Config) error {
 	if n.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	if n.tlsCfg = cfg.TLS; n.tlsCfg != nil {
+		n.ln = tls.NewListener(n.ln, n.tlsCfg.Server)
+		n.peerHTTP = &http.Client{Transport: tlsTransport(n.tlsCfg.Client)}
+		n.dial = (&tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: n.tlsCfg.Client}).DialContext
+	}
 	n.addr = cfg.Advertise
 	if n.addr == "" {
 		n.addr = deriveAdvertise(n.ln.Addr().String())
@@ -130,7 +137,12 @@ func (n *Node) open(cfg Config) error {
 	}
 	advHost, _ := splitHostPortDefault(n.addr)
 	n.raftAddr = net.JoinHostPort(advHost, strconv.Itoa(portOf(n.raftLn.Addr().String())))
-	if n.raft, err = openRaftStore(cfg.DataDir, n.id, n.raftLn, n.raftAddr, n.log); err != nil {
+	var raftTLS *TLSConfig
+	if n.tlsCfg != nil {
+		n.raftLn = tls.NewListener(n.raftLn, n.tlsCfg.Server)
+		raftTLS = n.tlsCfg
+	}
+	if n.raft, err = openRaftStore(cfg.DataDir, n.id, n.raftLn, n.raftAddr, raftTLS, n.log); err != nil {
 		return err
 	}
 	n.raft.forward = n.forwardApply

@@ -86,7 +86,7 @@ func (n *Node) peers(ctx context.Context) []PeerInfo {
 			ctx, cancel := context.WithTimeout(ctx, peerPingTimeout)
 			defer cancel()
 			var ni NodeInfo
-			err := (&Client{addr: p.Addr, http: n.peerHTTP, via: n.id}).do(ctx, http.MethodGet, "/v1/node", nil, &ni)
+			err := (n.peerClient(p.Addr)).do(ctx, http.MethodGet, "/v1/node", nil, &ni)
 			switch {
 			case err != nil:
 				p.Error = err.Error()
@@ -112,7 +112,7 @@ func (n *Node) probe(ctx context.Context, host string) (PeerInfo, error) {
 	}
 	h, port := splitHostPortDefault(host)
 	addr := net.JoinHostPort(h, port)
-	target := &Client{addr: addr, http: n.peerHTTP, via: n.id}
+	target := n.peerClient(addr)
 	var ni NodeInfo
 	if err := target.do(ctx, http.MethodGet, "/v1/node", nil, &ni); err != nil {
 		return PeerInfo{}, errorf(ErrInvalid, "peer probe %s: %v", host, err)
@@ -202,7 +202,7 @@ func (n *Node) detach(ctx context.Context, host string) error {
 		return nil
 	}
 	addr := st.Nodes[id].Addr
-	c := &Client{addr: addr, http: n.peerHTTP, via: n.id}
+	c := n.peerClient(addr)
 	if err := c.do(ctx, http.MethodPost, "/v1/cluster/leave", struct{}{}, nil); err != nil {
 		n.log.Warn("detached node did not answer; it keeps its old state until it is restarted with an empty data dir", "node", id, "err", err)
 	}

@@ -2,6 +2,7 @@ package mgmt
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,8 +54,9 @@ type raftStore struct {
 	dir   string // DATA/raft
 	cache string // DATA/state.json, the last applied state
 	addr  raft.ServerAddress
-	adv   net.Addr // addr, resolved
-	bind  string   // the address the Raft listener is bound to
+	adv   net.Addr   // addr, resolved
+	bind  string     // the address the Raft listener is bound to
+	tls   *TLSConfig // nil: plain TCP
 
 	raft     *raft.Raft
 	fsm      *fsm
@@ -200,13 +202,14 @@ func (w slogWriter) Write(p []byte) (int, error) {
 // cluster) the Raft state in dataDir/raft, listening for Raft traffic on
 // ln and advertising advertise. A state.json left by a node that predates
 // Raft becomes the first snapshot.
-func openRaftStore(dataDir, id string, ln net.Listener, advertise string, log *slog.Logger) (*raftStore, error) {
+func openRaftStore(dataDir, id string, ln net.Listener, advertise string, secure *TLSConfig, log *slog.Logger) (*raftStore, error) {
 	s := &raftStore{
 		log:   log,
 		id:    id,
 		dir:   filepath.Join(dataDir, "raft"),
 		cache: filepath.Join(dataDir, "state.json"),
 		addr:  raft.ServerAddress(advertise),
+		tls:   secure,
 	}
 	adv, err := net.ResolveTCPAddr("tcp", advertise)
 	if err != nil {
@@ -224,7 +227,11 @@ func openRaftStore(dataDir, id string, ln net.Listener, advertise string, log *s
 
 // transport makes the Raft transport over ln.
 func (s *raftStore) transport(ln net.Listener) *raft.NetworkTransport {
-	return raft.NewNetworkTransport(&raftStream{ln: ln, adv: s.adv}, 3, 10*time.Second, slogWriter{s.log.With("component", "raft")})
+	rs := &raftStream{ln: ln, adv: s.adv}
+	if s.tls != nil {
+		rs.tls = s.tls.Client
+	}
+	return raft.NewNetworkTransport(rs, 3, 10*time.Second, slogWriter{s.log.With("component", "raft")})
 }
 
 // start opens the Raft data and starts Raft. Fresh data is bootstrapped
@@ -508,6 +515,9 @@ func (s *raftStore) rejoin(bootstrap bool) error {
 	if err != nil {
 		return fmt.Errorf("raft: listen again: %w", err)
 	}
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls.Server)
+	}
 	s.trans = s.transport(ln)
 	if err := os.RemoveAll(s.dir); err != nil {
 		return fmt.Errorf("raft: remove old data: %w", err)
@@ -534,12 +544,16 @@ func (s *raftStore) Close() error {
 type raftStream struct {
 	ln  net.Listener
 	adv net.Addr
+	tls *tls.Config // the node's client side, nil: plain TCP
 }
 
 func (r *raftStream) Accept() (net.Conn, error) { return r.ln.Accept() }
 func (r *raftStream) Close() error              { return r.ln.Close() }
 func (r *raftStream) Addr() net.Addr            { return r.adv }
 func (r *raftStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if r.tls != nil {
+		return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", string(address), r.tls)
+	}
 	return net.DialTimeout("tcp", string(address), timeout)
 }
 
