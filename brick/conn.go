@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -28,8 +29,15 @@ type conn struct {
 	log     *slog.Logger
 	ctx     context.Context
 	cancel  context.CancelFunc
-	sem     chan struct{}
+	limits  Limits
 	wg      sync.WaitGroup
+
+	// The admission of requests under limits (see admit).
+	gateMu    sync.Mutex
+	gateCond  *sync.Cond
+	running   int   // requests admitted and not done
+	bytes     int64 // their payload bytes
+	lockWaits int   // blocking Setlk requests under way (not in running)
 
 	mu       sync.Mutex
 	files    map[uint64]layer.File
@@ -40,22 +48,38 @@ type conn struct {
 
 func newConn(nc net.Conn, w *wire.Writer, brickID string, l layer.Layer) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &conn{
+	c := &conn{
 		nc: nc, w: w, l: l, brickID: brickID, ctx: ctx, cancel: cancel,
-		sem:      make(chan struct{}, MaxInFlight),
+		limits:   DefaultLimits(),
+		log:      slog.New(slog.DiscardHandler),
 		files:    map[uint64]layer.File{},
 		owners:   map[uint64]uint64{},
 		inflight: map[uint64]context.CancelFunc{},
 	}
+	c.gateCond = sync.NewCond(&c.gateMu)
+	return c
 }
 
-// serve reads frames until the connection fails or a frame is malformed.
-func (c *conn) serve() error {
+// serve reads frames until the connection fails or a frame is malformed
+// or too large. A panic while reading is logged with its stack and ends
+// the connection (where the stream stands is then unknown), not the
+// server.
+func (c *conn) serve() (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("panic reading brick connection", "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("panic reading the connection: %v", p)
+		}
+	}()
 	var hb [wire.HeaderSize]byte
 	for {
 		h, err := wire.ReadHeader(c.nc, &hb)
 		if err != nil {
 			return err
+		}
+		if int64(h.Len) > int64(c.limits.MaxFrame) {
+			return fmt.Errorf("%w: %s frame of %d bytes exceeds the connection's %d-byte limit",
+				wire.ErrFrameTooLarge, wire.OpName(h.Op), h.Len, c.limits.MaxFrame)
 		}
 		switch h.Kind {
 		case wire.KindPing:
@@ -84,15 +108,26 @@ func (c *conn) serve() error {
 	}
 }
 
-// request reads one request's payload and runs it in its own goroutine.
+// request reads one request's payload and runs it in its own goroutine,
+// once admitted under the connection's limits: until then the connection
+// is not read further.
 func (c *conn) request(h wire.Header) error {
+	size := int64(h.Len)
+	setlk := h.Op == wire.OpSetlk // admitted once decoded: it may be a lock wait
+	done := func() {}             // gives back what admission took
+	if !setlk {
+		c.admit(size)
+		done = func() { c.leave(size) }
+	}
 	payload, buf, err := c.readPayload(h)
 	if err != nil {
+		done()
 		return err
 	}
 	req, err := wire.DecodeRequest(h.Op, payload)
 	if err != nil || req.Op == wire.OpHandshake {
 		wire.PutBuf(buf)
+		done()
 		if err == nil {
 			err = fmt.Errorf("second handshake")
 		}
@@ -101,29 +136,87 @@ func (c *conn) request(h wire.Header) error {
 	if req.Op == wire.OpWrite {
 		req.Data = buf
 	}
+	if setlk {
+		var ok bool
+		if done, ok = c.admitSetlk(req, size); !ok {
+			c.log.Warn("too many lock waits on one connection: refusing one", "limit", c.limits.MaxLockWaits)
+			return c.w.Send(wire.Header{Kind: wire.KindResponse, Op: h.Op, ID: h.ID, Errno: uint32(syscall.ENOLCK)})
+		}
+	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	c.mu.Lock()
 	if _, dup := c.inflight[h.ID]; dup {
 		c.mu.Unlock()
 		cancel()
 		wire.PutBuf(buf)
+		done()
 		return fmt.Errorf("request id %d reused while in flight", h.ID)
 	}
 	c.inflight[h.ID] = cancel
 	c.mu.Unlock()
-	c.sem <- struct{}{}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		c.run(ctx, h, req)
-		<-c.sem
-		cancel()
-		c.mu.Lock()
-		delete(c.inflight, h.ID)
-		c.mu.Unlock()
-		wire.PutBuf(buf)
+		retired := false
+		retire := func() { // before the answer goes out: the client may reuse the id then
+			if !retired {
+				retired = true
+				cancel()
+				c.mu.Lock()
+				delete(c.inflight, h.ID)
+				c.mu.Unlock()
+			}
+		}
+		panicked := c.run(ctx, h, req, retire)
+		retire()
+		done()
+		if !panicked {
+			wire.PutBuf(buf) // after a panic the layer may still hold it
+		}
 	}()
 	return nil
+}
+
+// admit waits until a request of size payload bytes fits the connection's
+// limits, and counts it in; leave counts it out. Only the connection's
+// reader waits here.
+func (c *conn) admit(size int64) {
+	c.gateMu.Lock()
+	for c.running >= c.limits.MaxInFlight || c.running > 0 && c.bytes+size > c.limits.MaxInFlightBytes {
+		c.gateCond.Wait()
+	}
+	c.running++
+	c.bytes += size
+	c.gateMu.Unlock()
+}
+
+func (c *conn) leave(size int64) {
+	c.gateMu.Lock()
+	c.running--
+	c.bytes -= size
+	c.gateMu.Unlock()
+	c.gateCond.Signal()
+}
+
+// admitSetlk admits a decoded Setlk: one that waits for its lock among the
+// connection's lock waits, which do not hold request slots (false when they
+// are at their limit), another like any request.
+func (c *conn) admitSetlk(req *wire.Request, size int64) (done func(), ok bool) {
+	if !req.Wait {
+		c.admit(size)
+		return func() { c.leave(size) }, true
+	}
+	c.gateMu.Lock()
+	defer c.gateMu.Unlock()
+	if c.lockWaits >= c.limits.MaxLockWaits {
+		return nil, false
+	}
+	c.lockWaits++
+	return func() {
+		c.gateMu.Lock()
+		c.lockWaits--
+		c.gateMu.Unlock()
+	}, true
 }
 
 // readPayload reads a request's payload. A write's data lands in its own
@@ -147,25 +240,53 @@ func (c *conn) readPayload(h wire.Header) (payload, buf []byte, err error) {
 	return payload, nil, err
 }
 
-// run executes a request and sends its response.
-func (c *conn) run(ctx context.Context, h wire.Header, req *wire.Request) {
+// run executes a request and sends its response. A panic in the layer
+// answers EIO (see guard); it reports whether there was one. A panic while
+// answering closes the connection: the stream's state is unknown.
+func (c *conn) run(ctx context.Context, h wire.Header, req *wire.Request, retire func()) (panicked bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("panic answering brick request", "op", wire.OpName(h.Op), "panic", p, "stack", string(debug.Stack()))
+			c.nc.Close()
+			panicked = true
+		}
+	}()
 	resp := wire.Header{Kind: wire.KindResponse, Op: h.Op, ID: h.ID}
 	if req.Op == wire.OpRead {
-		c.runRead(ctx, resp, req)
-		return
+		return c.runRead(ctx, resp, req, retire)
 	}
 	var e wire.Enc
-	err := c.dispatch(ctx, req, &e)
+	err := c.guard(req.Op, req.Path, &panicked, func() error { return c.dispatch(ctx, req, &e) })
+	if err == nil && len(e.B) > wire.MaxPayload {
+		c.log.Warn("answer too large for a frame", "op", wire.OpName(h.Op), "path", req.Path, "bytes", len(e.B))
+		err = syscall.EOVERFLOW
+	}
 	if err != nil {
 		resp.Errno = uint32(layer.ToErrno(err))
 		e.B = nil
 	}
+	retire()
 	if err := c.w.Send(resp, e.B); err != nil {
 		c.nc.Close()
 	}
+	return panicked
 }
 
-func (c *conn) runRead(ctx context.Context, resp wire.Header, req *wire.Request) {
+// guard runs fn, the part of a request the layer does. A panic there is
+// logged with its stack and becomes EIO for that request alone (and sets
+// *panicked): a bug in a layer costs one answer, not the server.
+func (c *conn) guard(op uint8, path string, panicked *bool, fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("panic in brick operation", "op", wire.OpName(op), "path", path, "panic", p, "stack", string(debug.Stack()))
+			*panicked = true
+			err = fmt.Errorf("panic in %s: %v: %w", wire.OpName(op), p, syscall.EIO)
+		}
+	}()
+	return fn()
+}
+
+func (c *conn) runRead(ctx context.Context, resp wire.Header, req *wire.Request, retire func()) (panicked bool) {
 	f, err := c.file(req.Fh)
 	if err == nil && (req.Len < 0 || req.Len > wire.MaxIO || req.Off < 0) {
 		err = syscall.EINVAL
@@ -174,16 +295,26 @@ func (c *conn) runRead(ctx context.Context, resp wire.Header, req *wire.Request)
 	n := 0
 	if err == nil {
 		buf = wire.GetBuf(int(req.Len))
-		defer wire.PutBuf(buf)
-		n, err = f.Read(ctx, buf, req.Off)
+		err = c.guard(req.Op, "", &panicked, func() (err error) {
+			n, err = f.Read(ctx, buf, req.Off)
+			if err == nil && (n < 0 || n > len(buf)) {
+				err = fmt.Errorf("read returned %d bytes for a %d-byte buffer: %w", n, len(buf), syscall.EIO)
+			}
+			return err
+		})
+		if !panicked {
+			defer wire.PutBuf(buf)
+		}
 	}
 	if err != nil {
 		resp.Errno = uint32(layer.ToErrno(err))
 		n = 0
 	}
+	retire()
 	if err := c.w.Send(resp, buf[:n]); err != nil {
 		c.nc.Close()
 	}
+	return panicked
 }
 
 func (c *conn) file(fh uint64) (layer.File, error) {
@@ -239,7 +370,8 @@ func (c *conn) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, f := range files {
-		f.Release(ctx)
+		var panicked bool
+		c.guard(wire.OpRelease, "", &panicked, func() error { return f.Release(ctx) })
 	}
 	if len(files) > 0 {
 		c.log.Debug("released files of closed connection", "count", len(files))

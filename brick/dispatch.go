@@ -203,6 +203,7 @@ func (c *conn) healOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 		if err != nil {
 			return err
 		}
+		entries = fitHealIndex(entries, wire.MaxPayload-4)
 		e.U32(uint32(len(entries)))
 		for _, en := range entries {
 			e.Gfid(en.Gfid)
@@ -218,4 +219,17 @@ func (c *conn) healOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 		return h.DropHealEntry(ctx, r.Gfid)
 	}
 	return syscall.ENOSYS
+}
+
+// fitHealIndex cuts entries to what encodes in room bytes (one at least):
+// long paths must not make an answer too large for a frame. The client
+// asks again after the last gfid it got.
+func fitHealIndex(entries []layer.HealEntry, room int) []layer.HealEntry {
+	for i, en := range entries {
+		room -= 16 + 4 + len(en.Path) + 8
+		if room < 0 && i > 0 {
+			return entries[:i]
+		}
+	}
+	return entries
 }

@@ -101,6 +101,7 @@ func (n *Node) isRunning(vr *volumeRun, id string) bool {
 // startBrick starts brick b of v on the port it had, or on a free port
 // that it keeps from then on.
 func (n *Node) startBrick(vr *volumeRun, v *VolumeState, b BrickState) error {
+	n.writeAuth(v)
 	proc, err := n.runner.start(BrickConfig{
 		Volume:   v.Name,
 		VolumeID: v.ID,
@@ -109,6 +110,8 @@ func (n *Node) startBrick(vr *volumeRun, v *VolumeState, b BrickState) error {
 		Arbiter:  b.Arbiter,
 		Disperse: v.Type == volume.Disperse,
 		Listen:   net.JoinHostPort(n.brickHost, strconv.Itoa(b.Port)),
+		TLS:      n.tls,
+		AuthFile: n.brickAuthFile(b.ID),
 		Logger:   n.log.With("volume", v.Name, "brick", b.Name()),
 	})
 	if err == nil {

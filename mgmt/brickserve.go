@@ -16,6 +16,7 @@ import (
 	"github.com/mortarfs/mortar/brick/posix"
 	"github.com/mortarfs/mortar/layer/locks"
 	"github.com/mortarfs/mortar/layer/readahead"
+	"github.com/mortarfs/mortar/tlsconf"
 )
 
 // addrInUseWait is how long a brick asked for a given port retries while
@@ -34,6 +35,23 @@ type BrickConfig struct {
 	Disperse bool   // a brick of a disperse set (its files are fragments)
 	// Listen is the TCP address to serve on; port 0 picks a free port.
 	Listen string
+
+	// TLS, when set, makes the brick accept only TLS 1.3 connections with
+	// a client certificate of TLS's CA. A brick process loads it from
+	// TLSDir and TLSName (mortar brick --tls-dir --tls-name); BrickArgs
+	// takes them from TLS when they are empty.
+	TLS             *tlsconf.Identity
+	TLSDir, TLSName string
+	// Auth is the volume's auth.allow and auth.reject. AuthFile, when
+	// set, holds them instead (tlsconf.WriteAuthFile), read again at every
+	// new connection so that they can change while the brick runs; a
+	// missing file allows everyone. ServedBrick.SetAuth changes Auth of a
+	// brick served in-process.
+	Auth     tlsconf.AuthRules
+	AuthFile string
+	// MaxConnsPerClient bounds the connections one client may hold open
+	// (0: brick.DefaultMaxConnsPerClient; < 0: no bound).
+	MaxConnsPerClient int
 	// Logger receives the brick's logs (default: discarded).
 	Logger *slog.Logger
 }
@@ -57,6 +75,13 @@ func OpenBrick(cfg BrickConfig) (*ServedBrick, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.TLS == nil && (cfg.TLSDir != "" || cfg.TLSName != "") {
+		id, err := tlsconf.FromFlags(cfg.TLSDir, cfg.TLSName)
+		if err != nil {
+			return nil, fmt.Errorf("brick TLS: %w", err)
+		}
+		cfg.TLS = id
+	}
 	st, err := posix.New(cfg.Path, posix.Options{VolumeID: cfg.VolumeID, Logger: cfg.Logger, Arbiter: cfg.Arbiter, Disperse: cfg.Disperse})
 	if err != nil {
 		return nil, err
@@ -67,6 +92,20 @@ func OpenBrick(cfg BrickConfig) (*ServedBrick, error) {
 		return nil, err
 	}
 	srv := brick.NewServer(cfg.Logger)
+	if cfg.TLS != nil {
+		srv.UseTLS(cfg.TLS)
+	}
+	switch {
+	case cfg.MaxConnsPerClient < 0:
+		srv.MaxConnsPerClient = 0
+	case cfg.MaxConnsPerClient > 0:
+		srv.MaxConnsPerClient = cfg.MaxConnsPerClient
+	}
+	if cfg.AuthFile != "" {
+		srv.SetAuthSource(cfg.VolumeID, tlsconf.AuthFile(cfg.AuthFile))
+	} else if !cfg.Auth.Empty() {
+		srv.SetAuth(cfg.VolumeID, cfg.Auth)
+	}
 	srv.Add(cfg.BrickID, cfg.VolumeID, readahead.New(locks.New(st)))
 	return &ServedBrick{cfg: cfg, ln: ln, srv: srv, store: st}, nil
 }
@@ -94,9 +133,18 @@ func listenBrick(addr string) (net.Listener, error) {
 // Addr returns the address the brick listens on.
 func (b *ServedBrick) Addr() string { return b.ln.Addr().String() }
 
+// SetAuth replaces the brick's access rules (and stops reading AuthFile):
+// new connections are checked against r.
+func (b *ServedBrick) SetAuth(r tlsconf.AuthRules) { b.srv.SetAuth(b.cfg.VolumeID, r) }
+
 // Serve accepts clients until Close.
 func (b *ServedBrick) Serve() error {
-	b.cfg.Logger.Info("brick serving", "path", b.cfg.Path, "addr", b.Addr(), "arbiter", b.cfg.Arbiter, "disperse", b.cfg.Disperse)
+	tlsName := ""
+	if b.cfg.TLS != nil {
+		tlsName = b.cfg.TLS.Name()
+	}
+	b.cfg.Logger.Info("brick serving", "path", b.cfg.Path, "addr", b.Addr(), "arbiter", b.cfg.Arbiter, "disperse", b.cfg.Disperse,
+		"tls", tlsName, "auth_file", b.cfg.AuthFile)
 	return b.srv.Serve(b.ln)
 }
 

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"syscall"
 	"time"
 
@@ -219,6 +220,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 func (c *Client) transportError(err error) error {
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		return fmt.Errorf("cannot reach mortar server at %s: %w (is `mortar server` running there?)", c.addr, syscall.ECONNREFUSED)
+	}
+	if c.scheme != "https" && (errors.Is(err, syscall.ECONNRESET) || strings.Contains(err.Error(), "malformed HTTP response")) {
+		return fmt.Errorf("cannot reach mortar server at %s: %w (if its cluster is secured with TLS, give --tls-dir and --tls-name, or MORTAR_TLS_DIR and MORTAR_TLS_NAME)", c.addr, err)
 	}
 	return fmt.Errorf("cannot reach mortar server at %s: %w", c.addr, err)
 }

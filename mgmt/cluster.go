@@ -63,8 +63,7 @@ type MarkRequest struct {
 func (n *Node) route(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := n.authorize(r); err != nil {
-			n.log.Warn("request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "err", err)
-			n.reply(w, r, 0, nil, err)
+			n.reply(w, r, 0, nil, err) // logged there, with the path
 			return
 		}
 		p := r.URL.Path

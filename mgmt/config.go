@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+
+	"github.com/mortarfs/mortar/tlsconf"
 )
 
 // DefaultPort is the port a node's management API listens on. Each brick
@@ -33,8 +35,9 @@ type Config struct {
 	// the host of Listen with the port after the API's, 7421 by default,
 	// or a free port when the API's port is chosen free).
 	RaftListen string
-	// TLS, when set, secures the node's every connection (see TLSConfig).
-	TLS *TLSConfig
+	// TLS, when set, secures the node's every connection with this
+	// identity (a node certificate): see tls.go.
+	TLS *tlsconf.Identity
 	// Logger receives the node's logs (default: discarded).
 	Logger *slog.Logger
 	// BrickExec, when set, runs every brick as a process of its own, as

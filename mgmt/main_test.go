@@ -8,6 +8,8 @@ import (
 	"os/signal"
 	"syscall"
 	"testing"
+
+	"github.com/mortarfs/mortar/tlsconf"
 )
 
 // TestMain lets the test binary be a brick process: a node started with
@@ -39,7 +41,18 @@ func testBrickMain(args []string) error {
 	fs.BoolVar(&cfg.Disperse, "disperse", false, "")
 	fs.StringVar(&level, "log-level", "", "")
 	fs.IntVar(&readyFd, "ready-fd", 0, "")
+	fs.StringVar(&cfg.TLSDir, "tls-dir", "", "")
+	fs.StringVar(&cfg.TLSName, "tls-name", "", "")
+	fs.StringVar(&cfg.AuthFile, "auth-file", "", "")
+	var allow, reject string
+	fs.StringVar(&allow, "auth-allow", "", "")
+	fs.StringVar(&reject, "auth-reject", "", "")
+	fs.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", 0, "")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var err error
+	if cfg.Auth, err = tlsconf.ParseAuth(allow, reject); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)

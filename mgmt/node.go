@@ -2,9 +2,9 @@ package mgmt
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/mortarfs/mortar/tlsconf"
 	"log/slog"
 	"net"
 	"net/http"
@@ -31,11 +31,11 @@ type Node struct {
 	raft     *raftStore // the same store, with its cluster operations
 	raftAddr string     // advertised address of the Raft traffic
 	raftLn   net.Listener
-	peerHTTP *http.Client  // requests to other nodes
-	dial     dialFunc      // connects to bricks (nil: plain TCP)
-	tlsCfg   *TLSConfig    // nil: plain TCP everywhere
-	done     chan struct{} // closed when the node closes
-	kick     chan struct{} // wakes reconcile
+	peerHTTP *http.Client      // requests to other nodes
+	dial     dialFunc          // connects to bricks (nil: plain TCP)
+	tls      *tlsconf.Identity // nil: plain TCP everywhere
+	done     chan struct{}     // closed when the node closes
+	kick     chan struct{}     // wakes reconcile
 	kickOnce sync.Once
 	specs    *specNotifier // wakes the spec watches
 
@@ -117,10 +117,10 @@ func (n *Node) open(cfg Config) error {
 	if n.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	if n.tlsCfg = cfg.TLS; n.tlsCfg != nil {
-		n.ln = tls.NewListener(n.ln, n.tlsCfg.Server)
-		n.peerHTTP = &http.Client{Transport: tlsTransport(n.tlsCfg.Client)}
-		n.dial = (&tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: n.tlsCfg.Client}).DialContext
+	if n.tls = cfg.TLS; n.tls != nil {
+		n.ln = tlsconf.WrapListener(n.ln, n.tls, n.log)
+		n.peerHTTP = &http.Client{Transport: tlsTransport(n.tls.ClientConfig())}
+		n.dial = n.tls.Dialer(5 * time.Second)
 	}
 	n.addr = cfg.Advertise
 	if n.addr == "" {
@@ -137,12 +137,7 @@ func (n *Node) open(cfg Config) error {
 	}
 	advHost, _ := splitHostPortDefault(n.addr)
 	n.raftAddr = net.JoinHostPort(advHost, strconv.Itoa(portOf(n.raftLn.Addr().String())))
-	var raftTLS *TLSConfig
-	if n.tlsCfg != nil {
-		n.raftLn = tls.NewListener(n.raftLn, n.tlsCfg.Server)
-		raftTLS = n.tlsCfg
-	}
-	if n.raft, err = openRaftStore(cfg.DataDir, n.id, n.raftLn, n.raftAddr, raftTLS, n.log); err != nil {
+	if n.raft, err = openRaftStore(cfg.DataDir, n.id, n.raftLn, n.raftAddr, n.tls, n.log); err != nil {
 		return err
 	}
 	n.raft.forward = n.forwardApply
@@ -326,6 +321,7 @@ func (n *Node) reconcile() {
 		for _, name := range st.VolumeNames() {
 			v := st.Volumes[name]
 			ids[v.ID] = true
+			n.writeAuth(v) // auth.allow or auth.reject may have changed
 			if v.Status != StatusStarted || !slices.ContainsFunc(v.Bricks, func(b BrickState) bool { return b.Node == n.id }) {
 				continue
 			}

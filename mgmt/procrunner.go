@@ -25,7 +25,9 @@ const brickReadyFd = 3
 
 // BrickArgs returns the arguments, after the program name, that run the
 // brick cfg as a process: "brick" and the flags of `mortar brick`. The
-// brick logs at logLevel and reports readiness on descriptor 3.
+// brick logs at logLevel and reports readiness on descriptor 3. TLS, when
+// on, is passed as --tls-dir and --tls-name, and the access rules as
+// --auth-file (or, fixed, --auth-allow and --auth-reject).
 func BrickArgs(cfg BrickConfig, logLevel string) []string {
 	args := []string{"brick",
 		"--volume", cfg.Volume,
@@ -41,6 +43,21 @@ func BrickArgs(cfg BrickConfig, logLevel string) []string {
 	}
 	if cfg.Disperse {
 		args = append(args, "--disperse")
+	}
+	dir, name := cfg.TLSDir, cfg.TLSName
+	if cfg.TLS != nil && dir == "" && name == "" {
+		dir, name = cfg.TLS.Dir(), cfg.TLS.Name()
+	}
+	if dir != "" || name != "" {
+		args = append(args, "--tls-dir", dir, "--tls-name", name)
+	}
+	if cfg.AuthFile != "" {
+		args = append(args, "--auth-file", cfg.AuthFile)
+	} else if !cfg.Auth.Empty() {
+		args = append(args, "--auth-allow", strings.Join(cfg.Auth.Allow, ","), "--auth-reject", strings.Join(cfg.Auth.Reject, ","))
+	}
+	if cfg.MaxConnsPerClient != 0 {
+		args = append(args, "--max-conns-per-client", strconv.Itoa(cfg.MaxConnsPerClient))
 	}
 	return args
 }

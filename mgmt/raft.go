@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/mortarfs/mortar/tlsconf"
 )
 
 // The cluster state is replicated with Raft (hashicorp/raft): every
@@ -54,9 +55,9 @@ type raftStore struct {
 	dir   string // DATA/raft
 	cache string // DATA/state.json, the last applied state
 	addr  raft.ServerAddress
-	adv   net.Addr   // addr, resolved
-	bind  string     // the address the Raft listener is bound to
-	tls   *TLSConfig // nil: plain TCP
+	adv   net.Addr          // addr, resolved
+	bind  string            // the address the Raft listener is bound to
+	tls   *tlsconf.Identity // nil: plain TCP
 
 	raft     *raft.Raft
 	fsm      *fsm
@@ -202,7 +203,7 @@ func (w slogWriter) Write(p []byte) (int, error) {
 // cluster) the Raft state in dataDir/raft, listening for Raft traffic on
 // ln and advertising advertise. A state.json left by a node that predates
 // Raft becomes the first snapshot.
-func openRaftStore(dataDir, id string, ln net.Listener, advertise string, secure *TLSConfig, log *slog.Logger) (*raftStore, error) {
+func openRaftStore(dataDir, id string, ln net.Listener, advertise string, secure *tlsconf.Identity, log *slog.Logger) (*raftStore, error) {
 	s := &raftStore{
 		log:   log,
 		id:    id,
@@ -217,6 +218,9 @@ func openRaftStore(dataDir, id string, ln net.Listener, advertise string, secure
 		return nil, fmt.Errorf("raft: advertise address %s: %w", advertise, err)
 	}
 	s.adv, s.bind = adv, ln.Addr().String()
+	if secure != nil {
+		ln = tlsconf.WrapListener(ln, secure, log.With("component", "raft"))
+	}
 	s.trans = s.transport(ln)
 	if err := s.start(false); err != nil {
 		s.trans.Close()
@@ -229,7 +233,7 @@ func openRaftStore(dataDir, id string, ln net.Listener, advertise string, secure
 func (s *raftStore) transport(ln net.Listener) *raft.NetworkTransport {
 	rs := &raftStream{ln: ln, adv: s.adv}
 	if s.tls != nil {
-		rs.tls = s.tls.Client
+		rs.tls = s.tls.ClientConfig()
 	}
 	return raft.NewNetworkTransport(rs, 3, 10*time.Second, slogWriter{s.log.With("component", "raft")})
 }
@@ -516,7 +520,7 @@ func (s *raftStore) rejoin(bootstrap bool) error {
 		return fmt.Errorf("raft: listen again: %w", err)
 	}
 	if s.tls != nil {
-		ln = tls.NewListener(ln, s.tls.Server)
+		ln = tlsconf.WrapListener(ln, s.tls, s.log.With("component", "raft"))
 	}
 	s.trans = s.transport(ln)
 	if err := os.RemoveAll(s.dir); err != nil {

@@ -2,62 +2,43 @@ package mgmt
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"net"
 	"net/http"
-	"path"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/mortarfs/mortar/tlsconf"
 )
 
-// TLSConfig secures every connection of a node: its API and Raft
-// listeners require a certificate signed by the cluster's CA (Server), and
-// it presents its own to other nodes and to bricks (Client). A cluster is
-// secured as a whole: every node runs with TLS or none does. Dir and Name
-// name the identity (tlsconf: DIR/NAME.pem, DIR/NAME.key, DIR/ca.pem) that
-// brick processes load.
-type TLSConfig struct {
-	Server, Client *tls.Config
-	Dir, Name      string
-}
+// A node with Config.TLS secures its every connection: its API and Raft
+// listeners require a certificate of the cluster's CA (tlsconf), and it
+// presents its own to other nodes and to bricks; its bricks accept only
+// TLS clients, checked against their volume's auth.allow and auth.reject.
+// A cluster is secured as a whole: every node runs with TLS or none does.
+//
+// Node certificates (tlsconf.KindNode) may do everything; client
+// certificates may read the cluster and fetch the spec of the volumes
+// whose rules admit them, which is what a mount needs.
 
-// Certificate kinds, the OrganizationalUnit of the certificates `mortar
-// tls issue` makes: node certificates may change the cluster; client
-// certificates may read it and mount the volumes their auth rules allow.
-const (
-	kindNode   = "node"
-	kindClient = "client"
-)
-
-// peerKind returns the name (CN) and kind (OU) of the verified client
-// certificate of r, or ok false on a plain connection.
-func peerKind(r *http.Request) (name, kind string, ok bool) {
-	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
-		return "", "", false
-	}
-	return certIdentity(r.TLS.PeerCertificates[0])
-}
-
-func certIdentity(c *x509.Certificate) (name, kind string, ok bool) {
-	if len(c.Subject.OrganizationalUnit) > 0 {
-		kind = c.Subject.OrganizationalUnit[0]
-	}
-	return c.Subject.CommonName, kind, true
-}
-
-// authorize refuses what a client certificate may not do on a TLS node:
-// requests between nodes and every change need a node certificate; a
-// volume's spec (what a mount needs) is given only to the clients its
-// auth.allow and auth.reject admit. Plain nodes authorize everything.
+// authorize refuses what a client certificate may not do on a TLS node.
+// Plain nodes authorize everything.
 func (n *Node) authorize(r *http.Request) error {
-	if n.tlsCfg == nil {
+	if n.tls == nil {
 		return nil
 	}
-	name, kind, ok := peerKind(r)
+	var name string
+	var kind tlsconf.Kind
+	ok := false
+	if r.TLS != nil {
+		name, kind, ok = tlsconf.PeerIdentity(*r.TLS)
+	}
 	if !ok {
 		return errorf(ErrForbidden, "a client certificate is required")
 	}
-	if kind == kindNode {
+	if kind == tlsconf.KindNode {
 		return nil
 	}
 	p := r.URL.Path
@@ -73,53 +54,69 @@ func (n *Node) authorize(r *http.Request) error {
 		if !ok {
 			return nil // answered: not found
 		}
-		host, _, _ := net.SplitHostPort(r.RemoteAddr)
-		return permit(v.Options[OptAuthAllow], v.Options[OptAuthReject], name, host)
+		rules, err := volumeAuth(v)
+		if err != nil {
+			return err
+		}
+		addr, _ := net.ResolveTCPAddr("tcp", r.RemoteAddr)
+		if err := rules.Permit(name, kind, addr); err != nil {
+			return errorf(ErrForbidden, "volume %s: %v", v.Name, err)
+		}
 	}
 	return nil
 }
 
-// permit applies a volume's auth.allow and auth.reject to a client
-// certificate name and address: reject wins; an empty allow list admits
-// everyone not rejected.
-func permit(allow, reject, name, addr string) error {
-	if e, ok := matchAuth(reject, name, addr); ok {
-		return errorf(ErrForbidden, "client %s (%s) is refused by auth.reject entry %q", name, addr, e)
+// volumeAuth returns the access rules of v.
+func volumeAuth(v *VolumeState) (tlsconf.AuthRules, error) {
+	r, err := tlsconf.ParseAuth(v.Options[OptAuthAllow], v.Options[OptAuthReject])
+	if err != nil {
+		return r, errorf(ErrInvalid, "volume %s: %v", v.Name, err)
 	}
-	if allow == "" {
-		return nil
-	}
-	if _, ok := matchAuth(allow, name, addr); ok {
-		return nil
-	}
-	return errorf(ErrForbidden, "client %s (%s) is not in auth.allow (%s)", name, addr, allow)
+	return r, nil
 }
 
-// matchAuth returns the entry of the comma list that name or addr
-// matches: a certificate-name glob, an address or a CIDR.
-func matchAuth(list, name, addr string) (string, bool) {
-	if list == "" {
-		return "", false
+// authFile is where this node keeps the access rules of its brick id,
+// which the brick reads at every new connection.
+func (n *Node) authFile(id string) string {
+	return filepath.Join(n.dir, "auth", id+".auth")
+}
+
+// brickAuthFile is the auth file of brick id, or "" without TLS.
+func (n *Node) brickAuthFile(id string) string {
+	if n.tls == nil {
+		return ""
 	}
-	ip := net.ParseIP(addr)
-	for _, e := range strings.Split(list, ",") {
-		if _, cidr, err := net.ParseCIDR(e); err == nil {
-			if ip != nil && cidr.Contains(ip) {
-				return e, true
-			}
+	return n.authFile(id)
+}
+
+// writeAuth writes the access rules of v for this node's bricks of it,
+// where they differ from what is there.
+func (n *Node) writeAuth(v *VolumeState) {
+	if n.tls == nil {
+		return
+	}
+	rules, err := volumeAuth(v)
+	if err != nil {
+		n.log.Error("access rules not applied", "err", err)
+		return
+	}
+	for _, b := range v.Bricks {
+		if b.Node != n.id {
 			continue
 		}
-		if eip := net.ParseIP(e); eip != nil {
-			if ip != nil && eip.Equal(ip) {
-				return e, true
+		path := n.authFile(b.ID)
+		if old, err := tlsconf.ReadAuthFile(path); err == nil && slices.Equal(old.Allow, rules.Allow) && slices.Equal(old.Reject, rules.Reject) {
+			if _, err := os.Stat(path); err == nil || rules.Empty() {
+				continue
 			}
-			continue
 		}
-		if ok, _ := path.Match(e, name); ok {
-			return e, true
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err == nil {
+			err = tlsconf.WriteAuthFile(path, rules)
+		}
+		if err != nil {
+			n.log.Error("writing a brick's access rules failed", "brick", b.Name(), "err", err)
 		}
 	}
-	return "", false
 }
 
 // tlsTransport is an HTTP transport to other nodes, with TLS when c is
@@ -137,17 +134,17 @@ func tlsTransport(c *tls.Config) *http.Transport {
 // peerClient returns a client for another node's API at addr.
 func (n *Node) peerClient(addr string) *Client {
 	c := &Client{addr: addr, http: n.peerHTTP, via: n.id, scheme: "http"}
-	if n.tlsCfg != nil {
+	if n.tls != nil {
 		c.scheme = "https"
 	}
 	return c
 }
 
-// NewTLSClient returns a client for the node at addr that speaks HTTPS
-// with the certificate of c (tlsconf.Identity.ClientConfig).
-func NewTLSClient(addr string, c *tls.Config) *Client {
+// NewTLSClient returns a client for the node at addr (of a TLS cluster)
+// that speaks HTTPS with id's certificate.
+func NewTLSClient(addr string, id *tlsconf.Identity) *Client {
 	cl := NewClient(addr)
-	cl.http = &http.Client{Transport: tlsTransport(c)}
+	cl.http = &http.Client{Transport: tlsTransport(id.ClientConfig())}
 	cl.scheme = "https"
 	return cl
 }

@@ -23,6 +23,7 @@ package wire
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -37,8 +38,15 @@ const HeaderSize = 24
 // MaxIO is the largest read or write one request carries.
 const MaxIO = 8 << 20
 
-// MaxPayload is the largest payload a frame may carry.
+// MaxPayload is the largest payload a frame may carry: the protocol's
+// ceiling, which a server may lower (brick.Limits) but never raise. A
+// header claiming more is refused by ParseHeader before anything of its
+// payload is read or allocated.
 const MaxPayload = MaxIO + 64<<10
+
+// ErrFrameTooLarge is returned (wrapped) for a header claiming a payload
+// larger than MaxPayload.
+var ErrFrameTooLarge = errors.New("wire: frame too large")
 
 // Frame kinds.
 const (
@@ -84,7 +92,7 @@ func ParseHeader(b []byte) (Header, error) {
 		Errno: binary.LittleEndian.Uint32(b[16:]),
 	}
 	if h.Len > MaxPayload {
-		return h, fmt.Errorf("wire: frame of %d bytes exceeds the %d-byte limit", h.Len, MaxPayload)
+		return h, fmt.Errorf("%w: %d-byte payload exceeds the %d-byte limit", ErrFrameTooLarge, h.Len, MaxPayload)
 	}
 	if h.Kind < KindRequest || h.Kind > KindPong {
 		return h, fmt.Errorf("wire: unknown frame kind %d", h.Kind)

@@ -248,9 +248,12 @@ func TestDevDisperseLayout(t *testing.T) {
 
 // The brick command accepts exactly the arguments the node runs it with.
 func TestBrickArgs(t *testing.T) {
-	for _, kind := range []string{"arbiter", "disperse", "plain"} {
+	for _, kind := range []string{"arbiter", "disperse", "plain", "tls"} {
 		want := mgmt.BrickConfig{Volume: "gv0", VolumeID: "vid", BrickID: "bid", Path: "/data/b1", Listen: "127.0.0.1:0",
 			Arbiter: kind == "arbiter", Disperse: kind == "disperse"}
+		if kind == "tls" {
+			want.TLSDir, want.TLSName, want.AuthFile, want.MaxConnsPerClient = "/etc/mortar/tls", "node1", "/var/lib/mortar/auth/bid.auth", 9
+		}
 		args := mgmt.BrickArgs(want, "debug")
 		if args[0] != "brick" {
 			t.Fatalf("args %q do not start with the brick command", args)
@@ -261,7 +264,8 @@ func TestBrickArgs(t *testing.T) {
 		}
 		f := cmd.Flags()
 		flags := map[string]string{"volume": "gv0", "volume-id": "vid", "brick-id": "bid", "path": "/data/b1", "listen": "127.0.0.1:0",
-			"arbiter": strconv.FormatBool(want.Arbiter), "disperse": strconv.FormatBool(want.Disperse), "log-level": "debug", "ready-fd": "3"}
+			"arbiter": strconv.FormatBool(want.Arbiter), "disperse": strconv.FormatBool(want.Disperse), "log-level": "debug", "ready-fd": "3",
+			"tls-dir": want.TLSDir, "tls-name": want.TLSName, "auth-file": want.AuthFile, "max-conns-per-client": strconv.Itoa(want.MaxConnsPerClient)}
 		for flag, v := range flags {
 			if got := f.Lookup(flag).Value.String(); got != v {
 				t.Errorf("%s brick: --%s = %q, want %q", kind, flag, got, v)

@@ -27,7 +27,7 @@ keep serving but nothing can be changed ("no quorum").
 
 Every node accepts every command and passes changes to the leader.`,
 	}
-	cmd.PersistentFlags().StringVar(&v.server, "server", defaultServer(), "management address of a mortar node, host[:port] (env "+serverEnv+")")
+	v.serverFlags(cmd)
 	cmd.AddCommand(v.probeCommand(), v.detachCommand(), v.peerStatusCommand())
 	return cmd
 }
@@ -120,7 +120,7 @@ func newPoolCommand() *cobra.Command {
 		Use:   "pool",
 		Short: "List every node of the cluster",
 	}
-	cmd.PersistentFlags().StringVar(&v.server, "server", defaultServer(), "management address of a mortar node, host[:port] (env "+serverEnv+")")
+	v.serverFlags(cmd)
 	var asJSON bool
 	list := &cobra.Command{
 		Use:   "list [--json]",

@@ -63,6 +63,7 @@ Then:        mortar server, mortar volume ..., mortar mount`,
 		newDevCommand(),
 		newBenchCommand(),
 		newInstallCommand(),
+		newTLSCommand(),
 		newVersionCommand(),
 	)
 	return root

@@ -9,11 +9,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/tlsconf"
 )
 
 func newServerCommand() *cobra.Command {
 	var cfg mgmt.Config
-	var logLevel string
+	var logLevel, tlsDir, tlsName string
 	cmd := &cobra.Command{
 		Use:   "server [--data DIR] [--listen ADDR] [--advertise HOST:PORT]",
 		Short: "Run this machine's mortar node (management daemon and bricks) in the foreground",
@@ -38,6 +39,12 @@ Raft between the nodes on a second port, --raft-listen (default: the --listen
 host with the API's port + 1, 7421), kept once chosen: the other nodes know
 the node by it.
 
+With --tls-dir and --tls-name (a node certificate made with "mortar tls
+issue --node"), every connection of the node is TLS 1.3 with client
+certificates of the cluster's CA: its API, Raft, node to node, and its
+bricks, which check each client against the volume's auth.allow and
+auth.reject. Every node of a cluster must run with TLS, or none.
+
 Logs go to stderr (--log-level debug|info|warn|error); each brick logs to
 DATA/logs/bricks/PATH.log at the same level.`,
 		Example: `  mortar server --data /var/lib/mortar
@@ -50,6 +57,9 @@ DATA/logs/bricks/PATH.log at the same level.`,
 			}
 			cfg.Logger = log
 			cfg.BrickLogLevel = logLevel
+			if cfg.TLS, err = tlsconf.FromFlags(tlsDir, tlsName); err != nil {
+				return fmt.Errorf("mortar server: %w", err)
+			}
 			if cfg.BrickExec, err = os.Executable(); err != nil {
 				return fmt.Errorf("mortar server: find own executable (to run bricks): %w", err)
 			}
@@ -61,6 +71,8 @@ DATA/logs/bricks/PATH.log at the same level.`,
 	f.StringVar(&cfg.Listen, "listen", mgmt.DefaultListen, "TCP address of the management API; bricks listen on its host")
 	f.StringVar(&cfg.Advertise, "advertise", "", "host:port others use to reach this node (default: derived)")
 	f.StringVar(&cfg.RaftListen, "raft-listen", "", "TCP address of the node's Raft traffic (default: the --listen host, API port + 1)")
+	f.StringVar(&tlsDir, "tls-dir", "", "TLS directory (ca.pem, NAME.pem, NAME.key; env "+tlsconf.EnvDir+"): secure every connection of the node and its bricks")
+	f.StringVar(&tlsName, "tls-name", "", "name of this node's certificate in --tls-dir (env "+tlsconf.EnvName+")")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

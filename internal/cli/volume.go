@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/tlsconf"
 )
 
 // apiTimeout bounds one management request from the CLI.
@@ -18,10 +19,31 @@ const apiTimeout = 2 * time.Minute
 
 // volumeCmd holds what every volume subcommand shares.
 type volumeCmd struct {
-	server string
+	server          string
+	tlsDir, tlsName string
+	id              *tlsconf.Identity // loaded before the command runs; nil: plain
 }
 
-func (v *volumeCmd) client() *mgmt.Client { return mgmt.NewClient(v.server) }
+func (v *volumeCmd) client() *mgmt.Client {
+	if v.id != nil {
+		return mgmt.NewTLSClient(v.server, v.id)
+	}
+	return mgmt.NewClient(v.server)
+}
+
+// serverFlags adds --server, --tls-dir and --tls-name to cmd and its
+// subcommands, and loads the TLS identity before any of them runs.
+func (v *volumeCmd) serverFlags(cmd *cobra.Command) {
+	f := cmd.PersistentFlags()
+	f.StringVar(&v.server, "server", defaultServer(), "management address of a mortar node, host[:port] (env "+serverEnv+")")
+	f.StringVar(&v.tlsDir, "tls-dir", "", "TLS directory of a secured cluster (env "+tlsconf.EnvDir+"): ca.pem, NAME.pem, NAME.key")
+	f.StringVar(&v.tlsName, "tls-name", "", "name of the certificate to present, in --tls-dir (env "+tlsconf.EnvName+"); changes need a node certificate")
+	cmd.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		id, err := tlsconf.FromFlags(v.tlsDir, v.tlsName)
+		v.id = id
+		return err
+	}
+}
 
 func (v *volumeCmd) ctx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(cmd.Context(), apiTimeout)
@@ -46,7 +68,7 @@ func newVolumeCommand() *cobra.Command {
 
 The syntax follows GlusterFS's gluster CLI.`,
 	}
-	cmd.PersistentFlags().StringVar(&v.server, "server", defaultServer(), "management address of a mortar node, host[:port] (env "+serverEnv+")")
+	v.serverFlags(cmd)
 	cmd.AddCommand(
 		v.createCommand(),
 		v.startCommand(),

@@ -53,7 +53,7 @@ func TestVolumeCommands(t *testing.T) {
 		{[]string{"volume", "create", "gv1", "disperse", "3", "localhost:" + b1, srv}, []string{"volume create: gv1: failed: 1 bricks do not make disperse sets of 3"}, true},
 		{[]string{"volume", "start", "gv0", srv}, []string{"volume start: gv0: success"}, false},
 		{[]string{"volume", "set", "gv0", "performance.attr-timeout", "3", srv}, []string{"volume set: success"}, false},
-		{[]string{"volume", "set", "gv0", "nonsense", "3", srv}, []string{"known options: cluster.favorite-child-policy", "network.ping-timeout"}, true},
+		{[]string{"volume", "set", "gv0", "nonsense", "3", srv}, []string{"known options: auth.allow, auth.reject, cluster.favorite-child-policy", "network.ping-timeout"}, true},
 		{[]string{"volume", "info", "gv0", srv}, []string{
 			"Volume Name: gv0\n", "Type: Distribute\n", "Status: Started\n", "Number of Bricks: 2\n",
 			"Bricks:\nBrick1: localhost:" + b1 + "\nBrick2: 127.0.0.1:" + b2 + "\n",
