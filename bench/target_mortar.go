@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/internal/netlab"
+	"github.com/mortarfs/mortar/layer/crypt"
 )
 
 // mortarTarget runs the real mortar binary: a `mortar server` child
@@ -86,10 +87,7 @@ func (t *mortarTarget) Mount(ctx context.Context, work string, layout Layout, op
 	if t.distribute {
 		layout = sameBricks(layout)
 	}
-	switch {
-	case opts.Encryption:
-		return nil, Unsupported("encryption at rest is not implemented yet (issue 7)")
-	case opts.Net != nil && len(opts.Net.Servers) > 1 && !t.peers:
+	if opts.Net != nil && len(opts.Net.Servers) > 1 && !t.peers {
 		return nil, Unsupported("this mortar binary has no `peer probe`: no clusters of more than one node")
 	}
 	m := &mortarMount{t: t, work: work, mnt: filepath.Join(work, "mnt"), version: t.version}
@@ -98,6 +96,11 @@ func (t *mortarTarget) Mount(ctx context.Context, work string, layout Layout, op
 			m.Close()
 		}
 	}()
+	if opts.Encryption {
+		if err := m.makeKey(); err != nil {
+			return nil, err
+		}
+	}
 	if err := m.startServers(ctx, opts.Net); err != nil {
 		return nil, err
 	}
@@ -122,6 +125,7 @@ type mortarMount struct {
 	clientNS  string
 	volume    string
 	noCache   bool
+	keyFile   string // set: the volume is encrypted, with the key in this file
 }
 
 func (m *mortarMount) Dir() string     { return m.mnt }
@@ -250,8 +254,23 @@ func (m *mortarMount) createVolume(ctx context.Context, layout Layout) error {
 	if _, err := m.cli(ctx, args...); err != nil {
 		return err
 	}
+	if m.keyFile != "" {
+		if _, err := m.cli(ctx, "volume", "set", m.volume, "encryption", "on"); err != nil {
+			if strings.Contains(err.Error(), "unknown option") {
+				return Unsupported("this mortar binary has no encryption option")
+			}
+			return err
+		}
+	}
 	_, err = m.cli(ctx, "volume", "start", m.volume)
 	return err
+}
+
+// makeKey writes a new volume key (hex) to the work directory, for an
+// encrypted volume.
+func (m *mortarMount) makeKey() error {
+	m.keyFile = filepath.Join(m.work, "volume.key")
+	return os.WriteFile(m.keyFile, []byte(crypt.EncodeKey(crypt.NewKey())+"\n"), 0o600)
 }
 
 // createArgs makes the brick directories b1 ... bN of the layout in the
@@ -292,6 +311,9 @@ func (m *mortarMount) mountAt(ctx context.Context, dir, logName string) error {
 	args := []string{"mount", "--log-file", filepath.Join(m.work, logName)}
 	if m.noCache {
 		args = append(args, "-o", "attr-timeout=0,entry-timeout=0,negative-timeout=0")
+	}
+	if m.keyFile != "" {
+		args = append(args, "-o", "key-file="+m.keyFile)
 	}
 	args = append(args, m.addr+":/"+m.volume, dir)
 	if _, err := execIn(ctx, m.clientNS, m.t.bin, args...); err != nil {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mortarfs/mortar/layer/crypt"
 )
 
 var (
@@ -46,7 +48,6 @@ func TestUnsupportedLayouts(t *testing.T) {
 		l    Layout
 		opts SetupOptions
 	}{
-		{Layout{Kind: "distribute", Bricks: 3}, SetupOptions{Encryption: true}},
 		{Layout{Kind: "distribute", Bricks: 3}, SetupOptions{Net: &NetSetup{Servers: []string{"a", "b"}}}},
 	} {
 		if _, err := mt.Mount(ctx, t.TempDir(), c.l, c.opts); !IsUnsupported(err) {
@@ -56,6 +57,22 @@ func TestUnsupportedLayouts(t *testing.T) {
 	gt := NewGlusterTarget(slog.Default(), nil)
 	if _, err := gt.Mount(ctx, t.TempDir(), Layout{Kind: "distribute", Bricks: 3}, SetupOptions{Encryption: true}); !IsUnsupported(err) {
 		t.Errorf("glusterfs encryption: %v, want unsupported", err)
+	}
+}
+
+// An encrypted mortar volume gets a fresh key in a private file of the
+// work directory (seed 000's encryption=on).
+func TestMortarKeyFile(t *testing.T) {
+	m := &mortarMount{work: t.TempDir()}
+	if err := m.makeKey(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(m.keyFile)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file %s: %v, %v", m.keyFile, st, err)
+	}
+	if _, err := crypt.LoadKeyFile(m.keyFile); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 	"syscall"
 
 	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/crypt"
 	"github.com/mortarfs/mortar/mgmt"
 	"github.com/mortarfs/mortar/volume"
 )
@@ -42,6 +43,11 @@ type Options struct {
 	// volume opened from a server follows the changes of its spec (options
 	// set, bricks added, removed or moved) without being opened again.
 	NoFollow bool
+	// Key is the volume key of an encrypted volume (32 bytes); without
+	// it, the key is read from KeyFile (64 hex digits), or else from the
+	// environment variable MORTAR_VOLUME_KEY.
+	Key     []byte
+	KeyFile string
 }
 
 // Volume is an open volume. Its methods may be called concurrently.
@@ -98,6 +104,13 @@ func Open(ctx context.Context, target string, opts Options) (*Volume, error) {
 func OpenSpec(spec volume.Spec, opts Options) (*Volume, error) {
 	if opts.Build.Logger == nil {
 		opts.Build.Logger = opts.Logger
+	}
+	if spec.Encrypted() && len(opts.Build.Key) == 0 {
+		key, err := crypt.ResolveKey(opts.Key, opts.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("volume %s: %w", spec.Name, err)
+		}
+		opts.Build.Key = key
 	}
 	g, err := volume.Build(spec, opts.Build)
 	if err != nil {

@@ -48,7 +48,7 @@ const (
 	// OptEncryption ("on"/"off") makes clients encrypt file contents with
 	// the volume key before they leave the client (layer/crypt). It can
 	// change only before the volume's first start.
-	OptEncryption = "encryption"
+	OptEncryption = volume.OptEncryption
 	// OptAuthAllow and OptAuthReject are comma-separated lists of client
 	// certificate names (with * globs) and addresses or CIDRs that may, or
 	// may not, use the volume's bricks (TLS clusters; reject wins; node

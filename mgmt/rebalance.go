@@ -522,7 +522,9 @@ func (n *Node) fixLayout(ctx context.Context, spec volume.Spec) error {
 // distributeOf builds a client graph of spec and waits (bounded) until it
 // reaches every brick.
 func (n *Node) distributeOf(ctx context.Context, spec volume.Spec) (*distribute.Distribute, func(), error) {
-	g, err := volume.Build(spec, volume.BuildOptions{Dial: n.dial, Logger: n.log.With("volume", spec.Name, "role", "rebalance")})
+	// Files move as they are on the bricks: an encrypted volume's are moved
+	// as ciphertext, without its key.
+	g, err := volume.Build(spec, volume.BuildOptions{Dial: n.dial, Ciphertext: true, Logger: n.log.With("volume", spec.Name, "role", "rebalance")})
 	if err != nil {
 		return nil, nil, err
 	}

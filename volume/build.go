@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/crypt"
 	"github.com/mortarfs/mortar/layer/disperse"
 	"github.com/mortarfs/mortar/layer/distribute"
 	"github.com/mortarfs/mortar/layer/protocol"
@@ -20,7 +21,20 @@ type BuildOptions struct {
 	Logger *slog.Logger
 	// Dial connects to a node (default: plain TCP); TLS plugs in here.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Key is the volume key (crypt.KeySize bytes) of a volume with the
+	// option encryption on; Build fails without it.
+	Key []byte
+	// Ciphertext builds an encrypted volume's graph without the crypt
+	// layer, for servers that move files without reading them
+	// (rebalance): they see and copy ciphertext, and need no key.
+	Ciphertext bool
 }
+
+// OptEncryption is the volume option that stacks the crypt layer.
+const OptEncryption = "encryption"
+
+// Encrypted reports whether the spec's volume encrypts file contents.
+func (s *Spec) Encrypted() bool { return s.Option(OptEncryption, "off") == "on" }
 
 // Graph is a client-side layer stack built from a spec.
 type Graph struct {
@@ -63,11 +77,21 @@ func (g *Graph) Connected() bool {
 //	            │            └─ protocol client ── brick K+M
 //	            └─ disperse ── ...
 //
+// With the option encryption on, the crypt layer goes on top of
+// distribute: it sees whole files, and everything below it is ciphertext.
+//
 // Connections are made in the background; Build does not fail because a
 // brick is down (its operations fail with ENOTCONN until it is back).
 func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
+	}
+	crypted := spec.Encrypted() && !opts.Ciphertext
+	if crypted && len(opts.Key) != crypt.KeySize {
+		if len(opts.Key) == 0 {
+			return nil, fmt.Errorf("volume %s is encrypted: give its key with -o key-file=PATH or %s", spec.Name, crypt.EnvKey)
+		}
+		return nil, fmt.Errorf("volume %s: its key must be %d bytes (got %d)", spec.Name, crypt.KeySize, len(opts.Key))
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -131,6 +155,14 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 		return nil, err
 	}
 	g.Top = top
+	if crypted {
+		c, err := crypt.New(top, opts.Key, crypt.Options{Logger: opts.Logger.With("volume", spec.Name)})
+		if err != nil {
+			g.Close()
+			return nil, fmt.Errorf("volume %s: %w", spec.Name, err)
+		}
+		g.Top = c
+	}
 	return g, nil
 }
 

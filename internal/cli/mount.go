@@ -16,7 +16,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mortarfs/mortar/fusebridge"
+	"github.com/mortarfs/mortar/layer/crypt"
 	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/tlsconf"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -187,8 +189,13 @@ func mountAndServe(req mountRequest, log *slog.Logger, ready func(error)) error 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	api, err := req.api()
+	if err != nil {
+		ready(err)
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), specTimeout)
-	spec, err := mgmt.NewClient(req.Server).Spec(ctx, req.Volume)
+	spec, err := api.Spec(ctx, req.Volume)
 	cancel()
 	if err != nil {
 		err = fmt.Errorf("volume %s on %s: %w", req.Volume, req.Server, err)
@@ -215,6 +222,20 @@ func mountAndServe(req mountRequest, log *slog.Logger, ready func(error)) error 
 // file system is unmounted.
 func mountSpec(spec volume.Spec, req mountRequest, log *slog.Logger) (*fuse.Server, *liveMount, error) {
 	bo := volume.BuildOptions{Logger: log}
+	id, err := req.identity()
+	if err != nil {
+		return nil, nil, err
+	}
+	if id != nil {
+		bo.Dial = id.Dialer(5 * time.Second)
+	}
+	if spec.Encrypted() {
+		key, err := crypt.ResolveKey(nil, req.Opts.KeyFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("volume %s: %w", spec.Name, err)
+		}
+		bo.Key = key
+	}
 	graph, err := volume.Build(spec, bo)
 	if err != nil {
 		return nil, nil, fmt.Errorf("volume %s: %w", spec.Name, err)
@@ -227,9 +248,30 @@ func mountSpec(spec volume.Spec, req mountRequest, log *slog.Logger) (*fuse.Serv
 	}
 	m := &liveMount{Live: live}
 	if !req.Opts.NoFollow && req.Server != "" {
-		m.follow(mgmt.NewClient(req.Server), req.Volume)
+		api, _ := req.api() // the identity loaded above
+		m.follow(api, req.Volume)
 	}
 	return srv, m, nil
+}
+
+// identity is the TLS identity the mount presents (-o tls-dir, tls-name,
+// else MORTAR_TLS_DIR, MORTAR_TLS_NAME), nil for a plain cluster.
+func (req mountRequest) identity() (*tlsconf.Identity, error) {
+	id, err := tlsconf.FromFlags(req.Opts.TLSDir, req.Opts.TLSName)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", req.Source, err)
+	}
+	return id, nil
+}
+
+// api returns a client of the management node the mount gets its spec
+// from.
+func (req mountRequest) api() (*mgmt.Client, error) {
+	id, err := req.identity()
+	if err != nil || id == nil {
+		return mgmt.NewClient(req.Server), err
+	}
+	return mgmt.NewTLSClient(req.Server, id), nil
 }
 
 // liveMount is the graph of a mount, which follows its volume's spec.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,12 @@ type mountOptions struct {
 	LogLevel                                   string
 	Debug                                      bool // log every FUSE request
 	NoFollow                                   bool // keep the volume's layout of mount time
+
+	// KeyFile is the absolute path of an encrypted volume's key.
+	KeyFile string
+	// TLSDir and TLSName are the identity a mount of a TLS cluster
+	// presents (its certificate in the TLS directory).
+	TLSDir, TLSName string
 }
 
 // ignoredMountOptions are generic mount(8)/fstab options that mean nothing
@@ -44,6 +51,11 @@ const mountOptionHelp = `Mount options (-o, comma separated):
   debug                     log every FUSE request (with log-level=debug)
   no-follow                 keep the volume's layout of mount time instead of following
                             its changes (options, bricks)
+  key-file=PATH             the key of an encrypted volume: 64 hex digits (default: the
+                            environment variable MORTAR_VOLUME_KEY)
+  tls-dir=DIR,tls-name=NAME the client certificate to present to a TLS cluster:
+                            DIR/NAME.pem, DIR/NAME.key, DIR/ca.pem (default: the
+                            environment variables MORTAR_TLS_DIR, MORTAR_TLS_NAME)
 Generic options (defaults, _netdev, rw, auto, noauto, nofail, user, x-systemd.*, ...)
 are accepted and ignored.`
 
@@ -88,6 +100,20 @@ func (o *mountOptions) set(opt string, sloppy bool) error {
 		o.Debug = true
 	case key == "no-follow" && !hasValue:
 		o.NoFollow = true
+	case key == "tls-dir" && hasValue && value != "":
+		abs, err := filepath.Abs(value) // a background mount runs in /
+		if err != nil {
+			return fmt.Errorf("mount option %s: %w", opt, err)
+		}
+		o.TLSDir = abs
+	case key == "tls-name" && hasValue && value != "":
+		o.TLSName = value
+	case key == "key-file" && hasValue && value != "":
+		abs, err := filepath.Abs(value) // a background mount runs in /
+		if err != nil {
+			return fmt.Errorf("mount option %s: %w", opt, err)
+		}
+		o.KeyFile = abs
 	case key == "ro":
 		return fmt.Errorf("mount option ro: read-only mounts are not supported yet")
 	case ignoredMountOptions[key], strings.HasPrefix(key, "x-"), key == "comment", key == "_netdev":
