@@ -99,6 +99,15 @@ func (s *Spec) Validate() error {
 	if len(s.Bricks) == 0 {
 		return fmt.Errorf("volume %s has no bricks", s.Name)
 	}
+	// Brick ids name the sets (distribute's children, in layouts and
+	// pointer files): an empty or repeated one would make them ambiguous.
+	seen := make(map[string]bool, len(s.Bricks))
+	for _, b := range s.Bricks {
+		if b.ID == "" || seen[b.ID] {
+			return fmt.Errorf("volume %s: brick %s has an empty or repeated id %q", s.Name, b.Name(), b.ID)
+		}
+		seen[b.ID] = true
+	}
 	if err := s.validateType(); err != nil {
 		return err
 	}

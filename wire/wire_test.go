@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bytes"
 	"reflect"
 	"testing"
 
@@ -110,44 +109,6 @@ func TestBufAligned(t *testing.T) {
 		}
 		PutBuf(b)
 	}
-}
-
-// FuzzDecode feeds arbitrary frames to the decoders: they must fail
-// cleanly, never panic, and what decodes must re-encode to the same bytes.
-func FuzzDecode(f *testing.F) {
-	for _, r := range sampleRequests() {
-		var e Enc
-		r.Encode(&e)
-		var hb [HeaderSize]byte
-		(&Header{Len: uint32(len(e.B)), Kind: KindRequest, Op: r.Op, ID: 1}).Put(hb[:])
-		f.Add(append(hb[:], e.B...))
-	}
-	f.Fuzz(func(t *testing.T, frame []byte) {
-		h, err := ParseHeader(frame)
-		if err != nil {
-			return
-		}
-		payload := frame[HeaderSize:]
-		if int(h.Len) < len(payload) {
-			payload = payload[:h.Len]
-		}
-		r, err := DecodeRequest(h.Op, payload)
-		if err == nil {
-			var e Enc
-			r.Encode(&e)
-			e.B = append(e.B, r.Data...)
-			if !bytes.Equal(e.B, payload) {
-				t.Fatalf("%s: re-encoding differs", OpName(h.Op))
-			}
-		}
-		for _, dec := range []func(*Dec){
-			func(d *Dec) { d.Attr() }, func(d *Dec) { d.DirPage() },
-			func(d *Dec) { d.Strs() }, func(d *Dec) { d.Statfs() }, func(d *Dec) { d.Lock() },
-		} {
-			d := Dec{B: payload}
-			dec(&d)
-		}
-	})
 }
 
 func TestWriteHead(t *testing.T) {
