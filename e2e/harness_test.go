@@ -19,10 +19,28 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/fusebridge/posixtest"
+	"github.com/mortarfs/mortar/tlsconf"
 )
 
 // mortarBin is the binary under test, built once by TestMain.
 var mortarBin string
+
+// tlsDir, with MORTAR_TEST_TLS=1, is a TLS directory made by TestMain: the
+// servers run with the node certificate "node" (which the CLI presents
+// too: changes need a node certificate) and mounts present the client
+// certificate "client". Every test then runs on a TLS cluster.
+var tlsDir string
+
+// setupTLS makes tlsDir's CA and certificates in dir.
+func setupTLS(dir string) error {
+	if err := tlsconf.InitCA(dir, "e2e"); err != nil {
+		return err
+	}
+	if err := tlsconf.Issue(dir, "node", tlsconf.KindNode, []string{"127.0.0.1", "localhost"}, 1); err != nil {
+		return err
+	}
+	return tlsconf.Issue(dir, "client", tlsconf.KindClient, nil, 1)
+}
 
 func TestMain(m *testing.M) {
 	posixtest.HelperMain()
@@ -40,6 +58,13 @@ func TestMain(m *testing.M) {
 		build.Stdout, build.Stderr = os.Stdout, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "building mortar:", err)
+			os.Exit(1)
+		}
+	}
+	if os.Getenv("MORTAR_TEST_TLS") == "1" {
+		tlsDir = filepath.Join(dir, "tls")
+		if err := setupTLS(tlsDir); err != nil {
+			fmt.Fprintln(os.Stderr, "making TLS certificates:", err)
 			os.Exit(1)
 		}
 	}
@@ -84,6 +109,9 @@ func (n *node) start() {
 	}
 	defer log.Close()
 	n.cmd = exec.Command(mortarBin, "server", "--data", filepath.Join(n.data, "state"), "--listen", n.addr, "--log-level", "debug")
+	if tlsDir != "" {
+		n.cmd.Args = append(n.cmd.Args, "--tls-dir", tlsDir, "--tls-name", "node")
+	}
 	n.cmd.Stdout, n.cmd.Stderr = log, log
 	if err := n.cmd.Start(); err != nil {
 		n.t.Fatal(err)
@@ -104,7 +132,7 @@ func (n *node) waitReady() {
 			n.t.Fatalf("mortar server exited: %v\n%s", err, n.log())
 		default:
 		}
-		resp, err := http.Get("http://" + n.addr + "/v1/node")
+		resp, err := apiGet(n.addr, "/v1/node")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -114,6 +142,20 @@ func (n *node) waitReady() {
 		time.Sleep(50 * time.Millisecond)
 	}
 	n.t.Fatalf("mortar server at %s not ready\n%s", n.addr, n.log())
+}
+
+// apiGet GETs path from the node at addr, over TLS with the node
+// certificate when tlsDir is set.
+func apiGet(addr, path string) (*http.Response, error) {
+	if tlsDir == "" {
+		return http.Get("http://" + addr + path)
+	}
+	id, err := tlsconf.Load(tlsDir, "node")
+	if err != nil {
+		return nil, err
+	}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: id.ClientConfig()}}
+	return c.Get("https://" + addr + path)
 }
 
 func (n *node) log() string {
@@ -154,6 +196,9 @@ func (n *node) mortar(args ...string) (string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, mortarBin, args...)
 	cmd.Env = append(os.Environ(), "MORTAR_SERVER="+n.addr)
+	if tlsDir != "" && args[0] != "mount" {
+		cmd.Env = append(cmd.Env, "MORTAR_TLS_DIR="+tlsDir, "MORTAR_TLS_NAME=node")
+	}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -219,6 +264,9 @@ func (n *node) mount(vol string, opts ...string) string {
 	args := []string{"mount", "--log-file", filepath.Join(n.data, "mount-"+filepath.Base(mnt)+".log")}
 	for _, o := range opts {
 		args = append(args, "-o", o)
+	}
+	if tlsDir != "" {
+		args = append(args, "-o", "tls-dir="+tlsDir+",tls-name=client")
 	}
 	n.must(append(args, n.target(vol), mnt)...)
 	n.t.Cleanup(func() { unmount(n.t, mnt) })
