@@ -2,6 +2,8 @@ package crypt
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"syscall"
 
 	"github.com/mortarfs/mortar/layer"
@@ -116,21 +118,7 @@ func (f *file) writeBlocks(ctx context.Context, k *fileKey, blocks []span) error
 				lead = HeaderSize // the header goes with block 0
 			}
 		}
-		size := lead
-		for _, s := range run {
-			size += len(s.plain) + Overhead
-		}
-		out := wire.GetBuf(size)
-		copy(out, k.header[:lead])
-		// Every block but the last of a run is full.
-		inParallel(len(run), func(i int) error {
-			pos := lead + i*StoredBlock
-			sealBlock(k, out[pos:pos+len(run[i].plain)+Overhead], run[i].b, run[i].plain)
-			return nil
-		})
-		err := f.writeAll(ctx, out, blockOff(run[0].b)-int64(lead))
-		wire.PutBuf(out)
-		if err != nil {
+		if err := f.writeRun(ctx, k, run, lead); err != nil {
 			return err
 		}
 		if lead > 0 {
@@ -138,6 +126,48 @@ func (f *file) writeBlocks(ctx context.Context, k *fileKey, blocks []span) error
 		}
 	}
 	return nil
+}
+
+// pipeBlocks is how many blocks go in one write of a long run: the runs
+// of a big write are encrypted and sent in pieces at once, so that the
+// bricks write one piece while the next is encrypted.
+const pipeBlocks = 4
+
+// writeRun encrypts and writes a run of consecutive blocks, preceded by
+// the header when lead is HeaderSize. A run longer than pipeBlocks is cut
+// into pieces written concurrently.
+func (f *file) writeRun(ctx context.Context, k *fileKey, run []span, lead int) error {
+	if len(run) <= pipeBlocks {
+		return f.writePiece(ctx, k, run, lead)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, (len(run)+pipeBlocks-1)/pipeBlocks)
+	for i := 0; i < len(run); i += pipeBlocks {
+		piece, l := run[i:min(i+pipeBlocks, len(run))], 0
+		if i == 0 {
+			l = lead
+		}
+		wg.Go(func() { errs[i/pipeBlocks] = f.writePiece(ctx, k, piece, l) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// writePiece encrypts blocks (every one full but the last) into one
+// buffer, after lead bytes of header, and writes it.
+func (f *file) writePiece(ctx context.Context, k *fileKey, run []span, lead int) error {
+	size := lead
+	for _, s := range run {
+		size += len(s.plain) + Overhead
+	}
+	out := wire.GetBuf(size)
+	defer wire.PutBuf(out)
+	copy(out, k.header[:lead])
+	for i, s := range run {
+		pos := lead + i*StoredBlock
+		sealBlock(k, out[pos:pos+len(s.plain)+Overhead], s.b, s.plain)
+	}
+	return f.writeAll(ctx, out, blockOff(run[0].b)-int64(lead))
 }
 
 // pad returns b with zeros appended up to n bytes (b is never shortened),
