@@ -190,4 +190,3 @@ func neverReaches(t *testing.T, g *volume.Graph, who string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
