@@ -534,9 +534,12 @@ func TestReplicaSplitBrainCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.restartBricks("sb")
-	if b, err := os.ReadFile(f); !errors.Is(err, syscall.EIO) {
-		t.Fatalf("read of a file in split-brain: %q %v, want EIO", b, err)
-	}
+	// Until the mount is back on brick 1 it reads the one copy it has;
+	// once it sees both, the read is EIO.
+	waitFor(t, "a read of the file in split-brain to fail with EIO", 10*time.Second, func() bool {
+		_, err := os.ReadFile(f)
+		return errors.Is(err, syscall.EIO)
+	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		out := n.must("volume", "heal", "sb", "info", "split-brain")
