@@ -68,11 +68,7 @@ func InitCA(dir, org string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	serial, err := newSerial()
+	key, serial, err := newKeyAndSerial()
 	if err != nil {
 		return err
 	}
@@ -122,11 +118,7 @@ func Issue(dir, name string, kind Kind, hosts []string, days int) error {
 	if err != nil {
 		return err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	serial, err := newSerial()
+	key, serial, err := newKeyAndSerial()
 	if err != nil {
 		return err
 	}
@@ -183,6 +175,17 @@ func checkName(name string) error {
 		}
 	}
 	return nil
+}
+
+// newKeyAndSerial makes the key and the serial number of a new
+// certificate.
+func newKeyAndSerial() (*ecdsa.PrivateKey, *big.Int, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	serial, err := newSerial()
+	return key, serial, err
 }
 
 func newSerial() (*big.Int, error) {
