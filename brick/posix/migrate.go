@@ -94,10 +94,8 @@ type migRegistry struct {
 	freezeTimeout time.Duration
 }
 
-// acquire returns key's entry, made if needed, with one more reference.
-func (r *migRegistry) acquire(key inoKey) *migEntry {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// entry returns key's entry, made if needed (r.mu held).
+func (r *migRegistry) entry(key inoKey) *migEntry {
 	if r.m == nil {
 		r.m = map[inoKey]*migEntry{}
 	}
@@ -106,6 +104,14 @@ func (r *migRegistry) acquire(key inoKey) *migEntry {
 		e = &migEntry{key: key}
 		r.m[key] = e
 	}
+	return e
+}
+
+// acquire returns key's entry, made if needed, with one more reference.
+func (r *migRegistry) acquire(key inoKey) *migEntry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entry(key)
 	e.refs++
 	return e
 }
@@ -268,14 +274,7 @@ func (s *Store) begin(key inoKey) *migEntry {
 	defer r.gate.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = map[inoKey]*migEntry{}
-	}
-	e := r.m[key]
-	if e == nil {
-		e = &migEntry{key: key}
-		r.m[key] = e
-	}
+	e := r.entry(key)
 	if !e.migrating {
 		e.migrating = true
 		e.refs++
