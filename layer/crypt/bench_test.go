@@ -11,10 +11,9 @@ import (
 	"github.com/mortarfs/mortar/layer/distribute"
 )
 
-// BenchmarkFile writes and reads 1 MiB files (FUSE's largest requests)
-// on distribute over a real brick, without and with the crypt layer:
-// the ratio of the two is what encryption costs a client.
-func BenchmarkFile(b *testing.B) {
+// benchLayers returns distribute over one real brick, and the crypt layer
+// on top of it.
+func benchLayers(b *testing.B) (*distribute.Distribute, *Layer) {
 	set := testbrick.NewSet(b, 1, testVolume, func(int) posix.Options { return posix.Options{} })
 	d, err := distribute.New([]distribute.Child{{ID: set.Bricks[0].ID, Layer: set.Clients[0]}}, distribute.Options{})
 	if err != nil {
@@ -24,6 +23,14 @@ func BenchmarkFile(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return d, c
+}
+
+// BenchmarkFile writes and reads 1 MiB files (FUSE's largest requests)
+// on distribute over a real brick, without and with the crypt layer:
+// the ratio of the two is what encryption costs a client.
+func BenchmarkFile(b *testing.B) {
+	d, c := benchLayers(b)
 	data := pattern(1<<20, 3)
 	for _, l := range []struct {
 		name string
@@ -70,15 +77,7 @@ func BenchmarkFile(b *testing.B) {
 // (dd bs=4k without a page cache in front): each rewrites the last,
 // partial 64 KiB block.
 func BenchmarkSmallWrites(b *testing.B) {
-	set := testbrick.NewSet(b, 1, testVolume, func(int) posix.Options { return posix.Options{} })
-	d, err := distribute.New([]distribute.Child{{ID: set.Bricks[0].ID, Layer: set.Clients[0]}}, distribute.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	c, err := New(d, NewKey(), Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	d, c := benchLayers(b)
 	data := pattern(4096, 5)
 	for _, l := range []struct {
 		name string
