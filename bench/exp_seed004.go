@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Seed 004 measured GlusterFS with iozone's throughput mode: aggregate
@@ -343,11 +344,16 @@ func parallelWriteRead(ctx context.Context, dirs []string, files int, size int64
 
 // cpuMeter starts measuring how busy the CPUs are; the function it
 // returns gives the busy share since, in % (-1 if /proc/stat is
-// unreadable).
+// unreadable). /proc/stat counts in clock ticks: a phase shorter than one
+// tick is measured up to the next tick rather than reported as nothing.
 func cpuMeter() func() float64 {
 	idle0, total0 := cpuTimes()
 	return func() float64 {
 		idle1, total1 := cpuTimes()
+		for deadline := time.Now().Add(time.Second); total1 <= total0 && total1 > 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond) // the next tick, at most 10 ms away
+			idle1, total1 = cpuTimes()
+		}
 		if total1 <= total0 {
 			return -1
 		}
