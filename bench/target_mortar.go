@@ -180,11 +180,25 @@ func (m *mortarMount) probePeers(ctx context.Context) error {
 		return nil
 	}
 	for _, s := range m.servers[1:] {
-		if _, err := m.cli(ctx, "peer", "probe", hostOnly(s.Addr)); err != nil {
+		args := []string{"peer", "probe", hostOnly(s.Addr)}
+		if f := secretFile(s); f != "" {
+			args = append(args, "--peer-secret-file", f) // the node is another machine
+		}
+		if _, err := m.cli(ctx, args...); err != nil {
 			return err
 		}
 	}
 	return waitPeers(ctx, m.servers[0], len(m.servers), 30*time.Second)
+}
+
+// secretFile is the cluster secret file of server s, "" for a binary that
+// makes none (before issue 21).
+func secretFile(s *netlab.Server) string {
+	f := filepath.Join(s.DataDir(), "secret")
+	if _, err := os.Stat(f); err != nil {
+		return ""
+	}
+	return f
 }
 
 // peerInfo is what GET /v1/peers lists per node (the fields used here).
@@ -314,6 +328,9 @@ func (m *mortarMount) mountAt(ctx context.Context, dir, logName string) error {
 	}
 	if m.keyFile != "" {
 		args = append(args, "-o", "key-file="+m.keyFile)
+	}
+	if f := secretFile(m.servers[0]); f != "" && m.clientNS != "" {
+		args = append(args, "-o", "secret-file="+f) // the client is another machine
 	}
 	args = append(args, m.addr+":/"+m.volume, dir)
 	if _, err := execIn(ctx, m.clientNS, m.t.bin, args...); err != nil {

@@ -26,11 +26,13 @@ type conn struct {
 	w       *wire.Writer
 	l       layer.Layer
 	brickID string
-	log     *slog.Logger
-	ctx     context.Context
-	cancel  context.CancelFunc
-	limits  Limits
-	wg      sync.WaitGroup
+	// admitted is who the connection serves, for Server.Recheck.
+	admitted *admission
+	log      *slog.Logger
+	ctx      context.Context
+	cancel   context.CancelFunc
+	limits   Limits
+	wg       sync.WaitGroup
 
 	// The admission of requests under limits (see admit).
 	gateMu    sync.Mutex

@@ -327,7 +327,9 @@ func (s *Server) handshake(nc net.Conn, p *peer) (c *conn, release func(), err e
 		release()
 		return nil, nil, err
 	}
-	return newConn(nc, w, req.BrickID, l), release, nil
+	c = newConn(nc, w, req.BrickID, l)
+	c.admitted = &admission{volumeID: req.VolumeID, peer: p, secret: req.Secret}
+	return c, release, nil
 }
 
 // errNeedTLS answers a plain client of a TLS server.
@@ -354,19 +356,63 @@ func (s *Server) admit(req *wire.Request, p *peer) (l layer.Layer, release func(
 	if b.volumeID != req.VolumeID {
 		return nil, nil, fmt.Errorf("brick %s belongs to volume %s, not %s", req.BrickID, b.volumeID, req.VolumeID)
 	}
-	if src != nil && p.kind != tlsconf.KindNode {
-		rules, err := src.Rules()
-		if err != nil {
-			return nil, nil, fmt.Errorf("volume %s: access rules unreadable, so every client is refused: %w", b.volumeID, err)
-		}
-		if err := rules.Permit(p.name, p.kind, p.addr); err != nil {
-			return nil, nil, fmt.Errorf("volume %s: %w", b.volumeID, err)
-		}
+	if err := permit(src, b.volumeID, p, req.Secret); err != nil {
+		return nil, nil, err
 	}
 	if release, err = s.takeConnSlot(p); err != nil {
 		return nil, nil, err
 	}
 	return b.l, release, nil
+}
+
+// permit applies the volume's access rules from src (nil: none) to p,
+// which presented secret: its address or certificate must be admitted and
+// the secret must be the volume's. Node certificates always pass.
+func permit(src AuthSource, volumeID string, p *peer, secret string) error {
+	if src == nil || p.kind == tlsconf.KindNode {
+		return nil
+	}
+	rules, err := src.Rules()
+	if err != nil {
+		return fmt.Errorf("volume %s: access rules unreadable, so every client is refused: %w", volumeID, err)
+	}
+	if err := rules.Permit(p.name, p.kind, p.addr); err != nil {
+		return fmt.Errorf("volume %s: %w", volumeID, err)
+	}
+	if err := rules.CheckSecret(secret); err != nil {
+		return fmt.Errorf("volume %s: %w", volumeID, err)
+	}
+	return nil
+}
+
+// Recheck applies the volumes' current access rules to the connections
+// already admitted, and closes those the rules now refuse: a change of
+// auth.allow or auth.reject reaches mounts already connected, not only new
+// ones. The node calls it (SIGHUP to a brick process) when it rewrites the
+// rules.
+func (s *Server) Recheck() {
+	s.mu.Lock()
+	var refused []*conn
+	for c := range s.conns {
+		if c.admitted == nil {
+			continue
+		}
+		if err := permit(s.auth[c.admitted.volumeID], c.admitted.volumeID, c.admitted.peer, c.admitted.secret); err != nil {
+			c.log.Warn("closing a connection the access rules now refuse", "err", err)
+			refused = append(refused, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range refused {
+		c.nc.Close()
+	}
+}
+
+// admission is what a connection was admitted with, for Recheck.
+type admission struct {
+	volumeID string
+	peer     *peer
+	secret   string
 }
 
 // takeConnSlot counts a new connection of p's client against its limit.

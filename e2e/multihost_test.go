@@ -181,9 +181,9 @@ func (l *lab) brick(h int, vol string) string {
 }
 
 // mount mounts vol (from host h's server) in the client namespace under
-// the lab's directory, with the kernel caches off, and unmounts it at the
-// test's end.
-func (l *lab) mount(h int, vol string) string {
+// the lab's directory, with the kernel caches off and the mount options
+// opts (comma separated, may be empty), and unmounts it at the test's end.
+func (l *lab) mount(h int, vol, opts string) string {
 	l.t.Helper()
 	mnt := filepath.Join(l.Dir, "mnt-"+vol)
 	if err := os.MkdirAll(mnt, 0o755); err != nil {
@@ -193,7 +193,7 @@ func (l *lab) mount(h int, vol string) string {
 	defer cancel()
 	logf := filepath.Join(l.Dir, "mount-"+vol+".log")
 	_, err := l.Client.Exec(ctx, mortarBin, "mount", "--log-file", logf,
-		"-o", "attr-timeout=0,entry-timeout=0,negative-timeout=0", l.addr(h)+":/"+vol, mnt)
+		"-o", "attr-timeout=0,entry-timeout=0,negative-timeout=0"+opts, l.addr(h)+":/"+vol, mnt)
 	if err != nil {
 		b, _ := os.ReadFile(logf)
 		l.t.Fatalf("mount %s: %v\n%s", vol, err, b)
@@ -206,6 +206,27 @@ func (l *lab) mount(h int, vol string) string {
 		unmount(l.t, mnt)
 	})
 	return mnt
+}
+
+// refusedMount checks that vol, mounted from the client namespace through
+// host h without the cluster secret or an auth.allow naming the client,
+// is refused.
+func (l *lab) refusedMount(h int, vol string) {
+	l.t.Helper()
+	mnt := filepath.Join(l.Dir, "refused-"+vol)
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		l.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(l.ctx, 30*time.Second)
+	defer cancel()
+	out, err := l.Client.Exec(ctx, mortarBin, "mount", l.addr(h)+":/"+vol, mnt)
+	if err == nil {
+		unmount(l.t, mnt)
+		l.t.Fatalf("a mount of %s from another machine without the secret or auth.allow succeeded: %s", vol, out)
+	}
+	if !strings.Contains(out+err.Error(), "auth.allow") {
+		l.t.Errorf("the refused mount does not say how to get in: %v %s", err, out)
+	}
 }
 
 // awaitLab polls cond with a deadline: Raft elections, joins and brick
@@ -301,12 +322,47 @@ func TestMultiHostCluster(t *testing.T) {
 	l.lastHostStanding(v, 2)
 }
 
+// remoteRefused checks that host 0's node, listening on the lab's
+// network, refuses another machine's requests (the client namespace's)
+// without the cluster secret, and answers them with it: the attack of
+// issue 21, a volume made from another machine on any directory.
+func (l *lab) remoteRefused() {
+	t := l.t
+	ctx, cancel := context.WithTimeout(l.ctx, 30*time.Second)
+	defer cancel()
+	dir := l.brick(0, "loot")
+	create := []string{"volume", "create", "loot", l.Hosts[0].Addr + ":" + dir, "--server", l.addr(0)}
+	out, err := l.Client.Exec(ctx, mortarBin, create...)
+	if err == nil || !strings.Contains(out+err.Error(), "cluster secret") {
+		t.Fatalf("volume create from another machine without the secret: %v %s; want refused", err, out)
+	}
+	for _, path := range []string{"/v1/node", "/v1/volumes"} {
+		resp, err := l.Client.HTTPClient(5 * time.Second).Get("http://" + l.addr(0) + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("GET %s from another machine without the secret: %s, want 401", path, resp.Status)
+		}
+	}
+	secret := filepath.Join(l.Hosts[0].Server().DataDir(), "secret")
+	if out, err := l.Client.Exec(ctx, mortarBin, append(create, "--secret-file", secret)...); err != nil {
+		t.Fatalf("volume create with the secret: %v %s", err, out)
+	}
+	l.must(0, "volume", "delete", "loot")
+}
+
 // formCluster probes hosts 1 and 2 from host 0 and checks that every
 // host sees the three connected, in the API and in `peer status`.
 func (l *lab) formCluster() {
 	t := l.t
+	l.remoteRefused()
+	if out, err := l.mortar(0, "peer", "probe", l.Hosts[1].Addr); err == nil || !strings.Contains(out+err.Error(), "--peer-secret-file") {
+		t.Fatalf("a probe without the new node's secret: %v %s; want refused, saying how", err, out)
+	}
 	for _, h := range []int{1, 2} {
-		l.must(0, "peer", "probe", l.Hosts[h].Addr)
+		l.must(0, "peer", "probe", l.Hosts[h].Addr, "--peer-secret-file", filepath.Join(l.Hosts[h].Server().DataDir(), "secret"))
 	}
 	all := l.others()
 	for _, h := range all {
@@ -360,7 +416,13 @@ func (l *lab) makeVolumes() *labVolumes {
 		l.must(1, "volume", "set", args[2], "network.ping-timeout", "2")
 		l.must(1, "volume", "start", args[2])
 	}
-	v := &labVolumes{repMnt: l.mount(0, "rep"), distMnt: l.mount(0, "dist"), soloMnt: l.mount(0, "solo"),
+	// The client namespace is another machine: its mounts prove they may
+	// use a volume with the cluster secret, or by an address auth.allow
+	// names (solo; its spec comes from host 0, its brick is on host 2).
+	l.refusedMount(0, "solo")
+	l.must(1, "volume", "set", "solo", "auth.allow", "10.231.*.2")
+	secret := ",secret-file=" + filepath.Join(l.Hosts[0].Server().DataDir(), "secret")
+	v := &labVolumes{repMnt: l.mount(0, "rep", secret), distMnt: l.mount(0, "dist", secret), soloMnt: l.mount(0, "solo", ""),
 		onHost: map[int][]string{}}
 	v.repFiles = writeFiles(t, v.repMnt, "r", 12)
 	v.distFiles = writeFiles(t, v.distMnt, "d", 12)

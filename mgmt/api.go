@@ -191,6 +191,8 @@ func statusFor(err error) int {
 		return http.StatusServiceUnavailable
 	case errors.Is(err, ErrForbidden):
 		return http.StatusForbidden
+	case errors.Is(err, ErrUnauthenticated):
+		return http.StatusUnauthorized
 	}
 	return http.StatusInternalServerError
 }

@@ -111,7 +111,7 @@ func (n *Node) startBrick(vr *volumeRun, v *VolumeState, b BrickState) error {
 		Disperse: v.Type == volume.Disperse,
 		Listen:   net.JoinHostPort(n.brickHost, strconv.Itoa(b.Port)),
 		TLS:      n.tls,
-		AuthFile: n.brickAuthFile(b.ID),
+		AuthFile: n.authFile(b.ID),
 		Logger:   n.log.With("volume", v.Name, "brick", b.Name()),
 	})
 	if err == nil {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"os/signal"
 	"strings"
 	"sync"
 	"syscall"
@@ -137,6 +139,10 @@ func (b *ServedBrick) Addr() string { return b.ln.Addr().String() }
 // new connections are checked against r.
 func (b *ServedBrick) SetAuth(r tlsconf.AuthRules) { b.srv.SetAuth(b.cfg.VolumeID, r) }
 
+// Recheck applies the brick's current access rules to the connections it
+// has, closing those they now refuse (brick.Server.Recheck).
+func (b *ServedBrick) Recheck() { b.srv.Recheck() }
+
 // Serve accepts clients until Close.
 func (b *ServedBrick) Serve() error {
 	tlsName := ""
@@ -163,6 +169,9 @@ func (b *ServedBrick) Close() error {
 // cannot be served) and closes it, serves until ctx is done, and closes
 // the brick. ready may be nil.
 func RunBrick(ctx context.Context, cfg BrickConfig, ready io.WriteCloser) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP) // the node changed the access rules
+	defer signal.Stop(hup)
 	b, err := OpenBrick(cfg)
 	if err == nil {
 		cfg = b.cfg // with defaults
@@ -176,10 +185,16 @@ func RunBrick(ctx context.Context, cfg BrickConfig, ready io.WriteCloser) error 
 	}
 	served := make(chan error, 1)
 	go func() { served <- b.Serve() }()
-	select {
-	case <-ctx.Done():
-		cfg.Logger.Info("brick stopping")
-	case err = <-served:
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			cfg.Logger.Info("brick stopping")
+			done = true
+		case err = <-served:
+			done = true
+		case <-hup:
+			b.Recheck()
+		}
 	}
 	if cerr := b.Close(); err == nil {
 		err = cerr

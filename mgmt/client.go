@@ -24,6 +24,17 @@ type Client struct {
 	via  string // set on requests between nodes: the sender's id
 	// scheme is "http", or "https" for a TLS cluster.
 	scheme string
+	// secret is the cluster secret sent with every request, if set.
+	secret string
+}
+
+// WithSecret returns a copy of c that sends the cluster secret s with
+// every request, as a node without TLS requires of callers on other
+// machines (see SecretFileEnv).
+func (c *Client) WithSecret(s string) *Client {
+	cc := *c
+	cc.secret = s
+	return &cc
 }
 
 // NewClient returns a client for the node at addr ("host" or "host:port";
@@ -194,6 +205,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	}
 	if c.via != "" {
 		req.Header.Set(viaHeader, c.via)
+	}
+	if c.secret != "" {
+		req.Header.Set(secretHeader, secretScheme+c.secret)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -8,8 +8,14 @@ import (
 
 // Probe adds the node at host ("host" or "host:port") to the cluster.
 func (c *Client) Probe(ctx context.Context, host string) (PeerInfo, error) {
+	return c.ProbeNode(ctx, ProbeRequest{Host: host})
+}
+
+// ProbeNode adds the node req names to the cluster, proving with
+// req.Secret (that node's own secret) that the caller controls it.
+func (c *Client) ProbeNode(ctx context.Context, req ProbeRequest) (PeerInfo, error) {
 	var out PeerInfo
-	err := c.do(ctx, http.MethodPost, "/v1/peers", ProbeRequest{Host: host}, &out)
+	err := c.do(ctx, http.MethodPost, "/v1/peers", req, &out)
 	return out, err
 }
 

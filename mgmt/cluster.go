@@ -41,6 +41,9 @@ const nodeCallTimeout = 30 * time.Second
 // added to the cluster of node Leader.
 type JoinRequest struct {
 	Leader string `json:"leader"` // id of the node that probes
+	// Secret is the cluster's secret, which the joining node takes over
+	// (nodes without TLS).
+	Secret string `json:"secret,omitempty"`
 }
 
 // LocalStartRequest asks a node to start its bricks of Volume.
@@ -175,6 +178,7 @@ func (n *Node) proxy(w http.ResponseWriter, r *http.Request, id string, body []b
 		return err
 	}
 	out.Header = r.Header.Clone()
+	out.Header.Del(secretHeader) // this node's own, from peerHTTP
 	out.Header.Set(viaHeader, n.id)
 	resp, err := n.peerHTTP.Do(out)
 	if err != nil {

@@ -15,8 +15,10 @@ import (
 // (GlusterFS uses 24007 for glusterd; mortar stays clear of it.)
 const DefaultPort = 7420
 
-// DefaultListen is the listen address of a node unless configured.
-var DefaultListen = ":" + strconv.Itoa(DefaultPort)
+// DefaultListen is the listen address of a node unless configured: the
+// loopback interface only. A node listens on the network (and so do its
+// bricks and its Raft traffic) only when told to, with --listen.
+var DefaultListen = "127.0.0.1:" + strconv.Itoa(DefaultPort)
 
 // Config configures a node. The zero value plus a DataDir is valid.
 type Config struct {

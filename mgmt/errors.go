@@ -25,6 +25,9 @@ var (
 	ErrNoQuorum = errors.New("no quorum")
 	// ErrForbidden: the client's certificate may not do this.
 	ErrForbidden = errors.New("forbidden")
+	// ErrUnauthenticated: the caller did not prove who it is (the
+	// cluster secret or a certificate) where that is required.
+	ErrUnauthenticated = errors.New("unauthenticated")
 )
 
 // markers lists the marker errors with the names used for them on the wire.
@@ -39,6 +42,7 @@ var markers = []struct {
 	{"unsupported", ErrUnsupported},
 	{"no-quorum", ErrNoQuorum},
 	{"forbidden", ErrForbidden},
+	{"unauthenticated", ErrUnauthenticated},
 }
 
 // markedError is an error whose message is written for the operator and

@@ -210,11 +210,9 @@ func (d *healDaemon) newRun(ctx context.Context, spec volume.Spec, key string) (
 // dial is nil for plain TCP, the TLS dialer of the node's identity
 // otherwise.
 func newBrickClient(spec volume.Spec, b volume.Brick, wait time.Duration, dial dialFunc, log *slog.Logger) *protocol.Client {
-	return protocol.New(protocol.Config{
-		Addr: b.Addr, BrickID: b.ID, VolumeID: spec.ID,
-		PingTimeout: spec.DurationOption(OptPingTimeout, 0), ConnectWait: wait,
-		Dial: dial, Logger: log.With("brick", b.Name()),
-	})
+	cfg := volume.BrickClientConfig(spec, b)
+	cfg.ConnectWait, cfg.Dial, cfg.Logger = wait, dial, log.With("brick", b.Name())
+	return protocol.New(cfg)
 }
 
 // dialFunc connects to a brick (protocol.Config.Dial).

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,11 +32,12 @@ type Node struct {
 	raft     *raftStore // the same store, with its cluster operations
 	raftAddr string     // advertised address of the Raft traffic
 	raftLn   net.Listener
-	peerHTTP *http.Client      // requests to other nodes
-	dial     dialFunc          // connects to bricks (nil: plain TCP)
-	tls      *tlsconf.Identity // nil: plain TCP everywhere
-	done     chan struct{}     // closed when the node closes
-	kick     chan struct{}     // wakes reconcile
+	peerHTTP *http.Client           // requests to other nodes
+	dial     dialFunc               // connects to bricks (nil: plain TCP)
+	tls      *tlsconf.Identity      // nil: plain TCP everywhere
+	secretV  atomic.Pointer[string] // the cluster secret (secret.go)
+	done     chan struct{}          // closed when the node closes
+	kick     chan struct{}          // wakes reconcile
 	kickOnce sync.Once
 	specs    *specNotifier // wakes the spec watches
 
@@ -114,6 +116,11 @@ func (n *Node) open(cfg Config) error {
 		return err
 	}
 	n.id = ident.ID
+	secret, err := loadSecret(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	n.secretV.Store(&secret)
 	if n.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -121,6 +128,8 @@ func (n *Node) open(cfg Config) error {
 		n.ln = tlsconf.WrapListener(n.ln, n.tls, n.log)
 		n.peerHTTP = &http.Client{Transport: tlsTransport(n.tls.ClientConfig())}
 		n.dial = n.tls.Dialer(5 * time.Second)
+	} else {
+		n.peerHTTP.Transport = secretTransport{next: n.peerHTTP.Transport, secret: n.secret}
 	}
 	n.addr = cfg.Advertise
 	if n.addr == "" {
@@ -137,7 +146,7 @@ func (n *Node) open(cfg Config) error {
 	}
 	advHost, _ := splitHostPortDefault(n.addr)
 	n.raftAddr = net.JoinHostPort(advHost, strconv.Itoa(portOf(n.raftLn.Addr().String())))
-	if n.raft, err = openRaftStore(cfg.DataDir, n.id, n.raftLn, n.raftAddr, n.tls, n.log); err != nil {
+	if n.raft, err = openRaftStore(cfg.DataDir, n.id, n.raftLn, n.raftAddr, n.tls, n.secret, n.log); err != nil {
 		return err
 	}
 	n.raft.forward = n.forwardApply
@@ -187,6 +196,13 @@ func (n *Node) Addr() string { return n.addr }
 
 // ListenAddr returns the address the node listens on.
 func (n *Node) ListenAddr() string { return n.ln.Addr().String() }
+
+// LoopbackOnly reports whether the node listens on a loopback address
+// only (its default), out of reach of other machines.
+func (n *Node) LoopbackOnly() bool {
+	ip := net.ParseIP(n.brickHost)
+	return ip != nil && ip.IsLoopback()
+}
 
 // ID returns the node's id.
 func (n *Node) ID() string { return n.id }

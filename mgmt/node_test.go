@@ -276,7 +276,9 @@ func TestBrickOwnPort(t *testing.T) {
 func brickClient(t *testing.T, spec volume.Spec, i int) *protocol.Client {
 	t.Helper()
 	b := spec.Bricks[i]
-	pc := protocol.New(protocol.Config{Addr: b.Addr, BrickID: b.ID, VolumeID: spec.ID, Logger: testLogger(t)})
+	cfg := volume.BrickClientConfig(spec, b)
+	cfg.Logger = testLogger(t)
+	pc := protocol.New(cfg)
 	t.Cleanup(func() { pc.Close() })
 	return pc
 }

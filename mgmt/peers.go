@@ -31,6 +31,12 @@ const peerPingTimeout = 2 * time.Second
 // the cluster.
 type ProbeRequest struct {
 	Host string `json:"host"`
+	// Secret is the probed node's own cluster secret (its DATA/secret),
+	// which a node without TLS requires of a caller on another machine:
+	// the probe proves with it that the operator controls that node, and
+	// hands the node this cluster's secret. Not needed with TLS, nor for
+	// a node on this machine's loopback.
+	Secret string `json:"secret,omitempty"`
 }
 
 // PeerInfo describes one node of the cluster.
@@ -52,7 +58,7 @@ func (n *Node) peerHandlers(mux *http.ServeMux) {
 		return n.peers(r.Context()), nil
 	}))
 	mux.HandleFunc("POST /v1/peers", handle(n, func(r *http.Request, req ProbeRequest) (any, error) {
-		return n.probe(r.Context(), req.Host)
+		return n.probe(r.Context(), req)
 	}))
 	mux.HandleFunc("DELETE /v1/peers/{host}", handle(n, func(r *http.Request, _ struct{}) (any, error) {
 		return struct{}{}, n.detach(r.Context(), r.PathValue("host"))
@@ -104,17 +110,30 @@ func (n *Node) peers(ctx context.Context) []PeerInfo {
 // probe adds the node at host to the cluster (leader only). A node that
 // is already a member is reported as it is; a node that belongs to
 // another cluster or has volumes is refused.
-func (n *Node) probe(ctx context.Context, host string) (PeerInfo, error) {
+func (n *Node) probe(ctx context.Context, req ProbeRequest) (PeerInfo, error) {
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
+	host := req.Host
 	if strings.TrimSpace(host) == "" || strings.ContainsAny(host, "/ ") {
 		return PeerInfo{}, errorf(ErrInvalid, "peer probe: want a host or host:port, not %q", host)
+	}
+	if req.Secret != "" {
+		if err := checkSecret(req.Secret); err != nil {
+			return PeerInfo{}, errorf(ErrInvalid, "peer probe %s: --secret: %v", host, err)
+		}
 	}
 	h, port := splitHostPortDefault(host)
 	addr := net.JoinHostPort(h, port)
 	target := n.peerClient(addr)
+	if req.Secret != "" {
+		target = target.WithSecret(req.Secret)
+	}
 	var ni NodeInfo
 	if err := target.do(ctx, http.MethodGet, "/v1/node", nil, &ni); err != nil {
+		if errors.Is(err, ErrUnauthenticated) {
+			return PeerInfo{}, errorf(ErrUnauthenticated, "peer probe %s: the node refused this cluster's secret: give it its own secret, "+
+				"the contents of DATA/secret on that node: mortar peer probe %s --peer-secret-file FILE", host, host)
+		}
 		return PeerInfo{}, errorf(ErrInvalid, "peer probe %s: %v", host, err)
 	}
 	st := n.store.State()
@@ -125,7 +144,11 @@ func (n *Node) probe(ctx context.Context, host string) (PeerInfo, error) {
 		return PeerInfo{}, errorf(ErrState, "peer probe %s: node %s already has %d volume(s) and %d node(s) in its cluster; only a node with no volumes and no peers can join (detach it from its cluster first)", host, ni.ID, ni.Volumes, ni.Peers)
 	}
 	var joined NodeInfo
-	if err := target.do(ctx, http.MethodPost, "/v1/cluster/join", JoinRequest{Leader: n.id}, &joined); err != nil {
+	join := JoinRequest{Leader: n.id}
+	if n.tls == nil {
+		join.Secret = n.secret()
+	}
+	if err := target.do(ctx, http.MethodPost, "/v1/cluster/join", join, &joined); err != nil {
 		return PeerInfo{}, fmt.Errorf("peer probe %s: %w", host, err)
 	}
 	if err := n.raft.addVoter(joined.ID, joined.Raft); err != nil {
@@ -148,6 +171,11 @@ func (n *Node) join(req JoinRequest) (NodeInfo, error) {
 	if len(st.Volumes) > 0 || len(st.Nodes) > 1 {
 		return NodeInfo{}, errorf(ErrState, "node %s has volumes or peers and cannot join another cluster", n.id)
 	}
+	if req.Secret != "" {
+		if err := n.adoptSecret(req.Secret); err != nil {
+			return NodeInfo{}, err
+		}
+	}
 	if err := n.raft.rejoin(false); err != nil {
 		return NodeInfo{}, err
 	}
@@ -160,10 +188,15 @@ func (n *Node) join(req JoinRequest) (NodeInfo, error) {
 func (n *Node) leave() error {
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
+	if n.tls == nil {
+		if err := n.adoptSecret(newSecret()); err != nil {
+			return err
+		}
+	}
 	if err := n.raft.rejoin(true); err != nil {
 		return err
 	}
-	n.log.Info("detached from the cluster; now a cluster of one")
+	n.log.Info("detached from the cluster; now a cluster of one, with a secret of its own")
 	go n.register()
 	return nil
 }

@@ -219,3 +219,7 @@ func (p *procBrick) kill() {
 	p.cmd.Process.Kill() //nolint:errcheck // it may have exited already
 	<-p.exited
 }
+
+func (p *procBrick) recheck() {
+	p.cmd.Process.Signal(syscall.SIGHUP) //nolint:errcheck // it may have exited already
+}

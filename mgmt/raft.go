@@ -57,7 +57,9 @@ type raftStore struct {
 	addr  raft.ServerAddress
 	adv   net.Addr          // addr, resolved
 	bind  string            // the address the Raft listener is bound to
-	tls   *tlsconf.Identity // nil: plain TCP
+	tls   *tlsconf.Identity // nil: plain TCP, authenticated by secret
+	// secret is the cluster secret (without TLS).
+	secret func() string
 
 	raft     *raft.Raft
 	fsm      *fsm
@@ -203,14 +205,15 @@ func (w slogWriter) Write(p []byte) (int, error) {
 // cluster) the Raft state in dataDir/raft, listening for Raft traffic on
 // ln and advertising advertise. A state.json left by a node that predates
 // Raft becomes the first snapshot.
-func openRaftStore(dataDir, id string, ln net.Listener, advertise string, secure *tlsconf.Identity, log *slog.Logger) (*raftStore, error) {
+func openRaftStore(dataDir, id string, ln net.Listener, advertise string, secure *tlsconf.Identity, secret func() string, log *slog.Logger) (*raftStore, error) {
 	s := &raftStore{
-		log:   log,
-		id:    id,
-		dir:   filepath.Join(dataDir, "raft"),
-		cache: filepath.Join(dataDir, "state.json"),
-		addr:  raft.ServerAddress(advertise),
-		tls:   secure,
+		log:    log,
+		id:     id,
+		dir:    filepath.Join(dataDir, "raft"),
+		cache:  filepath.Join(dataDir, "state.json"),
+		addr:   raft.ServerAddress(advertise),
+		tls:    secure,
+		secret: secret,
 	}
 	adv, err := net.ResolveTCPAddr("tcp", advertise)
 	if err != nil {
@@ -218,9 +221,6 @@ func openRaftStore(dataDir, id string, ln net.Listener, advertise string, secure
 		return nil, fmt.Errorf("raft: advertise address %s: %w", advertise, err)
 	}
 	s.adv, s.bind = adv, ln.Addr().String()
-	if secure != nil {
-		ln = tlsconf.WrapListener(ln, secure, log.With("component", "raft"))
-	}
 	s.trans = s.transport(ln)
 	if err := s.start(false); err != nil {
 		s.trans.Close()
@@ -229,11 +229,18 @@ func openRaftStore(dataDir, id string, ln net.Listener, advertise string, secure
 	return s, nil
 }
 
-// transport makes the Raft transport over ln.
+// transport makes the Raft transport over ln: TLS with node
+// certificates, or plain TCP where every connection opens with the
+// cluster secret (raftPreamble).
 func (s *raftStore) transport(ln net.Listener) *raft.NetworkTransport {
+	log := s.log.With("component", "raft")
 	rs := &raftStream{ln: ln, adv: s.adv}
 	if s.tls != nil {
+		rs.ln = tlsconf.WrapListener(ln, s.tls, log)
 		rs.tls = s.tls.ClientConfig()
+	} else {
+		rs.ln = secretListener{Listener: ln, secret: s.secret, log: log}
+		rs.secret = s.secret
 	}
 	return raft.NewNetworkTransport(rs, 3, 10*time.Second, slogWriter{s.log.With("component", "raft")})
 }
@@ -519,9 +526,6 @@ func (s *raftStore) rejoin(bootstrap bool) error {
 	if err != nil {
 		return fmt.Errorf("raft: listen again: %w", err)
 	}
-	if s.tls != nil {
-		ln = tlsconf.WrapListener(ln, s.tls, s.log.With("component", "raft"))
-	}
 	s.trans = s.transport(ln)
 	if err := os.RemoveAll(s.dir); err != nil {
 		return fmt.Errorf("raft: remove old data: %w", err)
@@ -546,9 +550,10 @@ func (s *raftStore) Close() error {
 
 // raftStream is a raft.StreamLayer over a TCP listener.
 type raftStream struct {
-	ln  net.Listener
-	adv net.Addr
-	tls *tls.Config // the node's client side, nil: plain TCP
+	ln     net.Listener
+	adv    net.Addr
+	tls    *tls.Config   // the node's client side, nil: plain TCP
+	secret func() string // without TLS: sent first on every connection
 }
 
 func (r *raftStream) Accept() (net.Conn, error) { return r.ln.Accept() }
@@ -558,7 +563,15 @@ func (r *raftStream) Dial(address raft.ServerAddress, timeout time.Duration) (ne
 	if r.tls != nil {
 		return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", string(address), r.tls)
 	}
-	return net.DialTimeout("tcp", string(address), timeout)
+	c, err := net.DialTimeout("tcp", string(address), timeout)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Write(raftPreamble(r.secret())); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // Compile-time checks.

@@ -30,6 +30,9 @@ type runningBrick interface {
 	// kill ends the brick at once, as SIGKILL does, and returns once it
 	// has exited.
 	kill()
+	// recheck makes the brick read its access rules again and close the
+	// connections they now refuse (SIGHUP to a brick process).
+	recheck()
 }
 
 // errKilled is how an in-process brick ended by kill exits.
@@ -75,6 +78,8 @@ func (b *inProcBrick) exitErr() error {
 	defer b.mu.Unlock()
 	return b.err
 }
+
+func (b *inProcBrick) recheck() { b.sb.Recheck() }
 
 func (b *inProcBrick) stop(time.Duration) {
 	b.sb.Close()

@@ -64,6 +64,10 @@ type VolumeState struct {
 	// Task is the rebalance or remove-brick of the volume, running or
 	// last run (nil: none since the volume was created).
 	Task *Task `json:"task,omitempty"`
+	// Secret is what the volume's bricks require of clients (volume.Spec
+	// carries it to those the access rules admit); made at creation.
+	// Volumes made before it have none, and their bricks check none.
+	Secret string `json:"secret,omitempty"`
 }
 
 // Task kinds and statuses.
@@ -575,10 +579,11 @@ func (s *State) Spec(v *VolumeState) volume.Spec {
 }
 
 // layoutSpec returns the part of v's spec that does not depend on where
-// the bricks run: name, id, type, replica or disperse sets and arbiters.
+// the bricks run: name, id, type, replica or disperse sets and arbiters,
+// and the secret the bricks require.
 func layoutSpec(v *VolumeState) volume.Spec {
 	spec := volume.Spec{Name: v.Name, ID: v.ID, Type: v.Type, Replica: v.Replica, Disperse: v.Disperse, Redundancy: v.Redundancy,
-		Layout: v.Layout, Previous: v.Previous}
+		Layout: v.Layout, Previous: v.Previous, Secret: v.Secret}
 	for _, b := range v.Bricks {
 		spec.Bricks = append(spec.Bricks, volume.Brick{ID: b.ID, Host: b.Host, Path: b.Path, Arbiter: b.Arbiter})
 	}

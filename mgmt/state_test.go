@@ -141,7 +141,8 @@ func openTestRaft(t *testing.T, dir string) *raftStore {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := openRaftStore(dir, "n1", ln, ln.Addr().String(), nil, slog.New(slog.DiscardHandler))
+	secret := newSecret()
+	s, err := openRaftStore(dir, "n1", ln, ln.Addr().String(), nil, func() string { return secret }, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,11 +23,12 @@ import (
 // certificates may read the cluster and fetch the spec of the volumes
 // whose rules admit them, which is what a mount needs.
 
-// authorize refuses what a client certificate may not do on a TLS node.
-// Plain nodes authorize everything.
+// authorize refuses what the caller may not do: by its certificate on a
+// TLS node, by the cluster secret or its address on a plain one
+// (authorizePlain).
 func (n *Node) authorize(r *http.Request) error {
 	if n.tls == nil {
-		return nil
+		return n.authorizePlain(r)
 	}
 	var name string
 	var kind tlsconf.Kind
@@ -48,30 +49,50 @@ func (n *Node) authorize(r *http.Request) error {
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:
 		return errorf(ErrForbidden, "certificate %s (%s) may read the cluster but not change it: use a node certificate", name, kind)
 	}
-	parts := strings.Split(strings.TrimPrefix(p, "/v1/volumes/"), "/")
-	if strings.HasPrefix(p, "/v1/volumes/") && len(parts) == 2 && parts[1] == "spec" {
-		v, ok := n.store.State().Volumes[parts[0]]
-		if !ok {
-			return nil // answered: not found
-		}
-		rules, err := volumeAuth(v)
-		if err != nil {
-			return err
-		}
-		addr, _ := net.ResolveTCPAddr("tcp", r.RemoteAddr)
-		if err := rules.Permit(name, kind, addr); err != nil {
-			return errorf(ErrForbidden, "volume %s: %v", v.Name, err)
-		}
+	if v, _ := n.specVolume(r); v != nil {
+		return n.permitSpec(r, v, name, kind, true)
 	}
 	return nil
 }
 
-// volumeAuth returns the access rules of v.
+// specVolume says whether r fetches a volume's spec, and of which volume
+// (nil: none of that name, which the handler answers).
+func (n *Node) specVolume(r *http.Request) (*VolumeState, bool) {
+	p := r.URL.Path
+	parts := strings.Split(strings.TrimPrefix(p, "/v1/volumes/"), "/")
+	if !strings.HasPrefix(p, "/v1/volumes/") || len(parts) != 2 || parts[1] != "spec" {
+		return nil, false
+	}
+	return n.store.State().Volumes[parts[0]], true
+}
+
+// permitSpec applies v's auth.allow and auth.reject to the caller of r,
+// named by its certificate with TLS. Without rules every caller passes if
+// open is set; otherwise only one that auth.allow names explicitly.
+func (n *Node) permitSpec(r *http.Request, v *VolumeState, name string, kind tlsconf.Kind, open bool) error {
+	rules, err := volumeAuth(v)
+	if err != nil {
+		return err
+	}
+	if !open && len(rules.Allow) == 0 {
+		return errorf(ErrUnauthenticated, "volume %s: a mount from another machine needs the cluster secret, "+
+			"or the volume's auth.allow naming its address (mortar volume set %s auth.allow ADDR)", v.Name, v.Name)
+	}
+	addr, _ := net.ResolveTCPAddr("tcp", r.RemoteAddr)
+	if err := rules.Permit(name, kind, addr); err != nil {
+		return errorf(ErrForbidden, "volume %s: %v", v.Name, err)
+	}
+	return nil
+}
+
+// volumeAuth returns the access rules of v: auth.allow, auth.reject and
+// the volume's secret.
 func volumeAuth(v *VolumeState) (tlsconf.AuthRules, error) {
 	r, err := tlsconf.ParseAuth(v.Options[OptAuthAllow], v.Options[OptAuthReject])
 	if err != nil {
 		return r, errorf(ErrInvalid, "volume %s: %v", v.Name, err)
 	}
+	r.Secret = v.Secret
 	return r, nil
 }
 
@@ -81,20 +102,10 @@ func (n *Node) authFile(id string) string {
 	return filepath.Join(n.dir, "auth", id+".auth")
 }
 
-// brickAuthFile is the auth file of brick id, or "" without TLS.
-func (n *Node) brickAuthFile(id string) string {
-	if n.tls == nil {
-		return ""
-	}
-	return n.authFile(id)
-}
-
 // writeAuth writes the access rules of v for this node's bricks of it,
-// where they differ from what is there.
+// where they differ from what is there, and has the running ones apply
+// them to the connections they already have.
 func (n *Node) writeAuth(v *VolumeState) {
-	if n.tls == nil {
-		return
-	}
 	rules, err := volumeAuth(v)
 	if err != nil {
 		n.log.Error("access rules not applied", "err", err)
@@ -105,7 +116,7 @@ func (n *Node) writeAuth(v *VolumeState) {
 			continue
 		}
 		path := n.authFile(b.ID)
-		if old, err := tlsconf.ReadAuthFile(path); err == nil && slices.Equal(old.Allow, rules.Allow) && slices.Equal(old.Reject, rules.Reject) {
+		if old, err := tlsconf.ReadAuthFile(path); err == nil && sameRules(old, rules) {
 			if _, err := os.Stat(path); err == nil || rules.Empty() {
 				continue
 			}
@@ -115,8 +126,27 @@ func (n *Node) writeAuth(v *VolumeState) {
 		}
 		if err != nil {
 			n.log.Error("writing a brick's access rules failed", "brick", b.Name(), "err", err)
+			continue
 		}
+		n.recheckBrick(v.ID, b.ID)
 	}
+}
+
+// sameRules reports whether a and b are the same rules.
+func sameRules(a, b tlsconf.AuthRules) bool {
+	return slices.Equal(a.Allow, b.Allow) && slices.Equal(a.Reject, b.Reject) && a.Secret == b.Secret
+}
+
+// recheckBrick has brick id of volume volID, if it runs here, apply its
+// rules to the connections it has.
+func (n *Node) recheckBrick(volID, id string) {
+	n.runMu.Lock()
+	defer n.runMu.Unlock()
+	vr := n.vols[volID]
+	if vr == nil || vr.bricks[id] == nil || vr.bricks[id].proc == nil {
+		return
+	}
+	vr.bricks[id].proc.recheck()
 }
 
 // tlsTransport is an HTTP transport to other nodes, with TLS when c is

@@ -231,7 +231,7 @@ func (n *Node) createVolume(ctx context.Context, req CreateVolumeRequest) (Volum
 		return VolumeInfo{}, err
 	}
 	v := &VolumeState{Name: req.Name, ID: newID(), Type: lay.typ, Replica: lay.replica,
-		Disperse: lay.disperse, Redundancy: lay.redundancy, Bricks: bricks}
+		Disperse: lay.disperse, Redundancy: lay.redundancy, Bricks: bricks, Secret: newSecret()}
 	var marked []BrickState
 	for _, b := range bricks {
 		req := MarkRequest{Path: b.Path, VolumeID: v.ID, Force: req.Force}

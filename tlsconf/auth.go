@@ -3,6 +3,7 @@ package tlsconf
 import (
 	"bufio"
 	"bytes"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -30,6 +31,21 @@ var ErrNotPermitted = errors.New("not permitted")
 // always allowed: heal daemons and rebalancers run on nodes.
 type AuthRules struct {
 	Allow, Reject []string
+	// Secret is the volume's secret, which every client but a node
+	// certificate must present (CheckSecret); "" checks none.
+	Secret string
+}
+
+// CheckSecret says whether a client presenting secret may use the
+// volume, compared in constant time. A refusal wraps ErrNotPermitted.
+func (r AuthRules) CheckSecret(secret string) error {
+	if r.Secret == "" {
+		return nil
+	}
+	if len(secret) != len(r.Secret) || subtle.ConstantTimeCompare([]byte(secret), []byte(r.Secret)) != 1 {
+		return fmt.Errorf("the client did not present the volume's secret, which comes with the volume's spec from the cluster: %w", ErrNotPermitted)
+	}
+	return nil
 }
 
 // ParseAuth parses the comma-separated values of auth.allow and
@@ -142,7 +158,7 @@ func match(e, name string, ip net.IP) bool {
 }
 
 // Empty reports whether the rules allow everyone.
-func (r AuthRules) Empty() bool { return len(r.Allow) == 0 && len(r.Reject) == 0 }
+func (r AuthRules) Empty() bool { return len(r.Allow) == 0 && len(r.Reject) == 0 && r.Secret == "" }
 
 // Permit says whether the peer named name (its certificate's common name;
 // "" without TLS), of kind kind, connecting from addr, may use the
@@ -193,11 +209,13 @@ func addrIP(a net.Addr) net.IP {
 	return net.ParseIP(host)
 }
 
-// The auth file format: lines "auth.allow = LIST" and "auth.reject =
-// LIST"; blank lines and lines starting with # are ignored.
+// The auth file format: lines "auth.allow = LIST", "auth.reject = LIST"
+// and "volume.secret = HEX"; blank lines and lines starting with # are
+// ignored. The file is 0600: it holds the volume's secret.
 const (
 	authAllowKey  = "auth.allow"
 	authRejectKey = "auth.reject"
+	authSecretKey = "volume.secret"
 )
 
 // WriteAuthFile writes r to path, replacing the file atomically (a brick
@@ -206,6 +224,9 @@ func WriteAuthFile(path string, r AuthRules) error {
 	var b bytes.Buffer
 	b.WriteString("# mortar access rules, read by the brick at each new connection\n")
 	fmt.Fprintf(&b, "%s = %s\n%s = %s\n", authAllowKey, strings.Join(r.Allow, ","), authRejectKey, strings.Join(r.Reject, ","))
+	if r.Secret != "" {
+		fmt.Fprintf(&b, "%s = %s\n", authSecretKey, r.Secret)
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
@@ -215,7 +236,7 @@ func WriteAuthFile(path string, r AuthRules) error {
 		tmp.Close()
 		return err
 	}
-	if err := tmp.Chmod(0o644); err != nil {
+	if err := tmp.Chmod(0o600); err != nil {
 		tmp.Close()
 		return err
 	}
@@ -235,7 +256,7 @@ func ReadAuthFile(path string) (AuthRules, error) {
 	if err != nil {
 		return AuthRules{}, err
 	}
-	var allow, reject string
+	var allow, reject, secret string
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -250,6 +271,8 @@ func ReadAuthFile(path string) (AuthRules, error) {
 			allow = v
 		case k == authRejectKey:
 			reject = v
+		case k == authSecretKey:
+			secret = strings.TrimSpace(v)
 		default:
 			return AuthRules{}, fmt.Errorf("%s:%d: unknown key %q", path, n, k)
 		}
@@ -258,6 +281,7 @@ func ReadAuthFile(path string) (AuthRules, error) {
 	if err != nil {
 		return AuthRules{}, fmt.Errorf("%s: %w", path, err)
 	}
+	r.Secret = secret
 	return r, nil
 }
 

@@ -97,13 +97,11 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Graph{Spec: spec}
-	ping := spec.DurationOption("network.ping-timeout", 0)
 	client := func(b Brick, connectWait time.Duration) *protocol.Client {
-		c := protocol.New(protocol.Config{
-			Addr: b.Addr, BrickID: b.ID, VolumeID: spec.ID,
-			PingTimeout: ping, ConnectWait: connectWait, Dial: opts.Dial,
-			Logger: opts.Logger.With("volume", spec.Name, "brick", b.Name()),
-		})
+		cfg := BrickClientConfig(spec, b)
+		cfg.ConnectWait, cfg.Dial = connectWait, opts.Dial
+		cfg.Logger = opts.Logger.With("volume", spec.Name, "brick", b.Name())
+		c := protocol.New(cfg)
 		g.closers = append(g.closers, c.Close)
 		g.clients = append(g.clients, c)
 		return c
@@ -190,4 +188,14 @@ func (g *Graph) Close() error {
 		}
 	}
 	return first
+}
+
+// BrickClientConfig is how a client reaches brick b of spec: its address,
+// the ids its handshake names, the volume's secret, and the volume's ping
+// timeout. Callers add the dialer, the connect wait and the logger.
+func BrickClientConfig(spec Spec, b Brick) protocol.Config {
+	return protocol.Config{
+		Addr: b.Addr, BrickID: b.ID, VolumeID: spec.ID, Secret: spec.Secret,
+		PingTimeout: spec.DurationOption("network.ping-timeout", 0),
+	}
 }

@@ -65,6 +65,10 @@ type Spec struct {
 	Previous *Layout `json:"previous,omitempty"`
 	// Version increases with every change to the spec.
 	Version uint64 `json:"version"`
+	// Secret is the volume's secret, which its bricks require of every
+	// client (but node certificates); the spec is handed only to clients
+	// the volume's auth.allow and auth.reject admit.
+	Secret string `json:"secret,omitempty"`
 }
 
 // Option returns the value of option key, or def when unset.

@@ -40,7 +40,7 @@ var fieldNames = map[field]string{
 	fLen: "Len", fMode: "Mode", fOwner: "Owner", fSetattr: "Setattr", fRdev: "Rdev",
 	fLinkto: "Linkto", fTarget: "Target", fCookie: "Cookie", fMax: "Max", fLockOwner: "LockOwner",
 	fLock: "Lock", fWait: "Wait", fValue: "Value", fVolume: "VolumeID", fBrick: "BrickID",
-	fVersion: "Version", fPending: "Pending", fGfid: "Gfid", fCtime: "Ctime", fSize: "Size",
+	fVersion: "Version", fPending: "Pending", fGfid: "Gfid", fCtime: "Ctime", fSize: "Size", fSecret: "Secret",
 }
 
 // project returns the request for op carrying only the fields of r that
@@ -71,8 +71,8 @@ func normal(r *Request) *Request {
 }
 
 func TestEveryOpHasASchema(t *testing.T) {
-	if len(fieldNames) != int(fSize)+1 {
-		t.Fatalf("fieldNames covers %d fields, the schema has %d", len(fieldNames), fSize+1)
+	if len(fieldNames) != int(fSecret)+1 {
+		t.Fatalf("fieldNames covers %d fields, the schema has %d", len(fieldNames), fSecret+1)
 	}
 	for op := OpHandshake; op < opMax; op++ {
 		if schema[op] == nil {

@@ -7,7 +7,7 @@ import (
 )
 
 // Version is the protocol version a client offers in its handshake.
-const Version = 2
+const Version = 3
 
 // Operations.
 const (
@@ -95,6 +95,8 @@ type Request struct {
 	Size  uint64
 	Gfid  layer.Gfid
 	Ctime layer.Timespec
+	// Secret is the volume's secret, presented in the handshake.
+	Secret string
 	// Data is the raw tail of a write request (not part of the schema).
 	Data []byte
 }
@@ -132,10 +134,11 @@ const (
 	fGfid
 	fCtime
 	fSize
+	fSecret
 )
 
 var schema = [opMax][]field{
-	OpHandshake:     {fVersion, fVolume, fBrick},
+	OpHandshake:     {fVersion, fVolume, fBrick, fSecret},
 	OpLookup:        {fPath},
 	OpSetattr:       {fPath, fSetattr, fPending, fSize},
 	OpMknod:         {fPath, fOwner, fMode, fRdev, fLinkto, fPending},
@@ -226,6 +229,8 @@ func (r *Request) Encode(e *Enc) {
 			e.Time(r.Ctime)
 		case fSize:
 			e.U64(r.Size)
+		case fSecret:
+			e.Str(r.Secret)
 		}
 	}
 }
@@ -304,5 +309,7 @@ func (r *Request) decodeField(d *Dec, f field) {
 		r.Ctime = d.Time()
 	case fSize:
 		r.Size = d.U64()
+	case fSecret:
+		r.Secret = d.Str()
 	}
 }

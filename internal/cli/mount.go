@@ -268,10 +268,17 @@ func (req mountRequest) identity() (*tlsconf.Identity, error) {
 // from.
 func (req mountRequest) api() (*mgmt.Client, error) {
 	id, err := req.identity()
-	if err != nil || id == nil {
-		return mgmt.NewClient(req.Server), err
+	if err != nil {
+		return nil, err
 	}
-	return mgmt.NewTLSClient(req.Server, id), nil
+	if id != nil {
+		return mgmt.NewTLSClient(req.Server, id), nil
+	}
+	secret, err := loadSecretFlag(req.Opts.SecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", req.Source, err)
+	}
+	return mgmt.NewClient(req.Server).WithSecret(secret), nil
 }
 
 // liveMount is the graph of a mount, which follows its volume's spec.

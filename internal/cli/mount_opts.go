@@ -26,6 +26,9 @@ type mountOptions struct {
 	// TLSDir and TLSName are the identity a mount of a TLS cluster
 	// presents (its certificate in the TLS directory).
 	TLSDir, TLSName string
+	// SecretFile is the absolute path of a copy of the cluster secret,
+	// for a mount from another machine of a cluster without TLS.
+	SecretFile string
 }
 
 // ignoredMountOptions are generic mount(8)/fstab options that mean nothing
@@ -56,6 +59,10 @@ const mountOptionHelp = `Mount options (-o, comma separated):
   tls-dir=DIR,tls-name=NAME the client certificate to present to a TLS cluster:
                             DIR/NAME.pem, DIR/NAME.key, DIR/ca.pem (default: the
                             environment variables MORTAR_TLS_DIR, MORTAR_TLS_NAME)
+  secret-file=PATH          a copy of the cluster secret (a node's DATA/secret), for a
+                            mount from another machine of a cluster without TLS whose
+                            volume's auth.allow does not name it (default: the
+                            environment variable MORTAR_SECRET_FILE)
 Generic options (defaults, _netdev, rw, auto, noauto, nofail, user, x-systemd.*, ...)
 are accepted and ignored.`
 
@@ -75,6 +82,16 @@ func parseMountOptions(lists []string, sloppy bool) (mountOptions, error) {
 		}
 	}
 	return o, nil
+}
+
+// setAbs sets *dst to value made absolute (a background mount runs in /).
+func setAbs(dst *string, opt, value string) error {
+	abs, err := filepath.Abs(value)
+	if err != nil {
+		return fmt.Errorf("mount option %s: %w", opt, err)
+	}
+	*dst = abs
+	return nil
 }
 
 // set applies one option.
@@ -101,19 +118,13 @@ func (o *mountOptions) set(opt string, sloppy bool) error {
 	case key == "no-follow" && !hasValue:
 		o.NoFollow = true
 	case key == "tls-dir" && hasValue && value != "":
-		abs, err := filepath.Abs(value) // a background mount runs in /
-		if err != nil {
-			return fmt.Errorf("mount option %s: %w", opt, err)
-		}
-		o.TLSDir = abs
+		return setAbs(&o.TLSDir, opt, value)
 	case key == "tls-name" && hasValue && value != "":
 		o.TLSName = value
 	case key == "key-file" && hasValue && value != "":
-		abs, err := filepath.Abs(value) // a background mount runs in /
-		if err != nil {
-			return fmt.Errorf("mount option %s: %w", opt, err)
-		}
-		o.KeyFile = abs
+		return setAbs(&o.KeyFile, opt, value)
+	case key == "secret-file" && hasValue && value != "":
+		return setAbs(&o.SecretFile, opt, value)
 	case key == "ro":
 		return fmt.Errorf("mount option ro: read-only mounts are not supported yet")
 	case ignoredMountOptions[key], strings.HasPrefix(key, "x-"), key == "comment", key == "_netdev":

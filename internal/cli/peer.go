@@ -33,7 +33,8 @@ Every node accepts every command and passes changes to the leader.`,
 }
 
 func (v *volumeCmd) probeCommand() *cobra.Command {
-	return &cobra.Command{
+	var peerSecret string
+	cmd := &cobra.Command{
 		Use:   "probe HOST[:PORT]",
 		Short: "Add the node running at HOST to the cluster",
 		Long: `Add the mortar server running at HOST (port ` + fmt.Sprint(mgmt.DefaultPort) + ` unless given) to this cluster.
@@ -42,14 +43,30 @@ one-node cluster and receives this cluster's state. Probing a node that is
 already a member changes nothing.
 
 Bricks on the new node are then named by the host written here, or by its
-advertised address (peer status shows it).`,
-		Example: `  mortar peer probe 10.0.0.2
-  mortar peer probe node3.example.com:7420 --server node1.example.com`,
+advertised address (peer status shows it).
+
+Without TLS, a node answers other machines only when they present its
+cluster secret (DATA/secret, made at its first start). A new node has a
+secret of its own: copy that node's DATA/secret to this machine and give
+it as --peer-secret-file. The probe proves with it that you control the
+node, and hands the node this cluster's secret, which it keeps from then on
+(DATA/secret is replaced). With TLS, node certificates do this instead.`,
+		Example: `  scp node2:/var/lib/mortar/secret /tmp/node2.secret
+  mortar peer probe 10.0.0.2 --peer-secret-file /tmp/node2.secret
+  mortar peer probe node3.example.com:7420 --server node1.example.com --peer-secret-file node3.secret`,
 		Args: usageArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := v.ctx(cmd)
 			defer cancel()
-			p, err := v.client().Probe(ctx, args[0])
+			req := mgmt.ProbeRequest{Host: args[0]}
+			if peerSecret != "" {
+				s, err := mgmt.ReadSecretFile(peerSecret)
+				if err != nil {
+					return fmt.Errorf("peer probe: failed: %w", err)
+				}
+				req.Secret = s
+			}
+			p, err := v.client().ProbeNode(ctx, req)
 			if err != nil {
 				return fmt.Errorf("peer probe: failed: %w", err)
 			}
@@ -57,6 +74,8 @@ advertised address (peer status shows it).`,
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&peerSecret, "peer-secret-file", "", "the probed node's own cluster secret (a copy of its DATA/secret); needed without TLS for a node on another machine")
+	return cmd
 }
 
 func (v *volumeCmd) detachCommand() *cobra.Command {

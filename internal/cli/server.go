@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -22,7 +23,7 @@ func newServerCommand() *cobra.Command {
 
 The node keeps the cluster state (volumes, bricks, options) in --data, serves
 the management API that the "mortar volume" commands and clients use on
---listen (default ` + mgmt.DefaultListen + `), and runs the bricks of started
+--listen (default ` + mgmt.DefaultListen + `: this machine only), and runs the bricks of started
 volumes: one process per brick (as GlusterFS's glusterfsd), each on a TCP port
 of its own on the --listen host, chosen free when the brick first starts and
 kept from then on. "mortar volume status" shows each brick's port and process
@@ -32,6 +33,22 @@ them again (on the same ports) when it starts.
 
 --advertise is the address others use to reach this node; by default it is
 derived from --listen and the machine's host name or addresses.
+
+Nothing listens beyond loopback unless --listen names another address
+(e.g. --listen 10.0.0.5:7420, or 0.0.0.0:7420 for every interface); the
+bricks and Raft then listen on that host too. A node answers callers on
+other machines only when they prove they may:
+  - without TLS, with the cluster secret (DATA/secret, 0600, made at the
+    first start and handed to nodes that join by "peer probe"): other nodes
+    send it, the CLI sends it with --secret-file or MORTAR_SECRET_FILE, and a
+    mount with -o secret-file, or else its address must be named by the
+    volume's auth.allow. Bricks admit only clients holding the volume's own
+    secret, handed out with the volume's spec, and check auth.allow and
+    auth.reject by address. The secret crosses the network in clear:
+    on a network you do not trust, use TLS.
+  - with TLS (below), with certificates of the cluster's CA.
+Callers on this machine (loopback, or one of its own addresses) may
+administer it without a secret.
 
 A new node is a cluster of its own; "mortar peer probe HOST" run on a node of
 a cluster adds the node at HOST to it. The cluster state is replicated with
@@ -47,7 +64,7 @@ auth.reject. Every node of a cluster must run with TLS, or none.
 
 Logs go to stderr (--log-level debug|info|warn|error); each brick logs to
 DATA/logs/bricks/PATH.log at the same level.`,
-		Example: `  mortar server --data /var/lib/mortar
+		Example: `  mortar server --data /var/lib/mortar                  # this machine only
   mortar server --data /srv/mortar --listen 10.0.0.5:7420`,
 		Args: usageArgs(0, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -87,6 +104,10 @@ func runServer(cmd *cobra.Command, cfg mgmt.Config) error {
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "mortar server: node %s listening on %s, advertised as %s, state in %s\n",
 		n.ID(), n.ListenAddr(), n.Addr(), cfg.DataDir)
+	if !n.LoopbackOnly() && cfg.TLS == nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "mortar server: listening beyond loopback without TLS: callers on other machines need the cluster secret (%s), which crosses the network in clear; use --tls-dir on a network you do not trust\n",
+			filepath.Join(cfg.DataDir, "secret"))
+	}
 	sig := <-sigs
 	cfg.Logger.Info("shutting down", "signal", sig.String())
 	if err := n.Close(); err != nil {

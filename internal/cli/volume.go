@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -22,13 +23,15 @@ type volumeCmd struct {
 	server          string
 	tlsDir, tlsName string
 	id              *tlsconf.Identity // loaded before the command runs; nil: plain
+	secretFile      string
+	secret          string // the cluster secret, loaded before the command runs
 }
 
 func (v *volumeCmd) client() *mgmt.Client {
 	if v.id != nil {
 		return mgmt.NewTLSClient(v.server, v.id)
 	}
-	return mgmt.NewClient(v.server)
+	return mgmt.NewClient(v.server).WithSecret(v.secret)
 }
 
 // serverFlags adds --server, --tls-dir and --tls-name to cmd and its
@@ -38,11 +41,31 @@ func (v *volumeCmd) serverFlags(cmd *cobra.Command) {
 	f.StringVar(&v.server, "server", defaultServer(), "management address of a mortar node, host[:port] (env "+serverEnv+")")
 	f.StringVar(&v.tlsDir, "tls-dir", "", "TLS directory of a secured cluster (env "+tlsconf.EnvDir+"): ca.pem, NAME.pem, NAME.key")
 	f.StringVar(&v.tlsName, "tls-name", "", "name of the certificate to present, in --tls-dir (env "+tlsconf.EnvName+"); changes need a node certificate")
+	f.StringVar(&v.secretFile, "secret-file", "", "cluster secret (a copy of a node's DATA/secret) for a node on another machine (env "+mgmt.SecretFileEnv+"); not needed on the node's own machine")
 	cmd.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
 		id, err := tlsconf.FromFlags(v.tlsDir, v.tlsName)
 		v.id = id
+		if err != nil {
+			return err
+		}
+		v.secret, err = loadSecretFlag(v.secretFile)
 		return err
 	}
+}
+
+// loadSecretFlag reads the cluster secret named by --secret-file or
+// MORTAR_SECRET_FILE ("" if neither: enough for a node on this machine,
+// which answers its loopback callers). The secret is sent only where the
+// operator says, never read from a default place: a --server that is not
+// a node of the cluster must not receive it.
+func loadSecretFlag(path string) (string, error) {
+	if path == "" {
+		path = os.Getenv(mgmt.SecretFileEnv)
+	}
+	if path == "" {
+		return "", nil
+	}
+	return mgmt.ReadSecretFile(path)
 }
 
 func (v *volumeCmd) ctx(cmd *cobra.Command) (context.Context, context.CancelFunc) {

@@ -28,6 +28,8 @@ type Config struct {
 	Addr     string // host:port of the node serving the brick
 	BrickID  string
 	VolumeID string
+	// Secret is the volume's secret, presented in the handshake.
+	Secret string
 	// PingInterval and PingTimeout bound how long a dead brick goes
 	// unnoticed (defaults 1s and 5s).
 	PingInterval, PingTimeout time.Duration
@@ -145,7 +147,7 @@ func (c *Client) connect() (*session, error) {
 	gen := c.gen
 	c.mu.Unlock()
 	s := newSession(nc, gen, c.drop)
-	if err := s.handshake(c.cfg.VolumeID, c.cfg.BrickID); err != nil {
+	if err := s.handshake(c.cfg.VolumeID, c.cfg.BrickID, c.cfg.Secret); err != nil {
 		nc.Close()
 		return nil, err
 	}

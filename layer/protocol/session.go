@@ -53,10 +53,10 @@ func newSession(nc net.Conn, gen uint64, onDead func(*session)) *session {
 }
 
 // handshake introduces the client to the brick.
-func (s *session) handshake(volumeID, brickID string) error {
+func (s *session) handshake(volumeID, brickID, secret string) error {
 	var e wire.Enc
 	e.B = append(e.B, wire.Magic...)
-	req := wire.Request{Op: wire.OpHandshake, Version: wire.Version, VolumeID: volumeID, BrickID: brickID}
+	req := wire.Request{Op: wire.OpHandshake, Version: wire.Version, VolumeID: volumeID, BrickID: brickID, Secret: secret}
 	var body wire.Enc
 	req.Encode(&body)
 	h := wire.Header{Kind: wire.KindRequest, Op: wire.OpHandshake, ID: 0, Len: uint32(len(body.B))}
