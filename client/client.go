@@ -48,6 +48,11 @@ type Options struct {
 	// environment variable MORTAR_VOLUME_KEY.
 	Key     []byte
 	KeyFile string
+	// Secret is the cluster secret (a node's DATA/secret), which a node
+	// without TLS requires of a program on another machine unless the
+	// volume's auth.allow names its address; empty: the file named by
+	// the environment variable MORTAR_SECRET_FILE, if set.
+	Secret string
 }
 
 // Volume is an open volume. Its methods may be called concurrently.
@@ -79,7 +84,11 @@ func Open(ctx context.Context, target string, opts Options) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
-	api := mgmt.NewClient(addr)
+	secret, err := opts.secret()
+	if err != nil {
+		return nil, err
+	}
+	api := mgmt.NewClient(addr).WithSecret(secret)
 	spec, err := api.Spec(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("volume %s: %w", target, err)
@@ -159,4 +168,16 @@ func pathErr(op, name string, err error) error {
 
 func (v *Volume) owner() layer.Owner {
 	return layer.Owner{Uid: v.uid, Gid: v.gid, Gfid: layer.NewGfid()}
+}
+
+// secret is the cluster secret Open presents: Options.Secret, or the
+// file MORTAR_SECRET_FILE names, or none.
+func (o Options) secret() (string, error) {
+	if o.Secret != "" {
+		return o.Secret, nil
+	}
+	if f := os.Getenv(mgmt.SecretFileEnv); f != "" {
+		return mgmt.ReadSecretFile(f)
+	}
+	return "", nil
 }

@@ -26,9 +26,10 @@ import (
 // another machine presents it with --secret-file or MORTAR_SECRET_FILE.
 //
 // Without the secret, a plain node serves only:
-//   - callers on its own machine: from its loopback interface or from one
-//     of its own addresses (local administration, as with GlusterFS's local
-//     socket; a TCP connection cannot complete from a forged address);
+//   - root on its own machine: callers from its loopback interface or from
+//     one of its own addresses (a TCP connection cannot complete from a
+//     forged address) whose socket root owns (peeruid.go) — local
+//     administration, as with GlusterFS's root-only local socket;
 //   - the spec of a volume whose auth.allow admits the caller's address
 //     explicitly, which is what a mount from another machine needs.
 //
@@ -138,6 +139,11 @@ func (n *Node) authorizePlain(r *http.Request) error {
 		return nil
 	}
 	local := isLocalIP(remoteIP(r))
+	if local {
+		if err := rootCaller(r); err != nil {
+			return err
+		}
+	}
 	v, isSpec := n.specVolume(r)
 	switch {
 	case isSpec && v != nil:
@@ -148,6 +154,18 @@ func (n *Node) authorizePlain(r *http.Request) error {
 	return errorf(ErrUnauthenticated, "this node answers requests from other machines only with the cluster secret "+
 		"(give the CLI --secret-file, or set %s, to a copy of DATA/secret of a node of the cluster; "+
 		"better: run the cluster with TLS); a mount from another machine needs the volume's auth.allow to name its address", SecretFileEnv)
+}
+
+// rootCaller refuses a caller on this machine that is not root.
+func rootCaller(r *http.Request) error {
+	uid, err := localCallerUID(r)
+	if err != nil {
+		return errorf(ErrForbidden, "cannot tell which user is calling from this machine (%v): refused", err)
+	}
+	if uid != 0 {
+		return errorf(ErrForbidden, "only root may use this node's API from this machine without the cluster secret (the caller is uid %d)", uid)
+	}
+	return nil
 }
 
 // remoteIP returns the caller's IP address (nil if unparsable).

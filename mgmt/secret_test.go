@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -41,7 +42,7 @@ func callAs(n *Node, addr, method, path, body, secret string) *httptest.Response
 // has it, and serves its own machine.
 func TestRemoteCallersNeedTheSecret(t *testing.T) {
 	dataDir := t.TempDir()
-	n, _ := startNode(t, dataDir)
+	n, c := startNode(t, dataDir)
 	dirs := brickDirs(t, 1)
 	create := `{"name":"loot","bricks":["localhost:` + dirs[0] + `"]}`
 	for _, c := range []struct{ method, path, body string }{
@@ -75,11 +76,8 @@ func TestRemoteCallersNeedTheSecret(t *testing.T) {
 	if w := callAs(n, remote, http.MethodPost, "/v1/volumes", create, secret); w.Code != http.StatusCreated {
 		t.Fatalf("create with the secret: %d %s", w.Code, w.Body)
 	}
-	if w := callAs(n, "127.0.0.1:5555", http.MethodGet, "/v1/volumes/loot", "", ""); w.Code != http.StatusOK {
-		t.Fatalf("info from loopback: %d %s", w.Code, w.Body)
-	}
-	if w := callAs(n, "[::1]:5555", http.MethodGet, "/v1/volumes/loot", "", ""); w.Code != http.StatusOK {
-		t.Fatalf("info from ::1: %d %s", w.Code, w.Body)
+	if _, err := c.Info(ctxT(t), "loot"); err != nil {
+		t.Fatalf("info from loopback, as root: %v", err)
 	}
 }
 
@@ -98,26 +96,30 @@ func TestSpecByAddress(t *testing.T) {
 		}
 	}
 	expect(remote, http.StatusUnauthorized)
-	expect("127.0.0.1:1", http.StatusOK)
+	if _, err := c.Spec(ctx, "gv0"); err != nil {
+		t.Fatalf("spec from loopback: %v", err)
+	}
 	if _, err := c.Set(ctx, "gv0", OptAuthAllow, "192.0.2.0/24"); err != nil {
 		t.Fatal(err)
 	}
 	expect(remote, http.StatusOK)
 	expect("198.51.100.1:1", http.StatusForbidden)
-	expect("127.0.0.1:1", http.StatusForbidden) // not in auth.allow
+	if _, err := c.Spec(ctx, "gv0"); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("spec from loopback, not in auth.allow: %v, want forbidden", err)
+	}
 	if _, err := c.Set(ctx, "gv0", OptAuthReject, "192.0.2.7"); err != nil {
 		t.Fatal(err)
 	}
 	expect(remote, http.StatusForbidden)
 
-	w := callAs(n, "127.0.0.1:1", http.MethodGet, "/v1/volumes/gv0", "", "")
-	var vi map[string]any
-	if err := json.Unmarshal(w.Body.Bytes(), &vi); err != nil {
+	vi, err := c.Info(ctx, "gv0")
+	if err != nil {
 		t.Fatal(err)
 	}
+	shown, _ := json.Marshal(vi)
 	secret := n.store.State().Volumes["gv0"].Secret
-	if len(secret) != 64 || bytes.Contains(w.Body.Bytes(), []byte(secret)) {
-		t.Fatalf("volume secret %q, or shown in volume info: %s", secret, w.Body)
+	if len(secret) != 64 || bytes.Contains(shown, []byte(secret)) {
+		t.Fatalf("volume secret %q, or shown in volume info: %s", secret, shown)
 	}
 }
 
@@ -196,4 +198,34 @@ func newTestClient(t *testing.T, cfg protocol.Config) *protocol.Client {
 	pc := protocol.New(cfg)
 	t.Cleanup(func() { pc.Close() })
 	return pc
+}
+
+// TestLocalNonRootRefused: on the node's own machine, a user other than
+// root gets nothing from the API without the cluster secret (a volume's
+// spec holds its secret, which opens its bricks); root does.
+func TestLocalNonRootRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to call as another user")
+	}
+	n, _ := startNode(t, t.TempDir())
+	get := func(uid uint32, path string) string {
+		t.Helper()
+		host, port, _ := net.SplitHostPort(n.ListenAddr())
+		script := `exec 3<>/dev/tcp/` + host + `/` + port + `; printf 'GET ` + path + ` HTTP/1.0\r\n\r\n' >&3; head -1 <&3`
+		cmd := exec.Command("bash", "-c", script)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("as uid %d: %v %s", uid, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	for _, path := range []string{"/v1/node", "/v1/volumes"} {
+		if got := get(65534, path); !strings.Contains(got, " 403 ") {
+			t.Errorf("GET %s as uid 65534 on this machine: %q, want 403", path, got)
+		}
+		if got := get(0, path); !strings.Contains(got, " 200 ") {
+			t.Errorf("GET %s as root on this machine: %q, want 200", path, got)
+		}
+	}
 }

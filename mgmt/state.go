@@ -146,6 +146,9 @@ const (
 	// OpReplaceBrick moves brick Brick of volume Name to node Node.ID,
 	// host Key, path Value; it keeps its id and gets a new port.
 	OpReplaceBrick = "replace-brick"
+	// OpSetSecret gives volume Name, made before volumes had secrets, the
+	// secret Value (at its next start).
+	OpSetSecret = "set-secret"
 )
 
 // Command is one change to the State. Commands are plain data, so that
@@ -254,6 +257,8 @@ func (s *State) Apply(cmd Command) error {
 		err = s.removeNode(cmd.Name)
 	case OpReplaceBrick:
 		err = s.replaceBrick(cmd)
+	case OpSetSecret:
+		err = s.setSecret(cmd.Name, cmd.Value)
 	case OpLoadState:
 		if len(s.Nodes)+len(s.Volumes) > 0 || cmd.State == nil {
 			return fmt.Errorf("load-state: the state is not empty")
@@ -531,6 +536,19 @@ func (s *State) setOption(name, key, value string) error {
 		v.Options = map[string]string{}
 	}
 	v.Options[key] = value
+	v.SpecVersion++
+	return nil
+}
+
+func (s *State) setSecret(name, secret string) error {
+	v, err := s.volume(name)
+	if err != nil {
+		return err
+	}
+	if v.Secret != "" || secret == "" {
+		return fmt.Errorf("set-secret %s: the volume has a secret, or none was given", name)
+	}
+	v.Secret = secret
 	v.SpecVersion++
 	return nil
 }

@@ -322,6 +322,14 @@ func (n *Node) startVolume(name string, force bool) (VolumeInfo, error) {
 	if started && !force {
 		return VolumeInfo{}, errorf(ErrState, "volume %s is already started (use force to restart its offline bricks)", name)
 	}
+	if !started && v.Secret == "" { // a volume made before volumes had secrets
+		if err := n.store.Apply(Command{Op: OpSetSecret, Name: name, Value: newSecret()}); err != nil {
+			return VolumeInfo{}, err
+		}
+		if v, err = n.store.State().volume(name); err != nil {
+			return VolumeInfo{}, err
+		}
+	}
 	ctx := context.Background()
 	if err := n.startNodes(ctx, v, !started); err != nil {
 		return VolumeInfo{}, err
