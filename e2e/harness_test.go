@@ -80,6 +80,8 @@ type node struct {
 	addr string
 	cmd  *exec.Cmd
 	exit chan error
+	// defaults: started without --listen (addr is then the default).
+	defaults bool
 }
 
 func freeAddr(t *testing.T) string {
@@ -108,7 +110,10 @@ func (n *node) start() {
 		n.t.Fatal(err)
 	}
 	defer log.Close()
-	n.cmd = exec.Command(mortarBin, "server", "--data", filepath.Join(n.data, "state"), "--listen", n.addr, "--log-level", "debug")
+	n.cmd = exec.Command(mortarBin, "server", "--data", filepath.Join(n.data, "state"), "--log-level", "debug")
+	if !n.defaults {
+		n.cmd.Args = append(n.cmd.Args, "--listen", n.addr)
+	}
 	if tlsDir != "" {
 		n.cmd.Args = append(n.cmd.Args, "--tls-dir", tlsDir, "--tls-name", "node")
 	}

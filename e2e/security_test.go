@@ -1,0 +1,136 @@
+package e2e
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestAuthAllowByAddress: without TLS, a volume's auth.allow is enforced
+// by the client's address (issue 21): a mount from 127.0.0.1 of a volume
+// that admits only 10.1.1.1 is refused with the reason, a mount already
+// connected loses access at once (its brick processes close the
+// connections the new rules refuse), and gets it back when the rules
+// admit it again.
+func TestAuthAllowByAddress(t *testing.T) {
+	if tlsDir != "" {
+		t.Skip("the TLS run checks rules by certificate (mgmt TestTLSCluster)")
+	}
+	n := startNode(t)
+	n.volume("guarded", 2)
+	mnt := n.mount("guarded", "attr-timeout=0", "entry-timeout=0", "negative-timeout=0")
+	f := filepath.Join(mnt, "f")
+	if err := os.WriteFile(f, []byte("before"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.must("volume", "set", "guarded", "auth.allow", "10.1.1.1")
+	other := mountDir(t)
+	out, err := n.mortar("mount", n.target("guarded"), other)
+	if err == nil {
+		unmount(t, other)
+		t.Fatalf("a mount from 127.0.0.1 with auth.allow 10.1.1.1 succeeded: %s", out)
+	}
+	if !strings.Contains(out, "auth.allow") {
+		t.Errorf("the refusal does not name the rule: %s", out)
+	}
+	waitFor(t, "the connected mount to lose access", 20*time.Second, func() bool {
+		_, err := os.ReadFile(f)
+		return err != nil
+	})
+	n.must("volume", "set", "guarded", "auth.allow", "127.0.0.1")
+	waitFor(t, "the connected mount to get access back", 20*time.Second, func() bool {
+		b, err := os.ReadFile(f)
+		return err == nil && string(b) == "before"
+	})
+}
+
+// TestDefaultsListenOnLoopback: a node started with no --listen listens on
+// 127.0.0.1 only: its API, its Raft port and its bricks (issue 21: they
+// listened on every interface).
+func TestDefaultsListenOnLoopback(t *testing.T) {
+	if tlsDir != "" {
+		t.Skip("the TLS run does not change where things listen")
+	}
+	if ln, err := net.Listen("tcp", "127.0.0.1:7420"); err != nil {
+		t.Skipf("port 7420 is taken on this machine (%v): the default cannot be tried", err)
+	} else {
+		ln.Close()
+	}
+	n := &node{t: t, data: t.TempDir(), addr: "127.0.0.1:7420", defaults: true}
+	n.start()
+	t.Cleanup(n.stop)
+	n.volume("lo", 2)
+	ports := []int{7420, 7421}
+	for _, p := range n.brickPorts("lo") {
+		ports = append(ports, p)
+	}
+	for _, p := range ports {
+		addrs := listeners(t, p)
+		if len(addrs) == 0 {
+			t.Fatalf("nothing listens on port %d", p)
+		}
+		for _, a := range addrs {
+			if !a.IsLoopback() {
+				t.Errorf("port %d listens on %v, beyond loopback", p, a)
+			}
+		}
+	}
+}
+
+// listeners returns the addresses of the listening TCP sockets of port p
+// on this machine.
+func listeners(t *testing.T, p int) []net.IP {
+	var out []net.IP
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 4 || f[3] != "0A" {
+				continue
+			}
+			hexAddr, hexPort, _ := strings.Cut(f[1], ":")
+			if port, _ := strconv.ParseUint(hexPort, 16, 16); int(port) != p {
+				continue
+			}
+			raw, _ := hex.DecodeString(hexAddr)
+			for i := 0; i+4 <= len(raw); i += 4 {
+				raw[i], raw[i+1], raw[i+2], raw[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
+			}
+			out = append(out, net.IP(raw))
+		}
+	}
+	return out
+}
+
+// brickPorts returns the ports of vol's bricks, from volume status.
+func (n *node) brickPorts(vol string) []int {
+	n.t.Helper()
+	var st struct {
+		Bricks []struct {
+			Addr string `json:"addr"`
+		} `json:"bricks"`
+	}
+	out := n.must("volume", "status", vol, "--json")
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		n.t.Fatalf("volume status --json: %v\n%s", err, out)
+	}
+	var ports []int
+	for _, b := range st.Bricks {
+		_, p, err := net.SplitHostPort(b.Addr)
+		port, _ := strconv.Atoi(p)
+		if err != nil || port == 0 {
+			n.t.Fatalf("brick address %q in:\n%s", b.Addr, out)
+		}
+		ports = append(ports, port)
+	}
+	return ports
+}
