@@ -2,7 +2,7 @@ package e2e
 
 import (
 	"encoding/hex"
-	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -52,7 +52,8 @@ func TestAuthAllowByAddress(t *testing.T) {
 
 // TestDefaultsListenOnLoopback: a node started with no --listen listens on
 // 127.0.0.1 only: its API, its Raft port and its bricks (issue 21: they
-// listened on every interface).
+// listened on every interface). Every listening socket of the server and
+// of its brick processes is looked at, whatever its port.
 func TestDefaultsListenOnLoopback(t *testing.T) {
 	if tlsDir != "" {
 		t.Skip("the TLS run does not change where things listen")
@@ -65,28 +66,34 @@ func TestDefaultsListenOnLoopback(t *testing.T) {
 	n := &node{t: t, data: t.TempDir(), addr: "127.0.0.1:7420", defaults: true}
 	n.start()
 	t.Cleanup(n.stop)
-	n.volume("lo", 2)
-	ports := []int{7420, 7421}
-	for _, p := range n.brickPorts("lo") {
-		ports = append(ports, p)
+	pids := []int{n.cmd.Process.Pid}
+	for _, b := range n.volume("lo", 2) {
+		pids = append(pids, n.brickPID("lo", b))
 	}
-	for _, p := range ports {
-		addrs := listeners(t, p)
-		if len(addrs) == 0 {
-			t.Fatalf("nothing listens on port %d", p)
-		}
-		for _, a := range addrs {
-			if !a.IsLoopback() {
-				t.Errorf("port %d listens on %v, beyond loopback", p, a)
-			}
+	addrs := listeners(t, pids)
+	if len(addrs) < 2+2 { // API, Raft, two bricks
+		t.Fatalf("the server and its bricks listen on %v: fewer sockets than API, Raft and two bricks (did another server take port 7420?)", addrs)
+	}
+	for _, a := range addrs {
+		if !a.IP.IsLoopback() {
+			t.Errorf("listening on %v, beyond loopback", a)
 		}
 	}
 }
 
-// listeners returns the addresses of the listening TCP sockets of port p
-// on this machine.
-func listeners(t *testing.T, p int) []net.IP {
-	var out []net.IP
+// listeners returns the addresses of the listening TCP sockets that the
+// processes pids hold.
+func listeners(t *testing.T, pids []int) []*net.TCPAddr {
+	inodes := map[string]bool{}
+	for _, pid := range pids {
+		fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+		for _, fd := range fds {
+			if l, err := os.Readlink(fd); err == nil && strings.HasPrefix(l, "socket:[") {
+				inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+			}
+		}
+	}
+	var out []*net.TCPAddr
 	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		b, err := os.ReadFile(table)
 		if err != nil {
@@ -94,43 +101,17 @@ func listeners(t *testing.T, p int) []net.IP {
 		}
 		for _, line := range strings.Split(string(b), "\n")[1:] {
 			f := strings.Fields(line)
-			if len(f) < 4 || f[3] != "0A" {
+			if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] {
 				continue
 			}
 			hexAddr, hexPort, _ := strings.Cut(f[1], ":")
-			if port, _ := strconv.ParseUint(hexPort, 16, 16); int(port) != p {
-				continue
-			}
+			port, _ := strconv.ParseUint(hexPort, 16, 16)
 			raw, _ := hex.DecodeString(hexAddr)
 			for i := 0; i+4 <= len(raw); i += 4 {
 				raw[i], raw[i+1], raw[i+2], raw[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
 			}
-			out = append(out, net.IP(raw))
+			out = append(out, &net.TCPAddr{IP: net.IP(raw), Port: int(port)})
 		}
 	}
 	return out
-}
-
-// brickPorts returns the ports of vol's bricks, from volume status.
-func (n *node) brickPorts(vol string) []int {
-	n.t.Helper()
-	var st struct {
-		Bricks []struct {
-			Addr string `json:"addr"`
-		} `json:"bricks"`
-	}
-	out := n.must("volume", "status", vol, "--json")
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		n.t.Fatalf("volume status --json: %v\n%s", err, out)
-	}
-	var ports []int
-	for _, b := range st.Bricks {
-		_, p, err := net.SplitHostPort(b.Addr)
-		port, _ := strconv.Atoi(p)
-		if err != nil || port == 0 {
-			n.t.Fatalf("brick address %q in:\n%s", b.Addr, out)
-		}
-		ports = append(ports, port)
-	}
-	return ports
 }

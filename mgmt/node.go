@@ -311,10 +311,18 @@ func (n *Node) settle() {
 // reconciler, which makes this node run what the state says it should.
 func (n *Node) changed() {
 	n.notifySpecs()
-	n.kickOnce.Do(func() {
-		n.kick = make(chan struct{}, 1)
-		n.wg.Go(n.reconcile)
-	})
+	n.connMu.Lock() // no reconciler starts once Close waits for them
+	closed := n.closed
+	if !closed {
+		n.kickOnce.Do(func() {
+			n.kick = make(chan struct{}, 1)
+			n.wg.Go(n.reconcile)
+		})
+	}
+	n.connMu.Unlock()
+	if closed {
+		return
+	}
 	select {
 	case n.kick <- struct{}{}:
 	default:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -236,12 +237,20 @@ func TestServerLifecycle(t *testing.T) {
 	if s.Addr != "10.231.0.1:7420" || !strings.HasPrefix(s.DataDir(), l.Dir) {
 		t.Fatalf("server at %s, data %s", s.Addr, s.DataDir())
 	}
+	// The client namespace is another machine: it needs the node's secret.
+	secretFile := filepath.Join(s.DataDir(), "secret")
 	nodeID := func() string {
-		out, err := l.Client.Exec(ctx, bin, "volume", "list", "--server", s.Addr)
+		out, err := l.Client.Exec(ctx, bin, "volume", "list", "--server", s.Addr, "--secret-file", secretFile)
 		if err != nil {
 			t.Fatalf("CLI from the client: %v", err)
 		}
-		resp, err := l.Client.HTTPClient(5 * time.Second).Get("http://" + s.Addr + "/v1/node")
+		secret, err := os.ReadFile(secretFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.Addr+"/v1/node", nil)
+		req.Header.Set("Authorization", "Mortar "+strings.TrimSpace(string(secret)))
+		resp, err := l.Client.HTTPClient(5 * time.Second).Do(req)
 		if err != nil {
 			t.Fatalf("API from the client: %v (%s)", err, out)
 		}
