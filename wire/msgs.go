@@ -7,7 +7,7 @@ import (
 )
 
 // Version is the protocol version a client offers in its handshake.
-const Version = 2
+const Version = 3
 
 // Operations.
 const (
@@ -132,6 +132,7 @@ const (
 	fGfid
 	fCtime
 	fSize
+	fLockDomain
 )
 
 var schema = [opMax][]field{
@@ -161,8 +162,8 @@ var schema = [opMax][]field{
 	OpFsync:         {fFh, fFlags},
 	OpFallocate:     {fFh, fMode, fOff, fLen, fPending},
 	OpFlush:         {fFh, fLockOwner},
-	OpGetlk:         {fFh, fLockOwner, fLock},
-	OpSetlk:         {fFh, fLockOwner, fLock, fWait},
+	OpGetlk:         {fFh, fLockOwner, fLock, fLockDomain},
+	OpSetlk:         {fFh, fLockOwner, fLock, fWait, fLockDomain},
 	OpRelease:       {fFh},
 	OpHealIndex:     {fGfid, fMax},
 	OpMarkPending:   {fPath, fGfid, fPending},
@@ -226,6 +227,8 @@ func (r *Request) Encode(e *Enc) {
 			e.Time(r.Ctime)
 		case fSize:
 			e.U64(r.Size)
+		case fLockDomain: // Lock's own encoding predates its Domain
+			e.U8(r.Lock.Domain)
 		}
 	}
 }
@@ -304,5 +307,7 @@ func (r *Request) decodeField(d *Dec, f field) {
 		r.Ctime = d.Time()
 	case fSize:
 		r.Size = d.U64()
+	case fLockDomain:
+		r.Lock.Domain = d.U8()
 	}
 }
