@@ -40,11 +40,14 @@ type file struct {
 	// appendMu serialises O_APPEND writes (each needs the size).
 	appendMu sync.Mutex
 
+	// hold is the file's lock on the bricks, which orders its writes
+	// with other clients' (lock.go).
+	hold hold
+
 	mu         sync.Mutex
 	size       int64
 	cache      stripeCache
 	lastReopen time.Time
-	wrote      bool // the bricks were marked Dirty through this file
 }
 
 // reopenEvery bounds how often a file tries to take back bricks that
@@ -90,7 +93,9 @@ func (d *Disperse) newFile(rf layer.File, path string, flags uint32) (*file, err
 	if flags&syscall.O_TRUNC != 0 {
 		size = 0
 	}
-	return &file{handles: h, d: d, path: path, append: flags&syscall.O_APPEND != 0, size: size}, nil
+	f := &file{handles: h, d: d, path: path, append: flags&syscall.O_APPEND != 0, size: size}
+	f.hold.owner = lockOwners.Add(1)
+	return f, nil
 }
 
 // Create creates the file on the bricks (as a replicated name) and opens
@@ -640,9 +645,7 @@ func (f *file) writeStripes(ctx context.Context, ws []StripeWrite, size int64, r
 	// Dirty: should this client die before every brick has the write,
 	// the healer checks the stripes agree (cleared at release).
 	t := layer.Txn{Pending: uint64(f.d.all()&^targets) | layer.Dirty, SetSize: raise, Size: uint64(size)}
-	f.mu.Lock()
-	f.wrote = true
-	f.mu.Unlock()
+	f.hold.noteWrite()
 	wctx := layer.WithTxn(ctx, t)
 	errs := make([]error, f.d.g.N())
 	var wg sync.WaitGroup
@@ -677,6 +680,7 @@ func (f *file) writeStripes(ctx context.Context, ws []StripeWrite, size int64, r
 	if ok != 0 && failed != 0 {
 		f.Missed(ctx, ok, failed)
 	}
+	f.hold.lost(failed)
 	if ok.Count() < f.d.g.K {
 		if ok == 0 && firstErr != nil && !replicate.IsDown(firstErr) {
 			return firstErr // ENOSPC, EDQUOT ... from every brick
@@ -702,42 +706,49 @@ func moved(errs []error) error {
 
 // Write writes p at off (at the end of file for O_APPEND): whole stripes
 // encoded and written to all bricks at once; a partly covered stripe is
-// read first (from the stripe cache when the previous write left it).
+// read first (from the stripe cache when the previous write left it). It
+// holds the file's lock on the bricks throughout (lock.go).
 func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if off < 0 && !f.append {
+		return 0, syscall.EINVAL
+	}
 	if f.append {
 		f.appendMu.Lock()
 		defer f.appendMu.Unlock()
-		size, err := f.refreshSize(ctx)
-		if err != nil {
-			return 0, err
+	}
+	err := f.writeLocked(ctx, func() error {
+		if f.append {
+			off = f.curSize() // exact: no other client writes while we hold the lock
 		}
-		off = size
+		return f.write(ctx, p, off)
+	})
+	if err != nil {
+		return 0, err
 	}
-	if off < 0 {
-		return 0, syscall.EINVAL
-	}
+	return len(p), nil
+}
+
+// write writes p at off, holding the lock on the bricks.
+func (f *file) write(ctx context.Context, p []byte, off int64) error {
 	sp := f.d.g.SpanOf(off, int64(len(p)))
 	unlock := f.lockStripes(sp.First, sp.Last, true)
 	defer unlock()
 	size := f.curSize()
 	if sp.First == sp.Last && !f.hasCached(sp.First) {
 		if done, err := f.writeSmall(ctx, p, off, size); done {
-			if err != nil {
-				return 0, err
-			}
-			return len(p), nil
+			return err
 		}
 	}
 	ws, newSize, err := f.d.g.PlanWrite(off, p, size, func(s int64) ([]byte, error) { return f.readStripe(ctx, s) })
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if err := f.writeStripes(ctx, ws, newSize, true); err != nil {
 		f.forget()
-		return 0, err
+		return err
 	}
 	f.mu.Lock()
 	f.size = max(f.size, newSize)
@@ -749,7 +760,7 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		f.cache = stripeCache{}
 	}
 	f.mu.Unlock()
-	return len(p), nil
+	return nil
 }
 
 // Setattr truncates the fragments for a size change (rewriting the stripe
@@ -762,13 +773,20 @@ func (f *file) Setattr(ctx context.Context, in layer.SetattrIn) (layer.Attr, err
 	if int64(in.Size) < 0 {
 		return layer.Attr{}, syscall.EFBIG
 	}
+	var a layer.Attr
+	err := f.writeLocked(ctx, func() (err error) {
+		a, err = f.truncate(ctx, in)
+		return err
+	})
+	return a, err
+}
+
+// truncate sets the size, holding the lock on the bricks.
+func (f *file) truncate(ctx context.Context, in layer.SetattrIn) (layer.Attr, error) {
 	unlock := f.lockStripes(0, int64(len(f.locks)), true)
 	defer unlock()
 	newSize := int64(in.Size)
-	size, err := f.refreshSize(ctx)
-	if err != nil {
-		return layer.Attr{}, err
-	}
+	size := f.curSize() // exact: no other client writes while we hold the lock
 	ws, err := f.d.g.PlanTruncate(newSize, size, func(s int64) ([]byte, error) { return f.readStripe(ctx, s) })
 	if err != nil {
 		return layer.Attr{}, err
@@ -778,9 +796,7 @@ func (f *file) Setattr(ctx context.Context, in layer.SetattrIn) (layer.Attr, err
 		return layer.Attr{}, err
 	}
 	in.Size = uint64(f.d.g.FragmentLen(newSize))
-	f.mu.Lock()
-	f.wrote = true
-	f.mu.Unlock()
+	f.hold.noteWrite()
 	a, err := f.handles.Setattr(layer.WithTxn(ctx, layer.Txn{Pending: layer.Dirty, SetSize: true, Size: uint64(newSize)}), in)
 	if err != nil {
 		return a, err
@@ -824,37 +840,23 @@ func (f *file) Fallocate(ctx context.Context, mode uint32, off, length int64) er
 	return syscall.EOPNOTSUPP
 }
 
-// Release clears the Dirty mark this file's writes left on the bricks (in
-// the background: close(2) does not wait for it), then closes the
-// fragments. A brick whose inode changed since (another client wrote)
-// keeps its mark for the healer to check.
+// Release lets go of the file's lock on the bricks, clearing the Dirty
+// mark its writes left (lock.go), then closes the fragments; in the
+// background: close(2) does not wait for it.
 func (f *file) Release(ctx context.Context) error {
-	f.mu.Lock()
-	wrote := f.wrote
-	f.mu.Unlock()
-	if !wrote {
+	f.hold.mu.Lock()
+	held := f.hold.held
+	f.hold.mu.Unlock()
+	if held == 0 {
 		return f.handles.Release(ctx)
 	}
-	files, open, _ := f.Handles()
-	m := open & f.d.up()
 	f.d.bg.Add(1)
 	go func() {
 		defer f.d.bg.Done()
 		ctx := context.WithoutCancel(ctx)
-		var wg sync.WaitGroup
-		for i := range files {
-			hs, ok := f.d.children[i].Layer.(layer.HealStore)
-			if !m.Has(i) || files[i] == nil || !ok {
-				continue
-			}
-			wg.Go(func() {
-				a, err := files[i].Getattr(ctx)
-				if err == nil && a.Pending&layer.Dirty != 0 {
-					hs.ClearPending(ctx, f.path, a.Gfid, layer.Dirty, a.Ctime)
-				}
-			})
-		}
-		wg.Wait()
+		f.hold.gate.Lock()
+		f.endHold(ctx)
+		f.hold.gate.Unlock()
 		f.handles.Release(ctx)
 	}()
 	return nil
