@@ -844,19 +844,21 @@ func (f *file) Fallocate(ctx context.Context, mode uint32, off, length int64) er
 // mark its writes left (lock.go), then closes the fragments; in the
 // background: close(2) does not wait for it.
 func (f *file) Release(ctx context.Context) error {
+	// Under the gate: a hold ending on its timer finishes first.
+	f.hold.gate.Lock()
 	f.hold.mu.Lock()
 	held := f.hold.held
 	f.hold.mu.Unlock()
 	if held == 0 {
+		f.hold.gate.Unlock()
 		return f.handles.Release(ctx)
 	}
 	f.d.bg.Add(1)
 	go func() {
 		defer f.d.bg.Done()
+		defer f.hold.gate.Unlock()
 		ctx := context.WithoutCancel(ctx)
-		f.hold.gate.Lock()
 		f.endHold(ctx)
-		f.hold.gate.Unlock()
 		f.handles.Release(ctx)
 	}()
 	return nil

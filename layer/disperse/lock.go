@@ -161,6 +161,7 @@ func (f *file) writeLocked(ctx context.Context, fn func() error) error {
 			defer h.gate.RUnlock()
 			err := fn()
 			if err != nil {
+				f.d.log.Info("write failed: the file keeps its Dirty mark for the healer", "path", f.path, "err", err)
 				h.mu.Lock()
 				h.keepDirty = true
 				h.mu.Unlock()
@@ -200,10 +201,17 @@ func (f *file) takeLock(ctx context.Context) error {
 		f.d.log.Warn("cannot take the write lock on K bricks", "path", f.path, "err", err)
 		return err
 	}
+	if got != targets {
+		f.d.log.Info("write lock taken on some bricks only", "path", f.path,
+			"locked", f.d.names(got), "missing", f.d.names(targets&^got))
+	}
 	size, dirty, err := f.lockedState(ctx, files, got, good)
 	if err != nil {
 		unlockFiles(files, got, h.owner)
 		return err
+	}
+	if dirty {
+		f.d.log.Info("file marked Dirty by a writer that did not finish: left for the healer", "path", f.path)
 	}
 	// Until now another client could write: what this file knew of the
 	// stripes and the size is stale.
@@ -310,7 +318,10 @@ func (f *file) endHold(ctx context.Context) {
 	}
 	f.forget() // another client may write now
 	if clean {
-		f.clearDirty(ctx, files, held)
+		// Every brick the writes reached, locked or not: no other
+		// client writes anywhere while we hold the lock on K bricks.
+		all, open, _ := f.Handles()
+		f.clearDirty(ctx, all, open&f.d.up())
 	}
 	unlockFiles(files, held, h.owner)
 }
@@ -327,7 +338,11 @@ func (f *file) clearDirty(ctx context.Context, files []layer.File, m replicate.M
 		wg.Go(func() {
 			a, err := files[i].Getattr(ctx)
 			if err == nil && a.Pending&layer.Dirty != 0 {
-				hs.ClearPending(ctx, f.path, a.Gfid, layer.Dirty, a.Ctime)
+				err = hs.ClearPending(ctx, f.path, a.Gfid, layer.Dirty, a.Ctime)
+			}
+			if err != nil {
+				f.d.log.Warn("Dirty mark not cleared: the healer checks the file", "path", f.path,
+					"brick", f.d.children[i].Name, "err", err)
 			}
 		})
 	}

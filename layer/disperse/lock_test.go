@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand"
+	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -81,14 +82,17 @@ func whoWrote(p []byte) (w, r, c int, ok bool) {
 // 64 KiB writes (the small path) and, from one of them, whole-stripe
 // writes. Every write succeeds; afterwards each chunk is the last round of
 // one writer, whole; every brick holds one version of the stripe, and
-// nothing is left pending.
+// nothing is left pending. MORTAR_FAULT_FULL (scripts/fault): 200 rounds.
 func TestTwoClientsOneStripe(t *testing.T) {
 	g := newRig(t, 6, 2)
 	ctx := g.ctx
 	stripe := g.d.g.Stripe()
 	chunks := int(stripe / Chunk)
 	g.writeFile("/f", make([]byte, 4*stripe))
-	const rounds = 25
+	rounds := 25
+	if os.Getenv("MORTAR_FAULT_FULL") != "" { // scripts/fault
+		rounds = 200
+	}
 	layers := []*Disperse{g.d, g.newClient().d}
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*rounds*chunks)
