@@ -82,9 +82,22 @@ func whoWrote(p []byte) (w, r, c int, ok bool) {
 // 64 KiB writes (the small path) and, from one of them, whole-stripe
 // writes. Every write succeeds; afterwards each chunk is the last round of
 // one writer, whole; every brick holds one version of the stripe, and
-// nothing is left pending. MORTAR_FAULT_FULL (scripts/fault): 200 rounds.
+// nothing is left pending. The same for two open files of one client.
+// MORTAR_FAULT_FULL (scripts/fault): 200 rounds.
 func TestTwoClientsOneStripe(t *testing.T) {
-	g := newRig(t, 6, 2)
+	t.Run("two clients", func(t *testing.T) {
+		g := newRig(t, 6, 2)
+		twoWriters(t, g, []*Disperse{g.d, g.newClient().d})
+	})
+	t.Run("one client, two open files", func(t *testing.T) {
+		g := newRig(t, 6, 2)
+		twoWriters(t, g, []*Disperse{g.d, g.d})
+	})
+}
+
+// twoWriters runs TestTwoClientsOneStripe's writers, one through each
+// layer, and checks what they leave.
+func twoWriters(t *testing.T, g *rig, layers []*Disperse) {
 	ctx := g.ctx
 	stripe := g.d.g.Stripe()
 	chunks := int(stripe / Chunk)
@@ -93,7 +106,6 @@ func TestTwoClientsOneStripe(t *testing.T) {
 	if os.Getenv("MORTAR_FAULT_FULL") != "" { // scripts/fault
 		rounds = 200
 	}
-	layers := []*Disperse{g.d, g.newClient().d}
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*rounds*chunks)
 	for w, d := range layers {
