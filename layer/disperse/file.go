@@ -246,29 +246,56 @@ func (f *file) Read(ctx context.Context, p []byte, off int64) (int, error) {
 		return 0, nil
 	}
 	n := min(int64(len(p)), size-off)
-	sp := f.d.g.SpanOf(off, n)
-	unlock := f.lockStripes(sp.First, sp.Last, false)
-	defer unlock()
-	if err := f.readRange(ctx, p[:n], off); err != nil {
+	err := f.readStripes(ctx, p[:n], off, false)
+	if errors.Is(err, errUnsettled) {
+		// Another client may be writing the stripe: read it again
+		// under the writers' lock, when what the bricks hold is what
+		// the stripe is.
+		err = f.withLock(ctx, false, func() error { return f.readStripes(ctx, p[:n], off, true) })
+		if errors.Is(err, syscall.EROFS) {
+			err = syscall.EIO // fewer than K bricks up: the stripe cannot be read
+		}
+	}
+	if err != nil {
 		return 0, err
 	}
 	return int(n), nil
 }
 
+// errUnsettled is what a read without the writers' lock finds when a
+// stripe has no version on K bricks or a chunk fails its checksums: a
+// write of another client under way looks the same as a torn or corrupt
+// stripe. Read then reads it again holding the lock.
+var errUnsettled = errors.New("disperse: stripe unsettled")
+
+// readStripes reads p at off under the stripe locks; locked says whether
+// the file holds the writers' lock.
+func (f *file) readStripes(ctx context.Context, p []byte, off int64, locked bool) error {
+	sp := f.d.g.SpanOf(off, int64(len(p)))
+	unlock := f.lockStripes(sp.First, sp.Last, false)
+	defer unlock()
+	return f.readRange(ctx, p, off, locked)
+}
+
 // readRange fills p with the file's bytes at off (all within the size).
-func (f *file) readRange(ctx context.Context, p []byte, off int64) error {
+// Without the writers' lock (locked), a stripe that does not settle is
+// errUnsettled.
+func (f *file) readRange(ctx context.Context, p []byte, off int64, locked bool) error {
 	g := f.d.g
 	ss := g.Stripe()
 	sp := g.SpanOf(off, int64(len(p)))
-	bad, remote := f.readFast(ctx, p, off, sp)
+	bad, remote, corrupt := f.readFast(ctx, p, off, sp, locked)
 	if remote {
 		return syscall.EREMOTE // moved by a rebalance: distribute reopens
+	}
+	if corrupt && !locked {
+		return errUnsettled
 	}
 	for s := sp.First; s <= sp.Last; s++ {
 		if !bad[s-sp.First] {
 			continue
 		}
-		data, err := f.readStripe(ctx, s)
+		data, err := f.readStripe(ctx, s, locked)
 		if err != nil {
 			return err
 		}
@@ -280,9 +307,11 @@ func (f *file) readRange(ctx context.Context, p []byte, off int64) error {
 
 // readFast reads the stripes of sp straight from the data bricks, one
 // request per brick, and copies what checks out into p. It returns, per
-// stripe, whether the stripe must be rebuilt instead, and whether a brick
-// answered EREMOTE (the file was moved by a rebalance).
-func (f *file) readFast(ctx context.Context, p []byte, off int64, sp Span) (bad []bool, remote bool) {
+// stripe, whether the stripe must be rebuilt instead, whether a brick
+// answered EREMOTE (the file was moved by a rebalance), and whether a
+// chunk failed its checksums (its brick is marked only when locked: without
+// the writers' lock it may be a write under way).
+func (f *file) readFast(ctx context.Context, p []byte, off int64, sp Span, locked bool) (bad []bool, remote, failed bool) {
 	g := f.d.g
 	ss := g.Stripe()
 	end := off + int64(len(p))
@@ -390,10 +419,10 @@ func (f *file) readFast(ctx context.Context, p []byte, off int64, sp Span) (bad 
 			putBufs([][]byte{w.buf})
 		}
 	}
-	if corrupt != 0 {
+	if corrupt != 0 && locked {
 		f.Missed(ctx, avail&^corrupt, corrupt)
 	}
-	return bad, remote
+	return bad, remote, corrupt != 0
 }
 
 // stripeChunks is what the bricks hold of one stripe.
@@ -491,8 +520,10 @@ func current(g Geometry, sc *stripeChunks) (uint64, error) {
 }
 
 // readStripe returns the Stripe() bytes of stripe s, rebuilt from any K
-// bricks that agree, or from the stripe cache.
-func (f *file) readStripe(ctx context.Context, s int64) ([]byte, error) {
+// bricks that agree, or from the stripe cache. Without the writers' lock
+// (locked), a stripe that does not settle, or a chunk failing its checks,
+// is errUnsettled.
+func (f *file) readStripe(ctx context.Context, s int64, locked bool) ([]byte, error) {
 	if data := f.cached(s); data != nil {
 		return data, nil
 	}
@@ -505,12 +536,16 @@ func (f *file) readStripe(ctx context.Context, s int64) ([]byte, error) {
 	if sc.remote {
 		return nil, syscall.EREMOTE // moved by a rebalance: distribute reopens
 	}
+	_, torn, err := settle(f.d.g, &sc)
+	if !locked && (corrupt != 0 || torn || err != nil) {
+		return nil, errUnsettled
+	}
 	if corrupt != 0 {
 		f.d.log.Warn("fragment chunks fail their checksums: rebuilt from the other bricks",
 			"path", f.path, "bricks", f.d.names(corrupt), "stripe", s)
 		f.Missed(ctx, avail&open&^corrupt, corrupt)
 	}
-	if _, torn, err := settle(f.d.g, &sc); err != nil {
+	if err != nil {
 		f.d.log.Error("stripe cannot be rebuilt: fewer than K bricks up and agreeing",
 			"path", f.path, "stripe", s, "k", f.d.g.K)
 		return nil, syscall.EIO
@@ -742,7 +777,7 @@ func (f *file) write(ctx context.Context, p []byte, off int64) error {
 			return err
 		}
 	}
-	ws, newSize, err := f.d.g.PlanWrite(off, p, size, func(s int64) ([]byte, error) { return f.readStripe(ctx, s) })
+	ws, newSize, err := f.d.g.PlanWrite(off, p, size, func(s int64) ([]byte, error) { return f.readStripe(ctx, s, true) })
 	if err != nil {
 		return err
 	}
@@ -787,7 +822,7 @@ func (f *file) truncate(ctx context.Context, in layer.SetattrIn) (layer.Attr, er
 	defer unlock()
 	newSize := int64(in.Size)
 	size := f.curSize() // exact: no other client writes while we hold the lock
-	ws, err := f.d.g.PlanTruncate(newSize, size, func(s int64) ([]byte, error) { return f.readStripe(ctx, s) })
+	ws, err := f.d.g.PlanTruncate(newSize, size, func(s int64) ([]byte, error) { return f.readStripe(ctx, s, true) })
 	if err != nil {
 		return layer.Attr{}, err
 	}

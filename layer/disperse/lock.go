@@ -145,9 +145,14 @@ type hold struct {
 	wrote     bool // our writes marked the bricks Dirty under it
 }
 
-// writeLocked runs fn holding the lock on the bricks (taking it if this
-// file does not hold it).
+// writeLocked runs fn, a write, holding the lock on the bricks (taking it
+// if this file does not hold it). If fn fails, the Dirty mark stays.
 func (f *file) writeLocked(ctx context.Context, fn func() error) error {
+	return f.withLock(ctx, true, fn)
+}
+
+// withLock runs fn holding the lock on the bricks; write says fn writes.
+func (f *file) withLock(ctx context.Context, write bool, fn func() error) error {
 	h := &f.hold
 	for {
 		h.gate.RLock()
@@ -160,7 +165,7 @@ func (f *file) writeLocked(ctx context.Context, fn func() error) error {
 		if ok {
 			defer h.gate.RUnlock()
 			err := fn()
-			if err != nil {
+			if err != nil && write {
 				f.d.log.Info("write failed: the file keeps its Dirty mark for the healer", "path", f.path, "err", err)
 				h.mu.Lock()
 				h.keepDirty = true
