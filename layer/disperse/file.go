@@ -559,7 +559,7 @@ func (f *file) Release(ctx context.Context) error {
 		defer f.d.bg.Done()
 		defer f.hold.gate.Unlock()
 		ctx := context.WithoutCancel(ctx)
-		f.endHold(ctx)
+		f.endHold(ctx, false) // the release below drops the locks
 		f.handles.Release(ctx)
 	}()
 	return nil

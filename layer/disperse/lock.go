@@ -194,7 +194,7 @@ func (f *file) takeLock(ctx context.Context) error {
 		return nil
 	}
 	if held != 0 {
-		f.endHold(context.Background())
+		f.endHold(context.Background(), true)
 	}
 	files, open, good := f.Handles()
 	targets := open & f.d.up()
@@ -288,7 +288,7 @@ func (f *file) expire() {
 		return
 	}
 	h.mu.Unlock()
-	f.endHold(context.Background())
+	f.endHold(context.Background(), true)
 }
 
 // noteWrite notes that a write marked the bricks Dirty under the lock.
@@ -307,9 +307,10 @@ func (h *hold) lost(m replicate.Mask) {
 }
 
 // endHold clears the Dirty mark this hold's writes left (unless the file
-// was marked when the hold began: that mark is the healer's) and releases
-// the lock. The caller holds the gate, or is the file's Release.
-func (f *file) endHold(ctx context.Context) {
+// was marked when the hold began: that mark is the healer's) and, with
+// unlock, releases the lock (the file's Release does not: releasing the
+// fragments drops their locks on the bricks). The caller holds the gate.
+func (f *file) endHold(ctx context.Context, unlock bool) {
 	h := &f.hold
 	h.mu.Lock()
 	held, files, clean := h.held, h.files, h.wrote && !h.keepDirty
@@ -328,7 +329,9 @@ func (f *file) endHold(ctx context.Context) {
 		all, open, _ := f.Handles()
 		f.clearDirty(ctx, all, open&f.d.up())
 	}
-	unlockFiles(files, held, h.owner)
+	if unlock {
+		unlockFiles(files, held, h.owner)
+	}
 }
 
 // clearDirty clears the Dirty mark on the bricks of m, guarded by their
