@@ -225,6 +225,9 @@ const (
 	// clients; they behave as POSIX ones (merge, split, released with
 	// the File), but no application sees them, Flush does not drop them,
 	// and a wait is not checked for deadlock: their takers order them.
+	// Getlk of an internal lock that finds no conflict reports in Pid how
+	// many requests wait for the inode's internal locks (contention: a
+	// holder lets go sooner).
 	DomainInternal
 )
 

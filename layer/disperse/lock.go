@@ -31,16 +31,18 @@ import (
 //
 // Holding it: the lock stays while writes keep coming, so sequential
 // writes of one open file pay no lock round trip each. It is released when
-// no write used it for lockIdle, after lockMaxHold even if writes keep
-// coming (the other clients may be waiting: the bricks do not tell), and
-// when the file is released. Before releasing it the holder clears the
+// no write used it for lockIdle, when the holder sees others wait for it
+// (every lockPoll it asks its lowest brick, which counts the waiters), after
+// lockMaxHold even if writes keep coming (waiters it cannot see), and when
+// the file is released. Before releasing it the holder clears the
 // Dirty mark its writes left, if the file was clean when it took the lock:
 // every write is then complete on every brick it reached.
 
 // Lock hold times (see above).
 const (
 	lockIdle    = 10 * time.Millisecond
-	lockMaxHold = 50 * time.Millisecond
+	lockPoll    = 10 * time.Millisecond
+	lockMaxHold = time.Second
 )
 
 // lockOwners makes each open file a lock owner of its own: two Files of
@@ -228,7 +230,7 @@ func (f *file) takeLock(ctx context.Context) error {
 	h.mu.Lock()
 	h.held, h.files, h.since, h.last = got, files, now, now
 	h.keepDirty, h.wrote = dirty, false
-	h.timer = time.AfterFunc(lockIdle, f.expire)
+	h.timer = time.AfterFunc(lockPoll, f.expire)
 	h.mu.Unlock()
 	return nil
 }
@@ -266,29 +268,47 @@ func (f *file) lockedState(ctx context.Context, files []layer.File, m, good repl
 	return size, dirty, nil
 }
 
-// expire releases the lock when it has been idle for lockIdle or held
-// for lockMaxHold, and otherwise looks again when one of them is due.
+// expire runs every lockPoll while the lock is held. It releases the lock
+// when no write used it for lockIdle, when another client waits for it (on
+// the lowest brick this file holds it on: waiters queue there first, in
+// brick order), or after lockMaxHold; otherwise it looks again later. The
+// look does not hold the gate: writes go on meanwhile.
 func (f *file) expire() {
 	h := &f.hold
+	h.mu.Lock()
+	held, files := h.held, h.files
+	now := time.Now()
+	release := held != 0 && (now.Sub(h.last) >= lockIdle || now.Sub(h.since) >= lockMaxHold)
+	h.mu.Unlock()
+	if held == 0 {
+		return
+	}
+	if !release && !f.contended(files, held) {
+		h.mu.Lock()
+		if h.held != 0 {
+			h.timer.Reset(lockPoll)
+		}
+		h.mu.Unlock()
+		return
+	}
 	h.gate.Lock()
 	defer h.gate.Unlock()
-	h.mu.Lock()
-	if h.held == 0 {
-		h.mu.Unlock()
-		return
-	}
-	now := time.Now()
-	due := h.last.Add(lockIdle)
-	if end := h.since.Add(lockMaxHold); end.Before(due) {
-		due = end
-	}
-	if now.Before(due) {
-		h.timer.Reset(due.Sub(now))
-		h.mu.Unlock()
-		return
-	}
-	h.mu.Unlock()
 	f.endHold(context.Background(), true)
+}
+
+// contended reports whether requests wait for the lock on the lowest brick
+// of held (the locks layer counts them: layer.DomainInternal).
+func (f *file) contended(files []layer.File, held replicate.Mask) bool {
+	for i, lf := range files {
+		if !held.Has(i) || lf == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		got, err := lf.Getlk(ctx, f.hold.owner, wholeFile)
+		return err == nil && (got.Type != syscall.F_UNLCK || got.Pid > 0)
+	}
+	return false
 }
 
 // noteWrite notes that a write marked the bricks Dirty under the lock.

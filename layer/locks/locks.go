@@ -13,7 +13,9 @@
 // clients, such as disperse's stripe writes) are byte-range locks in a table
 // of their own: they never conflict with applications' locks, Flush does
 // not drop them, and their waits are not checked for deadlock (their takers
-// acquire in one global order).
+// acquire in one global order). Getlk of an internal lock that finds no
+// conflict reports in Pid how many requests wait for internal locks of the
+// inode: a holder polls it to let go when others wait.
 //
 // Flush(owner) drops the owner's POSIX locks on the inode, as close(2)
 // does; Release drops every lock taken through the File. A waiting Setlk
@@ -139,6 +141,9 @@ func (f *file) Getlk(ctx context.Context, owner uint64, lk layer.Lock) (layer.Lo
 		return c.lock(), nil
 	}
 	lk.Type = syscall.F_UNLCK
+	if lk.Domain == layer.DomainInternal {
+		lk.Pid = uint32(f.ino.internalWaits) // contention, for a holder
+	}
 	return lk, nil
 }
 
@@ -173,12 +178,19 @@ func (f *file) Setlk(ctx context.Context, owner uint64, lk layer.Lock, wait bool
 			l.waits[owner] = waiting{f.ino, lk}
 		}
 		changed := f.ino.changed
+		internal := lk.Domain == layer.DomainInternal
+		if internal {
+			f.ino.internalWaits++
+		}
 		l.mu.Unlock()
 		select {
 		case <-changed:
 		case <-ctx.Done():
 		}
 		l.mu.Lock()
+		if internal {
+			f.ino.internalWaits--
+		}
 		delete(l.waits, owner)
 		if ctx.Err() != nil {
 			return syscall.EINTR

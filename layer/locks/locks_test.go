@@ -140,7 +140,7 @@ func TestContention(t *testing.T) {
 
 // Internal locks (layer.DomainInternal) live in a table of their own: they
 // conflict with each other only, Flush keeps them, Release drops them and
-// wakes their waiters.
+// wakes their waiters; the holder's Getlk counts the waiters.
 func TestInternalDomain(t *testing.T) {
 	l := newStack(t)
 	ctx := context.Background()
@@ -176,8 +176,23 @@ func TestInternalDomain(t *testing.T) {
 	if err := a.Setlk(ctx, 1, layer.Lock{Type: syscall.F_WRLCK, Flock: true, Domain: layer.DomainInternal}, false); err != syscall.EINVAL {
 		t.Fatalf("internal flock: %v, want EINVAL", err)
 	}
+	if got, _ := b.Getlk(ctx, 2, in); got.Type != syscall.F_UNLCK || got.Pid != 0 {
+		t.Fatalf("the holder's getlk, nobody waiting: %+v", got)
+	}
 	done := make(chan error, 1)
 	go func() { done <- a.Setlk(ctx, 1, in, true) }()
+	// The holder sees the waiter (contention).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, _ := b.Getlk(ctx, 2, in)
+		if got.Type == syscall.F_UNLCK && got.Pid == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the holder's getlk with a waiter: %+v", got)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	b.Release(ctx) // the holder's connection closes: the brick releases its files
 	if err := <-done; err != nil {
 		t.Fatalf("wait for an internal lock whose holder released: %v", err)

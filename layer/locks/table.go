@@ -14,6 +14,8 @@ type inode struct {
 	posix    []*lock // byte-range locks, any order
 	flocks   []*lock // whole-file locks, at most one per owner
 	internal []*lock // byte-range locks of layer.DomainInternal
+	// internalWaits counts the Setlk calls waiting for internal locks.
+	internalWaits int
 	// changed is closed (and replaced) whenever locks are released or
 	// weakened, to wake the waiters.
 	changed chan struct{}
