@@ -2,6 +2,7 @@ package brick
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -75,10 +76,18 @@ func (c *conn) serve() (err error) {
 	}()
 	var hb [wire.HeaderSize]byte
 	for {
+		// Only the wait for a frame is bounded: a payload may wait for
+		// admission (back-pressure) as long as it must.
+		c.nc.SetReadDeadline(time.Now().Add(c.limits.IdleTimeout))
 		h, err := wire.ReadHeader(c.nc, &hb)
 		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return fmt.Errorf("client sent nothing for %v: taken for dead", c.limits.IdleTimeout)
+			}
 			return err
 		}
+		c.nc.SetReadDeadline(time.Time{})
 		if int64(h.Len) > int64(c.limits.MaxFrame) {
 			return fmt.Errorf("%w: %s frame of %d bytes exceeds the connection's %d-byte limit",
 				wire.ErrFrameTooLarge, wire.OpName(h.Op), h.Len, c.limits.MaxFrame)

@@ -1,6 +1,10 @@
 package brick
 
-import "github.com/mortarfs/mortar/wire"
+import (
+	"time"
+
+	"github.com/mortarfs/mortar/wire"
+)
 
 // Limits bound what one client connection may cost a server. A zero field
 // takes its default (DefaultLimits).
@@ -24,12 +28,19 @@ type Limits struct {
 	// not carry the unlock they wait for; one beyond the bound fails at
 	// once with ENOLCK.
 	MaxLockWaits int
+	// IdleTimeout closes a connection that sends nothing for that long
+	// (default 20 s; clients ping every second when idle): a client whose
+	// host died, or that a partition cut off, then releases its files and
+	// locks as one that closed its connection does, instead of holding
+	// them until TCP keepalive gives up (minutes).
+	IdleTimeout time.Duration
 }
 
 // Defaults of Limits.
 const (
 	DefaultMaxInFlightBytes = 256 << 20
 	DefaultMaxLockWaits     = 1024
+	DefaultIdleTimeout      = 20 * time.Second
 )
 
 // DefaultLimits returns the limits a server applies unless told otherwise.
@@ -39,6 +50,7 @@ func DefaultLimits() Limits {
 		MaxInFlight:      MaxInFlight,
 		MaxInFlightBytes: DefaultMaxInFlightBytes,
 		MaxLockWaits:     DefaultMaxLockWaits,
+		IdleTimeout:      DefaultIdleTimeout,
 	}
 }
 
@@ -57,6 +69,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxLockWaits <= 0 {
 		l.MaxLockWaits = d.MaxLockWaits
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = d.IdleTimeout
 	}
 	return l
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/locks"
 	"github.com/mortarfs/mortar/wire"
 )
 
@@ -272,5 +273,64 @@ func TestFitHealIndex(t *testing.T) {
 	}
 	if got := fitHealIndex(entries, 100*per); len(got) != 10 {
 		t.Fatalf("%d entries, want all 10", len(got))
+	}
+}
+
+// A client that sends nothing for IdleTimeout is taken for dead: the
+// connection is closed and its files and locks released, as if it had
+// closed it. A client that pings is kept.
+func TestIdleClientClosed(t *testing.T) {
+	store, _ := newStore(t)
+	f, _, err := store.Create(context.Background(), "/f", layer.CreateIn{Flags: syscall.O_RDWR, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Release(context.Background())
+	ts := startServer(t, locks.New(store), Limits{IdleTimeout: 300 * time.Millisecond})
+	pinging := dial(t, ts.addr)
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		var hb [wire.HeaderSize]byte
+		(&wire.Header{Kind: wire.KindPing}).Put(hb[:])
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+				pinging.nc.Write(hb[:])
+			}
+		}
+	}()
+	silent := dial(t, ts.addr)
+	fh := silent.open("/f")
+	lk := layer.Lock{Type: syscall.F_WRLCK, Domain: layer.DomainInternal}
+	if errno, _ := silent.call(&wire.Request{Op: wire.OpSetlk, Fh: fh, LockOwner: 1, Lock: lk}); errno != 0 {
+		t.Fatalf("lock: %v", errno)
+	}
+	silent.waitClosed()
+	ts.log.waitLog(t, "closing brick connection", "sent nothing for 300ms")
+	// The silent client's lock went with it: another client takes it,
+	// waiting if need be (the release may still be under way).
+	other := dial(t, ts.addr)
+	ofh := other.open("/f")
+	if errno, _ := other.call(&wire.Request{Op: wire.OpSetlk, Fh: ofh, LockOwner: 1, Lock: lk, Wait: true}); errno != 0 {
+		t.Fatalf("lock after the silent client was dropped: %v", errno)
+	}
+	// Pings alone kept the other connection, idle as long.
+	close(stop)
+	<-stopped
+	pinging.send(1, &wire.Request{Op: wire.OpOpen, Path: "/f", Flags: syscall.O_RDWR})
+	for {
+		h, _, err := pinging.tryRecv(5 * time.Second)
+		if err != nil {
+			t.Fatalf("the pinging client's connection: %v", err)
+		}
+		if h.Kind == wire.KindResponse {
+			if h.Errno != 0 {
+				t.Fatalf("open through the pinging client: %v", syscall.Errno(h.Errno))
+			}
+			break
+		}
 	}
 }

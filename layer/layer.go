@@ -210,7 +210,26 @@ type Lock struct {
 	End   uint64
 	Pid   uint32
 	Flock bool
+	// Domain is the lock's namespace: DomainPosix for applications'
+	// locks, DomainInternal for the locks layers take to order their own
+	// work (disperse's stripe writes). Locks of different domains never
+	// conflict.
+	Domain uint8
 }
+
+// Lock domains.
+const (
+	// DomainPosix holds the POSIX locks and flocks of applications.
+	DomainPosix uint8 = iota
+	// DomainInternal holds byte-range locks that layers take between
+	// clients; they behave as POSIX ones (merge, split, released with
+	// the File), but no application sees them, Flush does not drop them,
+	// and a wait is not checked for deadlock: their takers order them.
+	// Getlk of an internal lock that finds no conflict reports in Pid how
+	// many requests wait for the inode's internal locks (contention: a
+	// holder lets go sooner).
+	DomainInternal
+)
 
 // RenameNoReplace makes Rename fail with EEXIST if the target exists.
 const RenameNoReplace = 1

@@ -135,6 +135,7 @@ const (
 	fCtime
 	fSize
 	fSecret
+	fLockDomain
 )
 
 var schema = [opMax][]field{
@@ -164,8 +165,8 @@ var schema = [opMax][]field{
 	OpFsync:         {fFh, fFlags},
 	OpFallocate:     {fFh, fMode, fOff, fLen, fPending},
 	OpFlush:         {fFh, fLockOwner},
-	OpGetlk:         {fFh, fLockOwner, fLock},
-	OpSetlk:         {fFh, fLockOwner, fLock, fWait},
+	OpGetlk:         {fFh, fLockOwner, fLock, fLockDomain},
+	OpSetlk:         {fFh, fLockOwner, fLock, fWait, fLockDomain},
 	OpRelease:       {fFh},
 	OpHealIndex:     {fGfid, fMax},
 	OpMarkPending:   {fPath, fGfid, fPending},
@@ -231,6 +232,8 @@ func (r *Request) Encode(e *Enc) {
 			e.U64(r.Size)
 		case fSecret:
 			e.Str(r.Secret)
+		case fLockDomain: // Lock's own encoding predates its Domain
+			e.U8(r.Lock.Domain)
 		}
 	}
 }
@@ -311,5 +314,7 @@ func (r *Request) decodeField(d *Dec, f field) {
 		r.Size = d.U64()
 	case fSecret:
 		r.Secret = d.Str()
+	case fLockDomain:
+		r.Lock.Domain = d.U8()
 	}
 }

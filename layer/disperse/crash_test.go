@@ -26,19 +26,9 @@ func TestClientDiesMidWrite(t *testing.T) {
 			stripe := g.d.g.Stripe()
 			old := make([]byte, 3*stripe)
 			r.Read(old)
-			f, _, err := g.d.Create(ctx, "/f", layer.CreateIn{Flags: syscall.O_RDWR, Mode: 0o644})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := f.Write(ctx, old, 0); err != nil {
-				t.Fatal(err)
-			}
-			f.Release(ctx)
-			// The release clears the Dirty mark in the background, guarded
-			// by the file's ctime, whose clock is coarse: let it finish, or
-			// it may clear the mark of the dying write below (see
-			// docs/DISPERSE.md, limits).
-			g.d.Idle()
+			// Its release clears the Dirty mark in the background: it
+			// must not clear the mark of the dying write below.
+			g.writeFile("/f", old)
 
 			// The dying write: stripe 1 anew, sent to the first `got`
 			// bricks only, as the layer sends it (Dirty, size).

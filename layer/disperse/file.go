@@ -40,11 +40,14 @@ type file struct {
 	// appendMu serialises O_APPEND writes (each needs the size).
 	appendMu sync.Mutex
 
+	// hold is the file's lock on the bricks, which orders its writes
+	// with other clients' (lock.go).
+	hold hold
+
 	mu         sync.Mutex
 	size       int64
 	cache      stripeCache
 	lastReopen time.Time
-	wrote      bool // the bricks were marked Dirty through this file
 }
 
 // reopenEvery bounds how often a file tries to take back bricks that
@@ -90,7 +93,9 @@ func (d *Disperse) newFile(rf layer.File, path string, flags uint32) (*file, err
 	if flags&syscall.O_TRUNC != 0 {
 		size = 0
 	}
-	return &file{handles: h, d: d, path: path, append: flags&syscall.O_APPEND != 0, size: size}, nil
+	f := &file{handles: h, d: d, path: path, append: flags&syscall.O_APPEND != 0, size: size}
+	f.hold.owner = lockOwners.Add(1)
+	return f, nil
 }
 
 // Create creates the file on the bricks (as a replicated name) and opens
@@ -224,305 +229,6 @@ func (f *file) Getattr(ctx context.Context) (layer.Attr, error) {
 	return f.d.scale(a, err)
 }
 
-// Read reads from the data bricks, rebuilding from the others what a data
-// brick cannot give (down, behind, or a chunk that fails its checksum).
-func (f *file) Read(ctx context.Context, p []byte, off int64) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	size := f.curSize()
-	if off+int64(len(p)) > size {
-		var err error
-		if size, err = f.refreshSize(ctx); err != nil {
-			return 0, err
-		}
-	}
-	if off >= size {
-		return 0, nil
-	}
-	n := min(int64(len(p)), size-off)
-	sp := f.d.g.SpanOf(off, n)
-	unlock := f.lockStripes(sp.First, sp.Last, false)
-	defer unlock()
-	if err := f.readRange(ctx, p[:n], off); err != nil {
-		return 0, err
-	}
-	return int(n), nil
-}
-
-// readRange fills p with the file's bytes at off (all within the size).
-func (f *file) readRange(ctx context.Context, p []byte, off int64) error {
-	g := f.d.g
-	ss := g.Stripe()
-	sp := g.SpanOf(off, int64(len(p)))
-	bad, remote := f.readFast(ctx, p, off, sp)
-	if remote {
-		return syscall.EREMOTE // moved by a rebalance: distribute reopens
-	}
-	for s := sp.First; s <= sp.Last; s++ {
-		if !bad[s-sp.First] {
-			continue
-		}
-		data, err := f.readStripe(ctx, s)
-		if err != nil {
-			return err
-		}
-		lo, hi := max(off, s*ss), min(off+int64(len(p)), (s+1)*ss)
-		copy(p[lo-off:hi-off], data[lo-s*ss:hi-s*ss])
-	}
-	return nil
-}
-
-// readFast reads the stripes of sp straight from the data bricks, one
-// request per brick, and copies what checks out into p. It returns, per
-// stripe, whether the stripe must be rebuilt instead, and whether a brick
-// answered EREMOTE (the file was moved by a rebalance).
-func (f *file) readFast(ctx context.Context, p []byte, off int64, sp Span) (bad []bool, remote bool) {
-	g := f.d.g
-	ss := g.Stripe()
-	end := off + int64(len(p))
-	nstripes := sp.Last - sp.First + 1
-	bad = make([]bool, nstripes)
-	files, _, good := f.Handles()
-	avail := good & f.d.up()
-	// The last byte of each data chunk the read needs, in the last stripe.
-	type want struct {
-		buf      []byte
-		from, to int64 // chunk byte range needed in the first / last stripe
-		err      error
-	}
-	wants := make([]*want, g.K)
-	var wg sync.WaitGroup
-	for i := 0; i < g.K; i++ {
-		// The range of this chunk's bytes the read needs: in stripe
-		// First from lo0, in stripe Last up to hi1.
-		c0 := sp.First*ss + int64(i)*Chunk // file offset of chunk i in the first stripe
-		c1 := sp.Last*ss + int64(i)*Chunk
-		if nstripes == 1 && (c0 >= end || c0+Chunk <= off) {
-			continue // a single-stripe read not touching this chunk
-		}
-		w := &want{from: 0, to: Chunk}
-		if off > c0 {
-			w.from = min(off-c0, Chunk)
-		}
-		if end < c1+Chunk {
-			w.to = max(end-c1, 0)
-		}
-		if nstripes == 1 && w.from >= w.to {
-			continue
-		}
-		wants[i] = w
-		if !avail.Has(i) || files[i] == nil {
-			w.err = syscall.ENOTCONN
-			continue
-		}
-		length := (nstripes-1)*Record + HeaderSize + roundUp(max(w.to, 1), Block)
-		w.buf = getBuf(length)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var got int
-			got, w.err = files[i].Read(ctx, w.buf, sp.First*Record)
-			if w.err == nil {
-				clear(w.buf[got:]) // past the fragment's end: zeros
-			}
-		}()
-	}
-	wg.Wait()
-	for _, w := range wants {
-		if w != nil && errors.Is(w.err, syscall.EREMOTE) {
-			remote = true
-		}
-	}
-	var corrupt replicate.Mask
-	for k := int64(0); k < nstripes; k++ {
-		s := sp.First + k
-		version, seen := uint64(0), false
-		for i, w := range wants {
-			if w == nil {
-				continue
-			}
-			from, to := int64(0), int64(Chunk)
-			if k == 0 {
-				from = w.from
-			}
-			if k == nstripes-1 {
-				to = w.to
-			}
-			if from >= to {
-				continue // this chunk holds none of the read in this stripe
-			}
-			if w.err != nil {
-				bad[k] = true
-				break
-			}
-			rec := w.buf[k*Record:]
-			h, err := parseHeader(rec[:HeaderSize])
-			chunk := rec[HeaderSize:]
-			if len(chunk) < Chunk {
-				chunk = append(chunk[:len(chunk):len(chunk)], make([]byte, Chunk-len(chunk))...)
-			}
-			fb, tb := int(from/Block), int(roundUp(to, Block)/Block)
-			if err != nil || (h.Version != 0 && (h.Stripe != s || int(h.Index) != i)) || !h.check(chunk, fb, tb) {
-				f.d.log.Warn("fragment chunk fails its checksum: rebuilt from the other bricks",
-					"path", f.path, "brick", f.d.children[i].Name, "stripe", s)
-				corrupt |= replicate.Bit(i)
-				bad[k] = true
-				break
-			}
-			if seen && h.Version != version {
-				bad[k] = true // chunks of different writes: let the rebuild decide
-				break
-			}
-			version, seen = h.Version, true
-			fileOff := s*ss + int64(i)*Chunk
-			lo, hi := max(off, fileOff+from), min(end, fileOff+to)
-			copy(p[lo-off:hi-off], chunk[lo-fileOff:hi-fileOff])
-		}
-	}
-	for _, w := range wants {
-		if w != nil && w.buf != nil {
-			putBufs([][]byte{w.buf})
-		}
-	}
-	if corrupt != 0 {
-		f.Missed(ctx, avail&^corrupt, corrupt)
-	}
-	return bad, remote
-}
-
-// stripeChunks is what the bricks hold of one stripe.
-type stripeChunks struct {
-	headers []Header
-	chunks  [][]byte // whole chunks; nil where missing or failing its checks
-	remote  bool     // a brick answered EREMOTE: the file was moved away
-}
-
-// fetchStripe reads record s from the bricks in m.
-func fetchStripe(ctx context.Context, g Geometry, files []layer.File, m replicate.Mask, s int64) (stripeChunks, replicate.Mask) {
-	n := g.N()
-	sc := stripeChunks{headers: make([]Header, n), chunks: make([][]byte, n)}
-	var corrupt replicate.Mask
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		if !m.Has(i) || files[i] == nil {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, Record)
-			got, err := files[i].Read(ctx, buf, s*Record)
-			if err != nil {
-				if errors.Is(err, syscall.EREMOTE) {
-					mu.Lock()
-					sc.remote = true
-					mu.Unlock()
-				}
-				return
-			}
-			clear(buf[got:])
-			h, err := parseHeader(buf[:HeaderSize])
-			chunk := buf[HeaderSize:]
-			if err != nil || (h.Version != 0 && (h.Stripe != s || int(h.Index) != i)) || !h.check(chunk, 0, blocks) {
-				mu.Lock()
-				corrupt |= replicate.Bit(i)
-				mu.Unlock()
-				return
-			}
-			sc.headers[i], sc.chunks[i] = h, chunk
-		}()
-	}
-	wg.Wait()
-	return sc, corrupt
-}
-
-// settle decides what a stripe holds from the chunks read: the write that
-// K bricks share (current). If no write has K chunks — a client died
-// while writing the stripe, some bricks got the new chunks and too few
-// kept the old ones — but the K data chunks are all there and sound, the
-// stripe is those data chunks as they are: each 64 KiB holds the old or
-// the new content, never garbage, and torn says the parity must be made
-// again. Otherwise ErrTooFew.
-func settle(g Geometry, sc *stripeChunks) (version uint64, torn bool, err error) {
-	saved := append([][]byte(nil), sc.chunks...)
-	if v, err := current(g, sc); err == nil {
-		return v, false, nil
-	}
-	copy(sc.chunks, saved)
-	for i := 0; i < g.K; i++ {
-		if sc.chunks[i] == nil {
-			return 0, false, ErrTooFew
-		}
-	}
-	for i := g.K; i < g.N(); i++ {
-		sc.chunks[i] = nil
-	}
-	return 0, true, nil
-}
-
-// current keeps, of the chunks read, those of the write that at least K
-// bricks agree on (there is at most one: K > N/2), and returns its
-// version; ErrTooFew if no write has K chunks.
-func current(g Geometry, sc *stripeChunks) (uint64, error) {
-	count := map[uint64]int{}
-	for i, ch := range sc.chunks {
-		if ch != nil {
-			count[sc.headers[i].Version]++
-		}
-	}
-	for v, c := range count {
-		if c >= g.K {
-			for i, ch := range sc.chunks {
-				if ch != nil && sc.headers[i].Version != v {
-					sc.chunks[i] = nil
-				}
-			}
-			return v, nil
-		}
-	}
-	return 0, ErrTooFew
-}
-
-// readStripe returns the Stripe() bytes of stripe s, rebuilt from any K
-// bricks that agree, or from the stripe cache.
-func (f *file) readStripe(ctx context.Context, s int64) ([]byte, error) {
-	if data := f.cached(s); data != nil {
-		return data, nil
-	}
-	// Every brick up may serve: a brick behind on the file (not good)
-	// may still hold the current chunk of this stripe, and only chunks of
-	// the one write that K bricks share are used (see current).
-	files, open, _ := f.Handles()
-	avail := f.d.up()
-	sc, corrupt := fetchStripe(ctx, f.d.g, files, avail, s)
-	if sc.remote {
-		return nil, syscall.EREMOTE // moved by a rebalance: distribute reopens
-	}
-	if corrupt != 0 {
-		f.d.log.Warn("fragment chunks fail their checksums: rebuilt from the other bricks",
-			"path", f.path, "bricks", f.d.names(corrupt), "stripe", s)
-		f.Missed(ctx, avail&open&^corrupt, corrupt)
-	}
-	if _, torn, err := settle(f.d.g, &sc); err != nil {
-		f.d.log.Error("stripe cannot be rebuilt: fewer than K bricks up and agreeing",
-			"path", f.path, "stripe", s, "k", f.d.g.K)
-		return nil, syscall.EIO
-	} else if torn {
-		f.d.log.Warn("stripe cut short by a write that did not finish: read from its data chunks; heal rewrites its parity",
-			"path", f.path, "stripe", s)
-	}
-	if err := f.d.codec.Rebuild(sc.chunks, true); err != nil {
-		return nil, syscall.EIO
-	}
-	data := make([]byte, 0, f.d.g.Stripe())
-	for _, ch := range sc.chunks[:f.d.g.K] {
-		data = append(data, ch...)
-	}
-	return data, nil
-}
-
 func (d *Disperse) names(m replicate.Mask) []string {
 	var out []string
 	for i, c := range d.children {
@@ -640,9 +346,7 @@ func (f *file) writeStripes(ctx context.Context, ws []StripeWrite, size int64, r
 	// Dirty: should this client die before every brick has the write,
 	// the healer checks the stripes agree (cleared at release).
 	t := layer.Txn{Pending: uint64(f.d.all()&^targets) | layer.Dirty, SetSize: raise, Size: uint64(size)}
-	f.mu.Lock()
-	f.wrote = true
-	f.mu.Unlock()
+	f.hold.noteWrite()
 	wctx := layer.WithTxn(ctx, t)
 	errs := make([]error, f.d.g.N())
 	var wg sync.WaitGroup
@@ -677,6 +381,7 @@ func (f *file) writeStripes(ctx context.Context, ws []StripeWrite, size int64, r
 	if ok != 0 && failed != 0 {
 		f.Missed(ctx, ok, failed)
 	}
+	f.hold.lost(failed)
 	if ok.Count() < f.d.g.K {
 		if ok == 0 && firstErr != nil && !replicate.IsDown(firstErr) {
 			return firstErr // ENOSPC, EDQUOT ... from every brick
@@ -702,42 +407,49 @@ func moved(errs []error) error {
 
 // Write writes p at off (at the end of file for O_APPEND): whole stripes
 // encoded and written to all bricks at once; a partly covered stripe is
-// read first (from the stripe cache when the previous write left it).
+// read first (from the stripe cache when the previous write left it). It
+// holds the file's lock on the bricks throughout (lock.go).
 func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if off < 0 && !f.append {
+		return 0, syscall.EINVAL
+	}
 	if f.append {
 		f.appendMu.Lock()
 		defer f.appendMu.Unlock()
-		size, err := f.refreshSize(ctx)
-		if err != nil {
-			return 0, err
+	}
+	err := f.writeLocked(ctx, func() error {
+		if f.append {
+			off = f.curSize() // exact: no other client writes while we hold the lock
 		}
-		off = size
+		return f.write(ctx, p, off)
+	})
+	if err != nil {
+		return 0, err
 	}
-	if off < 0 {
-		return 0, syscall.EINVAL
-	}
+	return len(p), nil
+}
+
+// write writes p at off, holding the lock on the bricks.
+func (f *file) write(ctx context.Context, p []byte, off int64) error {
 	sp := f.d.g.SpanOf(off, int64(len(p)))
 	unlock := f.lockStripes(sp.First, sp.Last, true)
 	defer unlock()
 	size := f.curSize()
 	if sp.First == sp.Last && !f.hasCached(sp.First) {
 		if done, err := f.writeSmall(ctx, p, off, size); done {
-			if err != nil {
-				return 0, err
-			}
-			return len(p), nil
+			return err
 		}
 	}
-	ws, newSize, err := f.d.g.PlanWrite(off, p, size, func(s int64) ([]byte, error) { return f.readStripe(ctx, s) })
+	ws, newSize, err := f.d.g.PlanWrite(off, p, size, func(s int64) ([]byte, error) { return f.readStripe(ctx, s, true) })
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if err := f.writeStripes(ctx, ws, newSize, true); err != nil {
 		f.forget()
-		return 0, err
+		return err
 	}
 	f.mu.Lock()
 	f.size = max(f.size, newSize)
@@ -749,7 +461,7 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		f.cache = stripeCache{}
 	}
 	f.mu.Unlock()
-	return len(p), nil
+	return nil
 }
 
 // Setattr truncates the fragments for a size change (rewriting the stripe
@@ -762,14 +474,21 @@ func (f *file) Setattr(ctx context.Context, in layer.SetattrIn) (layer.Attr, err
 	if int64(in.Size) < 0 {
 		return layer.Attr{}, syscall.EFBIG
 	}
+	var a layer.Attr
+	err := f.writeLocked(ctx, func() (err error) {
+		a, err = f.truncate(ctx, in)
+		return err
+	})
+	return a, err
+}
+
+// truncate sets the size, holding the lock on the bricks.
+func (f *file) truncate(ctx context.Context, in layer.SetattrIn) (layer.Attr, error) {
 	unlock := f.lockStripes(0, int64(len(f.locks)), true)
 	defer unlock()
 	newSize := int64(in.Size)
-	size, err := f.refreshSize(ctx)
-	if err != nil {
-		return layer.Attr{}, err
-	}
-	ws, err := f.d.g.PlanTruncate(newSize, size, func(s int64) ([]byte, error) { return f.readStripe(ctx, s) })
+	size := f.curSize() // exact: no other client writes while we hold the lock
+	ws, err := f.d.g.PlanTruncate(newSize, size, func(s int64) ([]byte, error) { return f.readStripe(ctx, s, true) })
 	if err != nil {
 		return layer.Attr{}, err
 	}
@@ -778,9 +497,7 @@ func (f *file) Setattr(ctx context.Context, in layer.SetattrIn) (layer.Attr, err
 		return layer.Attr{}, err
 	}
 	in.Size = uint64(f.d.g.FragmentLen(newSize))
-	f.mu.Lock()
-	f.wrote = true
-	f.mu.Unlock()
+	f.hold.noteWrite()
 	a, err := f.handles.Setattr(layer.WithTxn(ctx, layer.Txn{Pending: layer.Dirty, SetSize: true, Size: uint64(newSize)}), in)
 	if err != nil {
 		return a, err
@@ -824,37 +541,25 @@ func (f *file) Fallocate(ctx context.Context, mode uint32, off, length int64) er
 	return syscall.EOPNOTSUPP
 }
 
-// Release clears the Dirty mark this file's writes left on the bricks (in
-// the background: close(2) does not wait for it), then closes the
-// fragments. A brick whose inode changed since (another client wrote)
-// keeps its mark for the healer to check.
+// Release lets go of the file's lock on the bricks, clearing the Dirty
+// mark its writes left (lock.go), then closes the fragments; in the
+// background: close(2) does not wait for it.
 func (f *file) Release(ctx context.Context) error {
-	f.mu.Lock()
-	wrote := f.wrote
-	f.mu.Unlock()
-	if !wrote {
+	// Under the gate: a hold ending on its timer finishes first.
+	f.hold.gate.Lock()
+	f.hold.mu.Lock()
+	held := f.hold.held
+	f.hold.mu.Unlock()
+	if held == 0 {
+		f.hold.gate.Unlock()
 		return f.handles.Release(ctx)
 	}
-	files, open, _ := f.Handles()
-	m := open & f.d.up()
 	f.d.bg.Add(1)
 	go func() {
 		defer f.d.bg.Done()
+		defer f.hold.gate.Unlock()
 		ctx := context.WithoutCancel(ctx)
-		var wg sync.WaitGroup
-		for i := range files {
-			hs, ok := f.d.children[i].Layer.(layer.HealStore)
-			if !m.Has(i) || files[i] == nil || !ok {
-				continue
-			}
-			wg.Go(func() {
-				a, err := files[i].Getattr(ctx)
-				if err == nil && a.Pending&layer.Dirty != 0 {
-					hs.ClearPending(ctx, f.path, a.Gfid, layer.Dirty, a.Ctime)
-				}
-			})
-		}
-		wg.Wait()
+		f.endHold(ctx, false) // the release below drops the locks
 		f.handles.Release(ctx)
 	}()
 	return nil

@@ -12,6 +12,14 @@
 // fragment file (same path as the file), chunk i of stripe s: for i < K
 // the file's own bytes (systematic code: healthy reads need no decoding),
 // for i ≥ K parity. Any K of the K+M chunks of a stripe rebuild it.
+//
+// # Several clients
+//
+// Writes and truncates of a file hold a whole-file write lock on at least
+// K of its bricks, in the bricks' internal lock domain (lock.go): two
+// clients' read-modify-writes of a stripe never interleave, and a client
+// that dies releases the lock with its connections. Reads take it only to
+// read again a stripe they found unsettled (read.go).
 package disperse
 
 import (

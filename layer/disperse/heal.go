@@ -113,8 +113,13 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, good, s
 	isize := int64(size)
 	stripes := (isize + h.g.Stripe() - 1) / h.g.Stripe()
 	var lost []int64
+	lk := fileLock{files: files, reach: reach, owner: lockOwners.Add(1), k: h.g.K}
 	for s := int64(0); s < stripes; s++ {
-		written, err := h.healStripe(ctx, files, reach, sinks, s, isize)
+		var written replicate.Mask
+		err := lk.do(ctx, func() (err error) {
+			written, err = h.healStripe(ctx, files, reach, sinks, s, isize)
+			return err
+		})
 		resize |= written
 		if verify && errors.Is(err, ErrTooFew) {
 			lost = append(lost, s) // reported below; the other stripes are still repaired
@@ -128,15 +133,50 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, good, s
 		return fmt.Errorf("%s: stripes %v cannot be rebuilt (fewer than K bricks agree and a data chunk is missing): %w",
 			path, lost, heal.ErrNoSource)
 	}
+	return lk.do(ctx, func() error { return h.resize(ctx, path, files, good, resize, size) })
+}
+
+// resize sets the size of the bricks in m, unless a client changed it
+// since the healer looked (the good bricks say another): then the file is
+// healed again at the next scan.
+func (h *DataHealer) resize(ctx context.Context, path string, files []layer.File, good, m replicate.Mask, size uint64) error {
+	for i, f := range files {
+		if !good.Has(i) || m.Has(i) || f == nil {
+			continue
+		}
+		if a, err := f.Getattr(ctx); err == nil && a.Size != size {
+			return fmt.Errorf("%s: size changed from %d to %d while healing: %w", path, size, a.Size, syscall.ESTALE)
+		}
+		break
+	}
 	t := layer.WithTxn(ctx, layer.Txn{SetSize: true, Size: size})
 	for i, f := range files {
-		if resize.Has(i) {
-			if _, err := f.Setattr(t, layer.SetattrIn{Valid: layer.SetSize, Size: uint64(h.g.FragmentLen(isize))}); err != nil {
+		if m.Has(i) {
+			if _, err := f.Setattr(t, layer.SetattrIn{Valid: layer.SetSize, Size: uint64(h.g.FragmentLen(int64(size)))}); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// fileLock is the writers' lock (lock.go) as the healer takes it: around
+// each stripe it rebuilds, so that no client writes the stripe meanwhile
+// and a writer waits for one stripe at most.
+type fileLock struct {
+	files []layer.File
+	reach replicate.Mask
+	owner uint64
+	k     int
+}
+
+func (l fileLock) do(ctx context.Context, fn func() error) error {
+	got, err := lockFiles(ctx, l.files, l.reach, l.owner, l.k)
+	if err != nil {
+		return fmt.Errorf("write lock: %w", err)
+	}
+	defer unlockFiles(l.files, got, l.owner)
+	return fn()
 }
 
 // healStripe rewrites the sinks' records of stripe s that differ from what

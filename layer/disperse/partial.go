@@ -104,9 +104,7 @@ func (f *file) writeSmall(ctx context.Context, p []byte, off, size int64) (bool,
 		h.put(bufs[j][:HeaderSize])
 	}
 	wctx := layer.WithTxn(ctx, layer.Txn{Pending: layer.Dirty})
-	f.mu.Lock()
-	f.wrote = true
-	f.mu.Unlock()
+	f.hold.noteWrite()
 	for j := 0; j < n; j++ {
 		wg.Go(func() { _, errs[j] = files[j].Write(wctx, bufs[j], s*Record) })
 	}
@@ -125,6 +123,7 @@ func (f *file) writeSmall(ctx context.Context, p []byte, off, size int64) (bool,
 	if ok != 0 && failed != 0 {
 		f.Missed(ctx, ok, failed)
 	}
+	f.hold.lost(failed)
 	if ok.Count() < g.K {
 		f.d.log.Error("write reached fewer than K bricks", "path", f.path, "ok", f.d.names(ok), "failed", f.d.names(failed))
 		return true, syscall.EIO

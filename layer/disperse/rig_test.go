@@ -2,10 +2,12 @@ package disperse
 
 import (
 	"context"
+	"syscall"
 	"testing"
 
 	"github.com/mortarfs/mortar/brick/posix"
 	"github.com/mortarfs/mortar/internal/testbrick"
+	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/layer/protocol"
 	"github.com/mortarfs/mortar/layer/replicate"
 )
@@ -36,6 +38,21 @@ func newRig(t testing.TB, n, m int) *rig {
 	}
 	g.d = d
 	return g
+}
+
+// writeFile creates path holding data, and waits until its release (which
+// clears the Dirty mark in the background) is done.
+func (g *rig) writeFile(path string, data []byte) {
+	g.t.Helper()
+	f, _, err := g.d.Create(g.ctx, path, layer.CreateIn{Flags: syscall.O_RDWR, Mode: 0o644})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if _, err := f.Write(g.ctx, data, 0); err != nil {
+		g.t.Fatal(err)
+	}
+	f.Release(g.ctx)
+	g.d.Idle()
 }
 
 // kill stops brick i and waits until its client has noticed.

@@ -9,6 +9,14 @@
 // downgrade as fcntl(2) locks do. flock locks are a separate namespace:
 // whole-file, one per owner, converted in place.
 //
+// Locks of layer.DomainInternal (layers ordering their own work between
+// clients, such as disperse's stripe writes) are byte-range locks in a table
+// of their own: they never conflict with applications' locks, Flush does
+// not drop them, and their waits are not checked for deadlock (their takers
+// acquire in one global order). Getlk of an internal lock that finds no
+// conflict reports in Pid how many requests wait for internal locks of the
+// inode: a holder polls it to let go when others wait.
+//
 // Flush(owner) drops the owner's POSIX locks on the inode, as close(2)
 // does; Release drops every lock taken through the File. A waiting Setlk
 // is woken whenever locks on its inode are released, and ends with EINTR
@@ -106,6 +114,9 @@ func normalize(lk layer.Lock) (layer.Lock, error) {
 	default:
 		return lk, syscall.EINVAL
 	}
+	if lk.Domain > layer.DomainInternal || lk.Domain == layer.DomainInternal && lk.Flock {
+		return lk, syscall.EINVAL
+	}
 	if lk.Flock {
 		lk.Start, lk.End = 0, math.MaxUint64
 	} else if lk.End < lk.Start {
@@ -130,6 +141,9 @@ func (f *file) Getlk(ctx context.Context, owner uint64, lk layer.Lock) (layer.Lo
 		return c.lock(), nil
 	}
 	lk.Type = syscall.F_UNLCK
+	if lk.Domain == layer.DomainInternal {
+		lk.Pid = uint32(f.ino.internalWaits) // contention, for a holder
+	}
 	return lk, nil
 }
 
@@ -157,19 +171,26 @@ func (f *file) Setlk(ctx context.Context, owner uint64, lk layer.Lock, wait bool
 		if !wait {
 			return syscall.EAGAIN
 		}
-		if !lk.Flock {
+		if !lk.Flock && lk.Domain == layer.DomainPosix {
 			if l.wouldDeadlock(owner, c.owner) {
 				return syscall.EDEADLK
 			}
 			l.waits[owner] = waiting{f.ino, lk}
 		}
 		changed := f.ino.changed
+		internal := lk.Domain == layer.DomainInternal
+		if internal {
+			f.ino.internalWaits++
+		}
 		l.mu.Unlock()
 		select {
 		case <-changed:
 		case <-ctx.Done():
 		}
 		l.mu.Lock()
+		if internal {
+			f.ino.internalWaits--
+		}
 		delete(l.waits, owner)
 		if ctx.Err() != nil {
 			return syscall.EINTR

@@ -10,9 +10,12 @@ import (
 // inode is the lock table of one inode. Everything in it is guarded by
 // Layer.mu.
 type inode struct {
-	refs   int     // open Files
-	posix  []*lock // byte-range locks, any order
-	flocks []*lock // whole-file locks, at most one per owner
+	refs     int     // open Files
+	posix    []*lock // byte-range locks, any order
+	flocks   []*lock // whole-file locks, at most one per owner
+	internal []*lock // byte-range locks of layer.DomainInternal
+	// internalWaits counts the Setlk calls waiting for internal locks.
+	internalWaits int
 	// changed is closed (and replaced) whenever locks are released or
 	// weakened, to wake the waiters.
 	changed chan struct{}
@@ -26,15 +29,24 @@ type lock struct {
 	pid        uint32
 	file       *file // taken through this File
 	isFlock    bool
+	domain     uint8
 }
 
 func (k *lock) lock() layer.Lock {
-	return layer.Lock{Type: k.typ, Start: k.start, End: k.end, Pid: k.pid, Flock: k.isFlock}
+	return layer.Lock{Type: k.typ, Start: k.start, End: k.end, Pid: k.pid, Flock: k.isFlock, Domain: k.domain}
+}
+
+// ranges returns the list of byte-range locks of lk's domain.
+func (ino *inode) ranges(lk layer.Lock) *[]*lock {
+	if lk.Domain == layer.DomainInternal {
+		return &ino.internal
+	}
+	return &ino.posix
 }
 
 // conflict returns the first lock of another owner that conflicts with lk.
 func (ino *inode) conflict(owner uint64, lk layer.Lock) *lock {
-	list := ino.posix
+	list := *ino.ranges(lk)
 	if lk.Flock {
 		list = ino.flocks
 	}
@@ -70,9 +82,10 @@ func (ino *inode) set(owner uint64, lk layer.Lock, f *file) {
 		return
 	}
 	s, e := lk.Start, lk.End
-	out := ino.posix[:0:0]
+	list := ino.ranges(lk)
+	out := (*list)[:0:0]
 	released := false
-	for _, k := range ino.posix {
+	for _, k := range *list {
 		if k.owner != owner || !overlap(k.start, k.end, s, e) {
 			out = append(out, k)
 			continue
@@ -93,9 +106,9 @@ func (ino *inode) set(owner uint64, lk layer.Lock, f *file) {
 		}
 	}
 	if lk.Type != syscall.F_UNLCK {
-		out = merge(out, &lock{owner: owner, typ: lk.Type, start: s, end: e, pid: lk.Pid, file: f})
+		out = merge(out, &lock{owner: owner, typ: lk.Type, start: s, end: e, pid: lk.Pid, file: f, domain: lk.Domain})
 	}
-	ino.posix = out
+	*list = out
 	if released {
 		ino.wake()
 	}
@@ -144,18 +157,21 @@ func (ino *inode) dropOwner(owner uint64) {
 	ino.drop(func(k *lock) bool { return k.owner == owner }, false)
 }
 
-// dropFile removes every lock taken through f.
+// dropFile removes every lock taken through f, of every domain.
 func (ino *inode) dropFile(f *file) {
 	ino.drop(func(k *lock) bool { return k.file == f }, true)
 }
 
-func (ino *inode) drop(match func(*lock) bool, flocks bool) {
-	n := len(ino.posix) + len(ino.flocks)
+// drop removes the POSIX locks match selects and, with all, the flocks
+// and internal locks too.
+func (ino *inode) drop(match func(*lock) bool, all bool) {
+	n := len(ino.posix) + len(ino.flocks) + len(ino.internal)
 	ino.posix = filter(ino.posix, match)
-	if flocks {
+	if all {
 		ino.flocks = filter(ino.flocks, match)
+		ino.internal = filter(ino.internal, match)
 	}
-	if len(ino.posix)+len(ino.flocks) != n {
+	if len(ino.posix)+len(ino.flocks)+len(ino.internal) != n {
 		ino.wake()
 	}
 }

@@ -162,19 +162,29 @@ func (f *file) Flush(ctx context.Context, owner uint64) error {
 	return err
 }
 
+// usesLocks notes a lock of the applications' domain: from then on Flush
+// and Release wait for the brick. Internal locks (layer.DomainInternal) are
+// not dropped by Flush, and their takers unlock before they release.
+func (f *file) usesLocks(lk layer.Lock) {
+	if lk.Domain == layer.DomainPosix {
+		f.c.usedLocks.Store(true)
+	}
+}
+
 func (f *file) Getlk(ctx context.Context, owner uint64, lk layer.Lock) (layer.Lock, error) {
-	f.c.usedLocks.Store(true)
+	f.usesLocks(lk)
 	cl, err := f.do(ctx, &wire.Request{Op: wire.OpGetlk, LockOwner: owner, Lock: lk}, nil, nil, false)
 	if err != nil {
 		return layer.Lock{}, err
 	}
 	d := wire.Dec{B: cl.payload}
 	out := d.Lock()
+	out.Domain = lk.Domain
 	return out, decoded(&d)
 }
 
 func (f *file) Setlk(ctx context.Context, owner uint64, lk layer.Lock, wait bool) error {
-	f.c.usedLocks.Store(true)
+	f.usesLocks(lk)
 	_, err := f.do(ctx, &wire.Request{Op: wire.OpSetlk, LockOwner: owner, Lock: lk, Wait: wait}, nil, nil, false)
 	return err
 }
