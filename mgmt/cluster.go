@@ -276,7 +276,10 @@ func (n *Node) clusterHandlers(mux *http.ServeMux) {
 		return n.localStatus(&v), nil
 	}))
 	mux.HandleFunc("POST /v1/local/bricks/mark", handle(n, func(r *http.Request, req MarkRequest) (any, error) {
-		return done, markBrick(req)
+		return done, markBrick(req, n.dir)
+	}))
+	mux.HandleFunc("POST /v1/local/bricks/check", handle(n, func(r *http.Request, req MarkRequest) (any, error) {
+		return done, checkNewBrick(req, n.dir)
 	}))
 	mux.HandleFunc("POST /v1/local/bricks/unmark", handle(n, func(r *http.Request, req MarkRequest) (any, error) {
 		return done, unmarkBrick(req)

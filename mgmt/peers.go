@@ -305,9 +305,19 @@ func (n *Node) register() {
 	}
 }
 
-// markBrick marks a directory of this node as a brick of a volume.
-func markBrick(req MarkRequest) error {
-	if err := posix.Mark(req.Path, req.VolumeID, req.Force); err != nil {
+// markBrick marks a directory of this node as a brick of a volume; the
+// node's data directory dataDir is never one.
+func markBrick(req MarkRequest, dataDir string) error {
+	if err := posix.Mark(req.Path, req.VolumeID, req.Force, dataDir); err != nil {
+		return errorf(ErrInvalid, "%w", err)
+	}
+	return nil
+}
+
+// checkNewBrick says why a directory of this node cannot become a new,
+// empty brick, writing nothing.
+func checkNewBrick(req MarkRequest, dataDir string) error {
+	if err := posix.CheckNew(req.Path, dataDir); err != nil {
 		return errorf(ErrInvalid, "%w", err)
 	}
 	return nil

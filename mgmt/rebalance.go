@@ -183,7 +183,7 @@ func (n *Node) addBrick(ctx context.Context, name string, req AddBrickRequest) (
 	var marked []BrickState
 	for _, b := range bricks {
 		mr := MarkRequest{Path: b.Path, VolumeID: v.ID, Force: req.Force}
-		if err := n.onNode(ctx, b.Node, func() error { return markBrick(mr) }, http.MethodPost, "/v1/local/bricks/mark", mr); err != nil {
+		if err := n.onNode(ctx, b.Node, func() error { return markBrick(mr, n.dir) }, http.MethodPost, "/v1/local/bricks/mark", mr); err != nil {
 			n.unmarkAll(ctx, marked)
 			return VolumeInfo{}, errorf(ErrInvalid, "add-brick %s: brick %s: %w", name, b.Name(), err)
 		}

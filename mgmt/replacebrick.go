@@ -23,7 +23,9 @@ const replaceSettle = 10 * time.Second
 // replaceBrick replaces a brick of a replicated or dispersed volume by an
 // empty directory, as GlusterFS's "replace-brick SRC DST commit force":
 //
-//  1. the new directory must not be (inside) another brick;
+//  1. the new directory must not be (inside) another brick, and its node
+//     must find it usable and empty (posix.CheckNew): until then nothing
+//     has changed;
 //  2. the old brick is stopped if its node answers (it may be dead: that
 //     is the usual reason to replace it); its directory is left as it is;
 //  3. the volume's brick takes the new host and path (it keeps its id,
@@ -61,6 +63,12 @@ func (n *Node) replaceBrick(ctx context.Context, name string, req ReplaceBrickRe
 	if err := checkBrickUnused(st, nb); err != nil {
 		n.opMu.Unlock()
 		return VolumeInfo{}, err
+	}
+	// Nothing changes before the new directory is known to be usable.
+	check := MarkRequest{Path: path}
+	if err := n.onNode(ctx, node, func() error { return checkNewBrick(check, n.dir) }, http.MethodPost, "/v1/local/bricks/check", check); err != nil {
+		n.opMu.Unlock()
+		return VolumeInfo{}, errorf(ErrInvalid, "replace-brick: %s cannot be the new brick, nothing was changed: %w", nb.Name(), err)
 	}
 	stop := func() error { n.stopLocalBrick(v.ID, old.ID); return nil }
 	if err := n.onNode(ctx, old.Node, stop, http.MethodPost, "/v1/local/volumes/"+v.ID+"/bricks/"+old.ID+"/stop", struct{}{}); err != nil {

@@ -235,7 +235,7 @@ func (n *Node) createVolume(ctx context.Context, req CreateVolumeRequest) (Volum
 	var marked []BrickState
 	for _, b := range bricks {
 		req := MarkRequest{Path: b.Path, VolumeID: v.ID, Force: req.Force}
-		if err := n.onNode(ctx, b.Node, func() error { return markBrick(req) }, http.MethodPost, "/v1/local/bricks/mark", req); err != nil {
+		if err := n.onNode(ctx, b.Node, func() error { return markBrick(req, n.dir) }, http.MethodPost, "/v1/local/bricks/mark", req); err != nil {
 			n.unmarkAll(ctx, marked)
 			return VolumeInfo{}, errorf(ErrInvalid, "volume %s: brick %s: %w", v.Name, b.Name(), err)
 		}
@@ -393,7 +393,7 @@ func (n *Node) deleteVolume(name string) error {
 func (n *Node) remarkAll(ctx context.Context, v *VolumeState, bricks []BrickState) {
 	for _, b := range bricks {
 		req := MarkRequest{Path: b.Path, VolumeID: v.ID, Force: true}
-		if err := n.onNode(ctx, b.Node, func() error { return markBrick(req) }, http.MethodPost, "/v1/local/bricks/mark", req); err != nil {
+		if err := n.onNode(ctx, b.Node, func() error { return markBrick(req, n.dir) }, http.MethodPost, "/v1/local/bricks/mark", req); err != nil {
 			n.log.Error("re-marking brick failed", "volume", v.Name, "brick", b.Name(), "err", err)
 		}
 	}

@@ -15,9 +15,10 @@ import (
 // volume id on root, creates the hidden directory and gives root the root
 // gfid. It refuses a root that is missing or not a directory, the root of
 // the root file system (unless force), and a directory that already
-// belongs to another volume or lies inside another brick. Marking again
+// belongs to another volume or lies inside another brick, and a new one
+// that is not Usable (forbidden: the node's data directory). Marking again
 // with the same id is a no-op.
-func Mark(root, volumeID string, force bool) error {
+func Mark(root, volumeID string, force bool, forbidden ...string) error {
 	if volumeID == "" {
 		return errors.New("mark brick: empty volume id")
 	}
@@ -25,12 +26,8 @@ func Mark(root, volumeID string, force bool) error {
 	if err != nil {
 		return err
 	}
-	if !force {
-		if same, err := sameFile(abs, "/"); err != nil {
-			return err
-		} else if same {
-			return fmt.Errorf("%s is the root of the root file system; use force to make it a brick anyway", root)
-		}
+	if err := Usable(abs, true, forbidden...); err != nil {
+		return err
 	}
 	cur, err := ReadMark(abs)
 	if err != nil {
@@ -38,6 +35,11 @@ func Mark(root, volumeID string, force bool) error {
 	}
 	if cur != "" && cur != volumeID {
 		return fmt.Errorf("%s is already part of volume %s", root, cur)
+	}
+	if cur == "" && !force {
+		if err := Usable(abs, false, forbidden...); err != nil {
+			return err
+		}
 	}
 	if err := checkAncestors(abs); err != nil {
 		return err
@@ -60,15 +62,37 @@ func Mark(root, volumeID string, force bool) error {
 	return nil
 }
 
-// Unmark removes the volume id from root so that it can join another
-// volume. Files, gfids and the hidden directory stay.
+// CheckNew says why root cannot become a new, empty brick (replace-brick,
+// reset-brick), without writing anything: what Mark would refuse, and any
+// content or mark.
+func CheckNew(root string, forbidden ...string) error {
+	abs, err := checkDir(root)
+	if err != nil {
+		return err
+	}
+	if err := Usable(abs, false, forbidden...); err != nil {
+		return err
+	}
+	if cur, err := ReadMark(abs); err != nil || cur != "" {
+		return errors.Join(err, fmt.Errorf("%s is already part of volume %s", root, cur))
+	}
+	return checkAncestors(abs)
+}
+
+// Unmark removes what Mark put on root, so that it can join another
+// volume: the volume id and gfid of the root and the hidden directory
+// (heal indexes, migration state of the old volume). The files stay.
 func Unmark(root string) error {
 	abs, err := checkDir(root)
 	if err != nil {
 		return err
 	}
-	err = unix.Removexattr(abs, XattrVolumeID)
-	if err != nil && err != unix.ENODATA {
+	for _, x := range []string{XattrVolumeID, XattrGfid} {
+		if err := unix.Removexattr(abs, x); err != nil && err != unix.ENODATA {
+			return fmt.Errorf("unmark brick %s: %w", root, err)
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(abs, HiddenDir)); err != nil {
 		return fmt.Errorf("unmark brick %s: %w", root, err)
 	}
 	return nil
@@ -101,18 +125,6 @@ func checkDir(root string) (string, error) {
 		return "", err
 	}
 	return filepath.EvalSymlinks(abs)
-}
-
-func sameFile(a, b string) (bool, error) {
-	sa, err := os.Stat(a)
-	if err != nil {
-		return false, err
-	}
-	sb, err := os.Stat(b)
-	if err != nil {
-		return false, err
-	}
-	return os.SameFile(sa, sb), nil
 }
 
 // checkAncestors refuses a directory inside a brick.

@@ -116,8 +116,14 @@ func TestMarkAndNew(t *testing.T) {
 	if v, err := ReadMark(dir); err != nil || v != "" {
 		t.Fatalf("ReadMark after Unmark = %q, %v", v, err)
 	}
-	if err := Mark(dir, "other", false); err != nil {
-		t.Fatalf("Mark after Unmark: %v", err)
+	if _, err := os.Stat(filepath.Join(dir, HiddenDir)); !os.IsNotExist(err) {
+		t.Fatalf("Unmark left the hidden directory: %v", err)
+	}
+	if err := Mark(dir, "other", false); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Fatalf("Mark after Unmark of a directory with files, without force: %v", err)
+	}
+	if err := Mark(dir, "other", true); err != nil {
+		t.Fatalf("Mark after Unmark, with force: %v", err)
 	}
 }
 
@@ -138,10 +144,61 @@ func TestMarkRefusals(t *testing.T) {
 	if _, err := New(file, Options{VolumeID: testVolume}); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Fatalf("New file: %v", err)
 	}
-	if err := Mark("/", testVolume, false); err == nil || !strings.Contains(err.Error(), "root of the root file system") {
-		t.Fatalf("Mark /: %v", err)
-	}
 	if v, _ := ReadMark("/"); v != "" {
 		t.Fatalf("/ got marked")
+	}
+}
+
+// TestMarkRefusesSystemAndPseudo: the machine's own directories (also
+// reached by a symlink or ..), pseudo file systems and the node's data
+// directory are never bricks, even with force; nothing is written to them.
+func TestMarkRefusesSystemAndPseudo(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(dir, "etc-link")
+	if err := os.Symlink("/etc", link); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	inData := filepath.Join(data, "bricks", "b1")
+	if err := os.MkdirAll(inData, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, why string }{
+		{"/", "system directory"},
+		{"/etc", "system directory"},
+		{"/etc/../etc", "system directory"},
+		{link, "system directory"},
+		{"/usr", "system directory"},
+		{"/var/lib/mortar", "system directory"},
+		{"/proc/self", "proc file system"},
+		{"/sys/kernel", "sysfs file system"},
+		{inData, "data directory"},
+	} {
+		if _, err := os.Stat(c.path); err != nil {
+			continue // not on this machine
+		}
+		if err := Mark(c.path, testVolume, true, data); err == nil || !strings.Contains(err.Error(), c.why) {
+			t.Errorf("Mark %s with force: %v, want refused (%s)", c.path, err, c.why)
+		}
+		if v, _ := ReadMark(c.path); v != "" {
+			t.Errorf("%s got marked", c.path)
+		}
+		if _, err := os.Lstat(filepath.Join(c.path, HiddenDir)); err == nil {
+			t.Errorf("%s got a hidden directory", c.path)
+		}
+	}
+	full := filepath.Join(dir, "full")
+	os.MkdirAll(full, 0o755)
+	os.WriteFile(filepath.Join(full, "f"), []byte("x"), 0o644)
+	if err := Mark(full, testVolume, false, data); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Fatalf("Mark of a non-empty directory without force: %v", err)
+	}
+	if err := Mark(full, testVolume, true, data); err != nil {
+		t.Fatalf("Mark of a non-empty directory with force: %v", err)
+	}
+	empty := filepath.Join(dir, "empty")
+	os.MkdirAll(empty, 0o755)
+	if err := Mark(empty, testVolume, false, data); err != nil {
+		t.Fatalf("Mark of an empty directory: %v", err)
 	}
 }

@@ -1,0 +1,101 @@
+package mgmt
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// infoJSON is volume info of name as the API gives it.
+func infoJSON(t *testing.T, c *Client, name string) []byte {
+	t.Helper()
+	vi, err := c.Info(ctxT(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(vi)
+	return b
+}
+
+// TestFailedReplaceBrickChangesNothing: a replace-brick to a directory
+// that cannot be a brick (a pseudo file system, a non-empty directory, a
+// system directory) fails before anything changes: volume info is byte
+// for byte what it was, and the old brick still serves (issue 21: the
+// volume listed /proc/self as a brick after such a failure).
+func TestFailedReplaceBrickChangesNothing(t *testing.T) {
+	_, c := startNode(t, t.TempDir())
+	ctx := ctxT(t)
+	_, bricks := replicaVolume(t, c, "rv", 3, 0, 3)
+	before := infoJSON(t, c, "rv")
+	full := t.TempDir()
+	os.WriteFile(filepath.Join(full, "f"), []byte("x"), 0o644)
+	for _, dst := range []string{"/proc/self", full, "/etc", "/var/lib/mortar"} {
+		_, err := c.ReplaceBrick(ctx, "rv", "localhost:"+bricks[2], "localhost:"+dst)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "nothing was changed") {
+			t.Errorf("replace-brick to %s: %v, want refused before any change", dst, err)
+		}
+		if after := infoJSON(t, c, "rv"); !bytes.Equal(before, after) {
+			t.Fatalf("volume info changed by a failed replace-brick to %s:\n%s\n%s", dst, before, after)
+		}
+	}
+	st, err := c.Status(ctx, "rv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range st.Bricks {
+		if !b.Online {
+			t.Errorf("brick %s offline after the refused replace-brick", b.Path)
+		}
+	}
+}
+
+// TestDeleteFreesBricks: volume delete removes mortar's marks from its
+// bricks (volume id, root gfid, hidden directory) and leaves the files; a
+// directory so freed makes a new volume at once (with force, since it
+// holds files).
+func TestDeleteFreesBricks(t *testing.T) {
+	_, c := startNode(t, t.TempDir())
+	ctx := ctxT(t)
+	dirs := brickDirs(t, 1)
+	os.WriteFile(filepath.Join(dirs[0], "kept"), []byte("mine"), 0o644)
+	req := CreateVolumeRequest{Name: "a", Bricks: []string{"localhost:" + dirs[0]}}
+	if _, err := c.CreateVolume(ctx, req); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "not empty") {
+		t.Fatalf("create on a non-empty directory without force: %v", err)
+	}
+	req.Force = true
+	if _, err := c.CreateVolume(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if names, _ := listXattrs(dirs[0]); strings.Contains(names, "trusted.mortar.") {
+		t.Errorf("xattrs left on the brick root: %s", names)
+	}
+	if _, err := os.Stat(filepath.Join(dirs[0], ".mortar")); !os.IsNotExist(err) {
+		t.Errorf("hidden directory left: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dirs[0], "kept")); err != nil || string(b) != "mine" {
+		t.Errorf("the user's file: %q %v", b, err)
+	}
+	req.Name = "b"
+	if _, err := c.CreateVolume(ctx, req); err != nil {
+		t.Fatalf("a new volume on the freed directory: %v", err)
+	}
+}
+
+// listXattrs lists the xattr names of path, NUL-separated.
+func listXattrs(path string) (string, error) {
+	buf := make([]byte, 64<<10)
+	n, err := unix.Listxattr(path, buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}
