@@ -99,3 +99,28 @@ func listXattrs(path string) (string, error) {
 	}
 	return string(buf[:n]), nil
 }
+
+// TestOptionsMatchVolumeType: an option that means nothing for the
+// volume's type is refused, naming the type (issue 21: cluster.quorum-type
+// was accepted on a distribute volume).
+func TestOptionsMatchVolumeType(t *testing.T) {
+	_, c := startNode(t, t.TempDir())
+	ctx := ctxT(t)
+	dirs := brickDirs(t, 1)
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "d", Bricks: bricksOn(dirs)}); err != nil {
+		t.Fatal(err)
+	}
+	before := infoJSON(t, c, "d")
+	for _, kv := range [][2]string{{OptQuorumType, "none"}, {OptQuorumCount, "1"}, {OptFavoriteChildPolicy, "mtime"}, {OptHealInterval, "3"}, {OptDisperseQuiet, "5"}} {
+		_, err := c.Set(ctx, "d", kv[0], kv[1])
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "is a distribute volume") {
+			t.Errorf("set %s on a distribute volume: %v, want refused", kv[0], err)
+		}
+	}
+	if after := infoJSON(t, c, "d"); !bytes.Equal(before, after) {
+		t.Fatalf("refused options changed the volume:\n%s\n%s", before, after)
+	}
+	if _, err := c.Set(ctx, "d", OptPingTimeout, "3"); err != nil {
+		t.Fatalf("an option for every type: %v", err)
+	}
+}

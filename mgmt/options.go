@@ -128,20 +128,43 @@ func atLeast(min int) func(string) string {
 	}
 }
 
+// optionVolumeTypes are the volume types an option means something for;
+// an option not listed applies to every volume. (A disperse set's quorum
+// is its data brick count, fixed; a distribute volume has one copy.)
+var optionVolumeTypes = map[string][]string{
+	OptQuorumType:          {volume.Replicate},
+	OptQuorumCount:         {volume.Replicate},
+	OptFavoriteChildPolicy: {volume.Replicate},
+	OptHealInterval:        {volume.Replicate, volume.Disperse},
+	OptDisperseQuiet:       {volume.Disperse},
+}
+
+// typeAdjective names the volumes of a type as the errors say it.
+var typeAdjective = map[string]string{volume.Distribute: "distribute", volume.Replicate: "replicated", volume.Disperse: "dispersed"}
+
+// checkVolumeType refuses an option that means nothing for v's type.
+func checkVolumeType(v *VolumeState, key string) error {
+	types, ok := optionVolumeTypes[key]
+	if !ok || slices.Contains(types, v.Type) {
+		return nil
+	}
+	var names []string
+	for _, t := range types {
+		names = append(names, typeAdjective[t])
+	}
+	return errorf(ErrInvalid, "option %s applies to %s volumes only: volume %s is a %s volume, where it would mean nothing",
+		key, strings.Join(names, " and "), v.Name, typeAdjective[v.Type])
+}
+
 // checkVolumeOption checks what depends on the volume as well as the
-// value: a fixed quorum cannot exceed the replica count, and the quorum
-// options are for replica sets only (a disperse set's quorum is its data
-// brick count).
+// value: the volume's type, and a fixed quorum cannot exceed the replica
+// count.
 func checkVolumeOption(v *VolumeState, key, value string) error {
-	if (key == OptQuorumType || key == OptQuorumCount) && v.Type == volume.Disperse {
-		return errorf(ErrInvalid, "option %s applies to replicated volumes only: a disperse set of volume %s writes while %d of its %d bricks are up (disperse %d redundancy %d), and that is fixed",
-			key, v.Name, v.Disperse-v.Redundancy, v.Disperse, v.Disperse, v.Redundancy)
+	if err := checkVolumeType(v, key); err != nil {
+		return err
 	}
 	if key == OptEncryption && v.Status != StatusCreated && v.Options[OptEncryption] != value {
 		return errorf(ErrState, "option %s can change only before the volume's first start: files already written would be unreadable (create a new volume and copy)", key)
-	}
-	if key == OptDisperseQuiet && v.Type != volume.Disperse {
-		return errorf(ErrInvalid, "option %s applies to dispersed volumes only", key)
 	}
 	if key != OptQuorumCount || v.Replica == 0 {
 		return nil
