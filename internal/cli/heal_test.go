@@ -123,6 +123,7 @@ func TestHealCommands(t *testing.T) {
 		create = append(create, "localhost:"+filepath.Join(root, "b"+strconv.Itoa(i)))
 	}
 	os.WriteFile(filepath.Join(root, "b1", "old-file"), []byte("x"), 0o644)
+	create = append(create, "force") // b1 holds a file
 	steps := []cliStep{
 		{create, []string{"success"}, false},
 		{[]string{"volume", "create", "dv", "localhost:" + root + "/b4"}, []string{"success"}, false},

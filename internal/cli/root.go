@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -67,18 +68,79 @@ Then:        mortar server, mortar volume ..., mortar mount`,
 		newTLSCommand(),
 		newVersionCommand(),
 	)
+	strictGroups(root)
 	return root
+}
+
+// strictGroups makes every command that only groups others (volume, peer,
+// volume heal, ...) fail on what is not one of its subcommands, with
+// cobra's suggestion, instead of printing its help and succeeding: a
+// script must not take "mortar volume lst" for a success. Run alone, a
+// group prints its help and fails too (it did nothing).
+func strictGroups(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		strictGroups(c)
+	}
+	if !cmd.HasSubCommands() || cmd.Runnable() {
+		return
+	}
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.SuggestionsMinimumDistance = 2 // cobra sets it for the root only
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			cmd.SetOut(cmd.ErrOrStderr())
+			cmd.Help() //nolint:errcheck // best effort; the error below says it all
+			return fmt.Errorf("%s: a subcommand is required (see above)", cmd.CommandPath())
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+		}
+		return fmt.Errorf("%s\nRun '%s --help' for usage.", msg, cmd.CommandPath())
+	}
 }
 
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print mortar's version",
+		Short: "Print mortar's version and the source revision it was built from",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, args []string) {
-			fmt.Fprintf(cmd.OutOrStdout(), "mortar %s (%s, %s/%s)\n", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			info, _ := debug.ReadBuildInfo()
+			fmt.Fprintln(cmd.OutOrStdout(), versionLine(Version, info))
 		},
 	}
+}
+
+// versionLine says which mortar this is: the version set at build time
+// (-ldflags -X ...cli.Version=), else the module's, and the VCS revision,
+// its time and whether the tree had changes, as the go command embeds them.
+func versionLine(version string, info *debug.BuildInfo) string {
+	var b strings.Builder
+	b.WriteString("mortar ")
+	if version == "dev" && info != nil && info.Main.Version != "" {
+		version = info.Main.Version
+	}
+	b.WriteString(version)
+	vcs := map[string]string{}
+	if info != nil {
+		for _, s := range info.Settings {
+			vcs[s.Key] = s.Value
+		}
+	}
+	if rev := vcs["vcs.revision"]; rev != "" {
+		fmt.Fprintf(&b, " rev %s", rev)
+		if t := vcs["vcs.time"]; t != "" {
+			fmt.Fprintf(&b, " %s", t)
+		}
+		if vcs["vcs.modified"] == "true" {
+			b.WriteString(" modified")
+		}
+	} else {
+		b.WriteString(" (no revision: not built from a git checkout)")
+	}
+	fmt.Fprintf(&b, ", %s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return b.String()
 }
 
 // newLogger returns a text logger writing to w at the named level.

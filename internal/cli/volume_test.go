@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,8 +85,46 @@ func TestServerUnreachable(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	out, err := run(t, "version")
-	if err != nil || !strings.HasPrefix(out, "mortar dev (go") {
+	if err != nil || !strings.HasPrefix(out, "mortar ") || !strings.Contains(out, runtime.Version()) {
 		t.Fatalf("version: %q, %v", out, err)
+	}
+	info := &debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}, Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "7b2271d1c3e5"}, {Key: "vcs.time", Value: "2026-11-24T14:33:58Z"}, {Key: "vcs.modified", Value: "true"}}}
+	for _, c := range []struct {
+		version string
+		info    *debug.BuildInfo
+		want    string
+	}{
+		{"dev", info, "mortar v1.2.3 rev 7b2271d1c3e5 2026-11-24T14:33:58Z modified, go"},
+		{"1.0", info, "mortar 1.0 rev 7b2271d1c3e5"},
+		{"dev", nil, "mortar dev (no revision: not built from a git checkout), go"},
+	} {
+		if got := versionLine(c.version, c.info); !strings.HasPrefix(got, c.want) {
+			t.Errorf("versionLine(%q) = %q, want it to start %q", c.version, got, c.want)
+		}
+	}
+}
+
+// TestUnknownSubcommands: a typo or an unknown subcommand, at any level,
+// fails with a suggestion instead of printing help and succeeding.
+func TestUnknownSubcommands(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"volme"}, `unknown command "volme" for "mortar"`},
+		{[]string{"volume", "lst"}, "Did you mean this?\n\tlist"},
+		{[]string{"volume", "get"}, `unknown command "get" for "mortar volume"`},
+		{[]string{"peer", "statu"}, "Did you mean this?\n\tstatus"},
+		{[]string{"tls", "ca", "int"}, "Did you mean this?\n\tinit"},
+		{[]string{"volume"}, "a subcommand is required"},
+	} {
+		if _, err := run(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("mortar %s: %v, want an error with %q", strings.Join(c.args, " "), err, c.want)
+		}
+	}
+	if _, err := run(t, "volume", "--help"); err != nil {
+		t.Errorf("volume --help: %v", err)
 	}
 }
 
