@@ -20,7 +20,8 @@ import (
 type clusterNode struct {
 	n          *Node
 	c          *Client
-	dir        string
+	dir        string // the node's data directory
+	bricks     string // where its brick directories go (never in dir)
 	host       string
 	api, raftA string
 }
@@ -58,7 +59,7 @@ func startCluster(t *testing.T, size int) []*clusterNode {
 	var nodes []*clusterNode
 	for i := range size {
 		host := fmt.Sprintf("127.0.0.%d", i+2)
-		cn := &clusterNode{dir: t.TempDir(), host: host, api: freePort(t, host), raftA: freePort(t, host)}
+		cn := &clusterNode{dir: t.TempDir(), bricks: t.TempDir(), host: host, api: freePort(t, host), raftA: freePort(t, host)}
 		cn.start(t)
 		t.Cleanup(cn.stop)
 		nodes = append(nodes, cn)
@@ -96,7 +97,7 @@ func nodeBricks(t *testing.T, nodes []*clusterNode) []string {
 	t.Helper()
 	var bricks []string
 	for _, cn := range nodes {
-		d := filepath.Join(cn.dir, "brick")
+		d := filepath.Join(cn.bricks, "brick")
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +229,7 @@ func TestReplaceBrickOnDeadNode(t *testing.T) {
 		mustWrite(t, top, fmt.Sprintf("/d/f%d", i), []byte(strings.Repeat("x", i*100)))
 	}
 	nodes[2].stop()
-	fresh := filepath.Join(nodes[1].dir, "fresh")
+	fresh := filepath.Join(nodes[1].bricks, "fresh")
 	if err := os.Mkdir(fresh, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func TestReplaceBrickOnDeadNode(t *testing.T) {
 	if got := vi.Bricks[2].Name(); got != nodes[1].host+":"+fresh {
 		t.Fatalf("brick 2 is now %s", got)
 	}
-	dirs := []string{filepath.Join(nodes[0].dir, "brick"), filepath.Join(nodes[1].dir, "brick"), fresh}
+	dirs := []string{filepath.Join(nodes[0].bricks, "brick"), filepath.Join(nodes[1].bricks, "brick"), fresh}
 	waitHealed(t, nodes[0].c, "rv", dirs)
 	// The mount follows to the new brick once it reads the new spec; the
 	// data is there for it.
@@ -286,7 +287,7 @@ func TestPeerProbeAndDetach(t *testing.T) {
 		t.Fatalf("probe a member: %v", err)
 	}
 	// A node with a volume of its own cannot join.
-	lone := &clusterNode{dir: t.TempDir(), host: "127.0.0.9"}
+	lone := &clusterNode{dir: t.TempDir(), bricks: t.TempDir(), host: "127.0.0.9"}
 	lone.api, lone.raftA = freePort(t, lone.host), freePort(t, lone.host)
 	lone.start(t)
 	t.Cleanup(lone.stop)

@@ -123,8 +123,8 @@ func TestVolumeLifecycle(t *testing.T) {
 	if data, err := os.ReadFile(keep); err != nil || string(data) != "data" {
 		t.Fatalf("brick data after delete: %q, %v", data, err)
 	}
-	// The directories can make a new volume.
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv1", Bricks: []string{"localhost:" + dirs[0]}}); err != nil {
+	// The directories can make a new volume (with force: it holds files).
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv1", Bricks: []string{"localhost:" + dirs[0]}, Force: true}); err != nil {
 		t.Fatalf("create again on the same brick: %v", err)
 	}
 }
@@ -166,11 +166,13 @@ func TestCreateRefusals(t *testing.T) {
 			t.Errorf("%s: got %v; want %v containing %q", tc.name, err, tc.marker, tc.msg)
 		}
 	}
-	// "/" is refused without force (on a node without other bricks, which
-	// "/" would contain).
+	// "/" is refused, even with force (on a node without other bricks,
+	// which "/" would contain).
 	_, c2 := startNode(t, t.TempDir())
-	if _, err := c2.CreateVolume(ctx, CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:/"}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "use force") {
-		t.Errorf("brick on / without force: %v", err)
+	for _, force := range []bool{false, true} {
+		if _, err := c2.CreateVolume(ctx, CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:/"}, Force: force}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "system directory") {
+			t.Errorf("brick on / (force %v): %v", force, err)
+		}
 	}
 	// A refused create leaves no mark behind on the bricks it had checked.
 	if mark, _ := posix.ReadMark(dirs[1]); mark != "" {
