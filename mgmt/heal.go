@@ -110,9 +110,36 @@ func (d *healDaemon) run(ctx context.Context) {
 			d.swap(nil)
 			return
 		case <-t.C:
+			d.reload(ctx)
 		case <-d.kick:
+			d.reload(ctx)
+			d.redial()
 		}
-		d.reload(ctx)
+	}
+}
+
+// redial has the healer's clients of bricks that are not connected dial
+// now, and the healer scan once each is connected: poke follows `volume
+// start force`, which restarted bricks, whose heal would otherwise wait
+// for the clients' backoff (up to 2 s) and then the next scan (up to
+// cluster.heal-interval).
+func (d *healDaemon) redial() {
+	r := d.current()
+	if r == nil {
+		return
+	}
+	for _, c := range r.clients {
+		if c.Connected() {
+			continue
+		}
+		c.Redial()
+		r.wg.Go(func() {
+			ctx, cancel := context.WithTimeout(r.ctx, fullConnectWait)
+			defer cancel()
+			if c.WaitConnected(ctx) {
+				r.healer.Trigger()
+			}
+		})
 	}
 }
 
