@@ -324,11 +324,15 @@ func diffTrees(a, b map[string]string) string {
 
 // bigWriteMiB is the size of the big-write test: 1 GiB as the issue asks
 // with MORTAR_FAULT_FULL=1 (scripts/fault), less in the default run.
-func bigWriteMiB() int {
+func bigWriteMiB() int { return faultSize(192, 1024) }
+
+// faultSize is short in the default run, full with MORTAR_FAULT_FULL
+// (scripts/fault).
+func faultSize(short, full int) int {
 	if os.Getenv("MORTAR_FAULT_FULL") != "" {
-		return 1024
+		return full
 	}
-	return 192
+	return short
 }
 
 // Kill -9 one brick of a replica-3 volume during a big direct write: dd

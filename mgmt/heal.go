@@ -118,6 +118,32 @@ func (d *healDaemon) run(ctx context.Context) {
 	}
 }
 
+// After a brick's return, the heal daemon scans every returnScanEvery for
+// returnScanFor: clients that have not reconnected yet go on recording
+// what they write as to heal on the returned brick until they do (a
+// client in use within 100 ms, an idle one within its backoff of up to
+// 2 s), and those entries should not wait for the next heal interval.
+const (
+	returnScanEvery = 100 * time.Millisecond
+	returnScanFor   = 2500 * time.Millisecond
+)
+
+// scanAfterReturn has r's healer scan now and then every returnScanEvery
+// for returnScanFor.
+func (d *healDaemon) scanAfterReturn(r *healRun) {
+	t := time.NewTicker(returnScanEvery)
+	defer t.Stop()
+	end := time.Now().Add(returnScanFor)
+	for time.Now().Before(end) {
+		r.healer.Trigger()
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // redial has the healer's clients of bricks that are not connected dial
 // now, and the healer scan once each is connected: poke follows `volume
 // start force`, which restarted bricks, whose heal would otherwise wait
@@ -137,7 +163,7 @@ func (d *healDaemon) redial() {
 			ctx, cancel := context.WithTimeout(r.ctx, fullConnectWait)
 			defer cancel()
 			if c.WaitConnected(ctx) {
-				r.healer.Trigger()
+				d.scanAfterReturn(r)
 			}
 		})
 	}
