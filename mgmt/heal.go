@@ -162,7 +162,7 @@ func (d *healDaemon) redial() {
 		r.wg.Go(func() {
 			ctx, cancel := context.WithTimeout(r.ctx, fullConnectWait)
 			defer cancel()
-			if c.WaitConnected(ctx) {
+			if c.WaitConnected(ctx) && !r.healer.Manual() {
 				d.scanAfterReturn(r)
 			}
 		})
@@ -208,8 +208,8 @@ func (d *healDaemon) reload(ctx context.Context) {
 // options the healer and its clients read.
 func healKey(spec volume.Spec) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "interval=%s policy=%s ping=%s type=%s replica=%d disperse=%d redundancy=%d",
-		spec.Option(OptHealInterval, ""), spec.Option(OptFavoriteChildPolicy, ""),
+	fmt.Fprintf(&b, "interval=%s shd=%s policy=%s ping=%s type=%s replica=%d disperse=%d redundancy=%d",
+		spec.Option(OptHealInterval, ""), spec.Option(OptSelfHealDaemon, ""), spec.Option(OptFavoriteChildPolicy, ""),
 		spec.Option(OptPingTimeout, ""), spec.Type, spec.Replica, spec.Disperse, spec.Redundancy)
 	for _, br := range spec.Bricks {
 		fmt.Fprintf(&b, " %s@%s/%t", br.ID, br.Addr, br.Arbiter)
@@ -235,6 +235,7 @@ func (d *healDaemon) newRun(ctx context.Context, spec volume.Spec, key string) (
 	opts := heal.Options{
 		Interval: spec.DurationOption(OptHealInterval, 2*time.Second),
 		Policy:   spec.Option(OptFavoriteChildPolicy, "none"),
+		Manual:   spec.Option(OptSelfHealDaemon, "on") == "off",
 		Logger:   log,
 	}
 	var err error

@@ -124,7 +124,9 @@ them; every node runs a heal daemon per started replicated or dispersed
 volume which, every cluster.heal-interval seconds (default 2), brings the
 bricks that missed changes up to date once they are back: copies for a
 replica set; for a disperse set, names and metadata are copied and each
-file's fragment is rebuilt from the fragments of the other bricks.
+file's fragment is rebuilt from the fragments of the other bricks. With
+cluster.self-heal-daemon off it heals only when asked (heal NAME, heal NAME
+full).
 
   heal NAME                   heal what the bricks record now, without waiting
                               for the daemon's next scan
