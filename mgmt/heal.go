@@ -208,9 +208,9 @@ func (d *healDaemon) reload(ctx context.Context) {
 // options the healer and its clients read.
 func healKey(spec volume.Spec) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "interval=%s shd=%s policy=%s ping=%s type=%s replica=%d disperse=%d redundancy=%d",
-		spec.Option(OptHealInterval, ""), spec.Option(OptSelfHealDaemon, ""), spec.Option(OptFavoriteChildPolicy, ""),
-		spec.Option(OptPingTimeout, ""), spec.Type, spec.Replica, spec.Disperse, spec.Redundancy)
+	fmt.Fprintf(&b, "interval=%s policy=%s ping=%s shd=%s type=%s replica=%d disperse=%d redundancy=%d",
+		spec.Option(OptHealInterval, ""), spec.Option(OptFavoriteChildPolicy, ""),
+		spec.Option(OptPingTimeout, ""), spec.Option(OptSelfHealDaemon, ""), spec.Type, spec.Replica, spec.Disperse, spec.Redundancy)
 	for _, br := range spec.Bricks {
 		fmt.Fprintf(&b, " %s@%s/%t", br.ID, br.Addr, br.Arbiter)
 	}
