@@ -16,8 +16,8 @@ import (
 func rollingRounds() int { return faultSize(1, 5) }
 
 // A rolling restart of a replica 3 volume by the documented procedure —
-// per brick: kill -9 it, `volume start NAME force`, `volume heal NAME
-// wait`, next — under a loop that creates small files and appends to older
+// per brick: kill -9 it (and let 20 writes land), `volume start NAME
+// force`, `volume heal NAME wait`, next — under a loop that creates small files and appends to older
 // ones through a mount: no write fails, nothing is in split-brain, the
 // bricks end identical, and each wait takes under 2 s.
 func TestReplicaRollingRestart(t *testing.T) {
@@ -71,6 +71,9 @@ func TestReplicaRollingRestart(t *testing.T) {
 	for round := range rollingRounds() {
 		for _, b := range bricks {
 			n.killBrick("rr", b)
+			// Writes land while the brick is down: it has them to heal.
+			from := writes.Load()
+			waitFor(t, "20 writes with a brick down", 30*time.Second, func() bool { return writes.Load() >= from+20 })
 			n.must("volume", "start", "rr", "force")
 			start := time.Now()
 			out, err := n.mortar("volume", "heal", "rr", "wait", "--timeout", "30s")
