@@ -90,7 +90,13 @@ func (h *Healer) scan(ctx context.Context, wg *sync.WaitGroup) {
 				return
 			}
 			wg.Go(func() {
-				defer func() { <-h.slots; h.done(k) }()
+				defer func() {
+					<-h.slots
+					h.done(k)
+					if h.kept.Swap(false) && ctx.Err() == nil {
+						time.AfterFunc(retryKept, h.Trigger)
+					}
+				}()
 				h.active.Add(1)
 				defer h.active.Add(-1)
 				err := h.healEntry(ctx, si, it, true)

@@ -344,6 +344,7 @@ func (h *Healer) verify(ctx context.Context, si int, path string, p *plan) error
 func (h *Healer) logClear(si, c int, path string, err error) error {
 	if errors.Is(err, syscall.ESTALE) || errors.Is(err, syscall.ENOENT) {
 		h.log.Debug("changed while healing; marks kept", "replica", h.sets[si][c].Name, "path", path)
+		h.kept.Store(true)
 		return nil
 	}
 	return err

@@ -110,9 +110,62 @@ func (d *healDaemon) run(ctx context.Context) {
 			d.swap(nil)
 			return
 		case <-t.C:
+			d.reload(ctx)
 		case <-d.kick:
+			d.reload(ctx)
+			d.redial()
 		}
-		d.reload(ctx)
+	}
+}
+
+// After a brick's return, the heal daemon scans every returnScanEvery for
+// returnScanFor: clients that have not reconnected yet go on recording
+// what they write as to heal on the returned brick until they do (a
+// client in use within 100 ms, an idle one within its backoff of up to
+// 2 s), and those entries should not wait for the next heal interval.
+const (
+	returnScanEvery = 100 * time.Millisecond
+	returnScanFor   = 2500 * time.Millisecond
+)
+
+// scanAfterReturn has r's healer scan now and then every returnScanEvery
+// for returnScanFor.
+func (d *healDaemon) scanAfterReturn(r *healRun) {
+	t := time.NewTicker(returnScanEvery)
+	defer t.Stop()
+	end := time.Now().Add(returnScanFor)
+	for time.Now().Before(end) {
+		r.healer.Trigger()
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// redial has the healer's clients of bricks that are not connected dial
+// now, and the healer scan once each is connected: poke follows `volume
+// start force`, which restarted bricks, whose heal would otherwise wait
+// for the clients' backoff (up to 2 s) and then the next scan (up to
+// cluster.heal-interval).
+func (d *healDaemon) redial() {
+	r := d.current()
+	if r == nil {
+		return
+	}
+	for _, c := range r.clients {
+		if c.Connected() {
+			continue
+		}
+		c.Redial()
+		r.wg.Go(func() {
+			ctx, cancel := context.WithTimeout(r.ctx, fullConnectWait)
+			defer cancel()
+			if c.WaitConnected(ctx) && !r.healer.Manual() {
+				d.scanAfterReturn(r)
+			}
+		})
 	}
 }
 
@@ -155,9 +208,9 @@ func (d *healDaemon) reload(ctx context.Context) {
 // options the healer and its clients read.
 func healKey(spec volume.Spec) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "interval=%s policy=%s ping=%s type=%s replica=%d disperse=%d redundancy=%d",
+	fmt.Fprintf(&b, "interval=%s policy=%s ping=%s shd=%s type=%s replica=%d disperse=%d redundancy=%d",
 		spec.Option(OptHealInterval, ""), spec.Option(OptFavoriteChildPolicy, ""),
-		spec.Option(OptPingTimeout, ""), spec.Type, spec.Replica, spec.Disperse, spec.Redundancy)
+		spec.Option(OptPingTimeout, ""), spec.Option(OptSelfHealDaemon, ""), spec.Type, spec.Replica, spec.Disperse, spec.Redundancy)
 	for _, br := range spec.Bricks {
 		fmt.Fprintf(&b, " %s@%s/%t", br.ID, br.Addr, br.Arbiter)
 	}
@@ -182,6 +235,7 @@ func (d *healDaemon) newRun(ctx context.Context, spec volume.Spec, key string) (
 	opts := heal.Options{
 		Interval: spec.DurationOption(OptHealInterval, 2*time.Second),
 		Policy:   spec.Option(OptFavoriteChildPolicy, "none"),
+		Manual:   spec.Option(OptSelfHealDaemon, "on") == "off",
 		Logger:   log,
 	}
 	var err error
@@ -368,7 +422,50 @@ func (d *healDaemon) info(ctx context.Context) (HealInfo, error) {
 		out.Full = &f
 	}
 	d.mu.Unlock()
+	out.Safe, out.Unsafe = out.SafeToTakeDown()
 	return out, nil
+}
+
+// SafeToTakeDown reports whether a brick of the volume may be taken down
+// now (the next brick of a rolling restart): every brick is online and
+// connected to the heal daemon, no brick records anything to heal, no heal
+// is under way, nothing is in split-brain and no full heal runs. If not,
+// it says what is missing. Clients' own connections are not seen here:
+// a client in use reconnects within 100 ms of a brick's return (its
+// writes would otherwise be recorded as entries to heal), an idle one
+// within its backoff of at most 2 s.
+func (h HealInfo) SafeToTakeDown() (bool, string) {
+	var why []string
+	for _, b := range h.Bricks {
+		switch {
+		case !b.Online:
+			why = append(why, "brick "+b.Name+" is not connected")
+		case b.Error != "":
+			why = append(why, fmt.Sprintf("brick %s cannot be asked: %s", b.Name, b.Error))
+		case b.Entries > 0:
+			why = append(why, fmt.Sprintf("brick %s has %d %s to heal", b.Name, b.Entries, plural(b.Entries, "entry", "entries")))
+		}
+	}
+	if h.InProgress > 0 {
+		why = append(why, fmt.Sprintf("%d %s being healed", h.InProgress, plural(h.InProgress, "entry is", "entries are")))
+	}
+	if h.SplitBrain > 0 {
+		why = append(why, fmt.Sprintf("%d %s in split-brain", h.SplitBrain, plural(h.SplitBrain, "file is", "files are")))
+	}
+	if h.Full != nil && h.Full.Running {
+		why = append(why, "a full heal is running")
+	}
+	if len(h.Bricks) == 0 {
+		why = append(why, "no brick")
+	}
+	return len(why) == 0, strings.Join(why, "; ")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // entryName is how heal info shows an inode: its path, or its gfid as

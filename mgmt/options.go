@@ -41,6 +41,10 @@ const (
 	// OptHealInterval is the number of seconds between scans of the heal
 	// index.
 	OptHealInterval = "cluster.heal-interval"
+	// OptSelfHealDaemon "off" stops the heal daemon's own scans (every
+	// heal-interval, after a brick's return); heal NAME and heal NAME full
+	// still heal on demand.
+	OptSelfHealDaemon = "cluster.self-heal-daemon"
 	// OptDisperseQuiet is how many seconds a file of a dispersed volume
 	// left dirty (its client may have died while writing) must go
 	// unchanged before the healer checks its stripes.
@@ -66,6 +70,7 @@ var knownOptions = []Option{
 	{OptQuorumCount, "", "bricks of a replica set that must be up to write, with quorum-type fixed", atLeast(1)},
 	{OptFavoriteChildPolicy, "none", "none, mtime, size or majority: which copy wins a split-brain", oneOf("none", "mtime", "size", "majority")},
 	{OptHealInterval, "2", "seconds between scans of the heal index", seconds(0.1)},
+	{OptSelfHealDaemon, "on", "on or off: the heal daemon scans the heal index by itself (off: only on \"volume heal NAME\")", oneOf("on", "off")},
 	{OptDisperseQuiet, "30", "seconds a dirty file of a dispersed volume must go unchanged before heal checks its stripes", seconds(0)},
 	{OptEncryption, "off", "on or off: clients encrypt file contents with the volume key (set before the first start)", oneOf("on", "off")},
 	{OptAuthAllow, "", "certificate names (globs) and addresses/CIDRs allowed to use the volume (empty: all)", authList},

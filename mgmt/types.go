@@ -148,6 +148,10 @@ type HealInfo struct {
 	LastScan time.Time `json:"last_scan,omitzero"`
 	// Full is the last full heal, if any since the daemon started.
 	Full *FullHeal `json:"full,omitempty"`
+	// Safe says whether one brick may be taken down now without losing
+	// quorum or a copy (see SafeToTakeDown); Unsafe says why not.
+	Safe   bool   `json:"safe_to_take_down"`
+	Unsafe string `json:"unsafe,omitempty"`
 }
 
 // Pending sums the entries of every brick's heal index.

@@ -117,7 +117,7 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 			// Replicate and disperse do not wait for a brick that is
 			// down, so neither should the brick's client.
 			c := client(b, 100*time.Millisecond)
-			members = append(members, replicate.Child{Name: b.Name(), Layer: c, Arbiter: b.Arbiter, Up: c.Connected})
+			members = append(members, replicate.Child{Name: b.Name(), Layer: c, Arbiter: b.Arbiter, Up: c.Up})
 		}
 		setLog := opts.Logger.With("volume", spec.Name, "set", set[0].Name())
 		var l layer.Layer

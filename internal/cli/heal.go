@@ -19,8 +19,12 @@ const (
 	healInfo       = "info"             // NAME info
 	healInfoSplit  = "info split-brain" // NAME info split-brain
 	healResolve    = "split-brain"      // NAME split-brain POLICY ...
-	healUsageShort = "usage: mortar volume heal NAME [full | info [split-brain] | split-brain (latest-mtime PATH | bigger-file PATH | source-brick HOST:/BRICK [PATH])]"
+	healWait       = "wait"             // NAME wait [--timeout DURATION]
+	healUsageShort = "usage: mortar volume heal NAME [full | info [split-brain] | wait [--timeout DURATION] | split-brain (latest-mtime PATH | bigger-file PATH | source-brick HOST:/BRICK [PATH])]"
 )
+
+// healWaitPoll is how often heal wait asks the node.
+const healWaitPoll = 50 * time.Millisecond
 
 // healArgs is a parsed `volume heal` command line.
 type healArgs struct {
@@ -34,6 +38,7 @@ type healArgs struct {
 //	NAME
 //	NAME full
 //	NAME info [split-brain]
+//	NAME wait
 //	NAME split-brain latest-mtime PATH
 //	NAME split-brain bigger-file PATH
 //	NAME split-brain source-brick HOST:/BRICK [PATH]
@@ -62,6 +67,11 @@ func parseHealArgs(args []string) (healArgs, error) {
 			h.op = healInfoSplit
 		case len(rest) > 1:
 			return bad(fmt.Sprintf("unknown heal info %q (only \"info\" and \"info split-brain\" exist)", strings.Join(rest[1:], " ")))
+		}
+	case "wait":
+		h.op = healWait
+		if len(rest) > 1 {
+			return bad(fmt.Sprintf("unexpected argument %q after wait", rest[1]))
 		}
 	case "split-brain":
 		h.op = healResolve
@@ -104,8 +114,9 @@ func parseResolveArgs(h healArgs, args []string, bad func(string) (healArgs, err
 
 func (v *volumeCmd) healCommand() *cobra.Command {
 	var asJSON bool
+	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "heal NAME [full | info [split-brain] | split-brain POLICY ...] [--json]",
+		Use:   "heal NAME [full | info [split-brain] | wait [--timeout DURATION] | split-brain POLICY ...] [--json]",
 		Short: "Heal a replicated or dispersed volume, or show what it has to heal",
 		Long: `Self-heal of a replicated or dispersed volume. While a brick is down, the
 bricks of its replica or disperse set that get the changes it misses record
@@ -113,7 +124,9 @@ them; every node runs a heal daemon per started replicated or dispersed
 volume which, every cluster.heal-interval seconds (default 2), brings the
 bricks that missed changes up to date once they are back: copies for a
 replica set; for a disperse set, names and metadata are copied and each
-file's fragment is rebuilt from the fragments of the other bricks.
+file's fragment is rebuilt from the fragments of the other bricks. With
+cluster.self-heal-daemon off it heals only when asked (heal NAME, heal NAME
+full).
 
   heal NAME                   heal what the bricks record now, without waiting
                               for the daemon's next scan
@@ -127,10 +140,22 @@ file's fragment is rebuilt from the fragments of the other bricks.
                               of entries it records as needing heal ("-" when
                               it cannot be asked) and their paths; then what
                               the daemon healed, failed, is healing, and how
-                              many files are in split-brain, and the state of
-                              the last full heal
+                              many files are in split-brain, the state of
+                              the last full heal, and whether a brick may be
+                              taken down now ("Safe to take a brick down")
   heal NAME info split-brain  per brick, the files in split-brain
+  heal NAME wait              wait until a brick may be taken down: every
+                              brick online and connected, nothing to heal or
+                              being healed, nothing in split-brain, no full
+                              heal running. Exits 0 then; after --timeout
+                              (default 10m) exits 1 saying what is missing
   --json                      (with info) print the management API's answer
+
+Rolling restart (upgrading a replicated or dispersed volume's nodes without
+downtime), one brick at a time: stop or kill the brick (or its node), upgrade,
+"mortar volume start NAME force", then "mortar volume heal NAME wait" before
+the next brick. Taking the next brick down sooner can leave a replica set
+without quorum (writes fail with EROFS) or with a single good copy.
 
 A file is in split-brain when its copies blame each other (possible with
 cluster.quorum-type none): it cannot be read until resolved, by hand or with
@@ -149,6 +174,7 @@ this way: no single brick holds a copy of a file there.`,
   mortar volume heal gv0 full
   mortar volume heal gv0 info
   mortar volume heal gv0 info split-brain --json
+  mortar volume heal gv0 wait --timeout 5m
   mortar volume heal gv0 split-brain source-brick server1:/data/b2 /dir/file`,
 		Args: usageArgs(1, 5),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -159,6 +185,15 @@ this way: no single brick holds a copy of a file there.`,
 			if asJSON && h.op != healInfo && h.op != healInfoSplit {
 				return fmt.Errorf("volume heal: --json goes with info and info split-brain")
 			}
+			if cmd.Flags().Changed("timeout") && h.op != healWait {
+				return fmt.Errorf("volume heal: --timeout goes with wait")
+			}
+			if h.op == healWait {
+				if err := v.waitHealed(cmd.Context(), cmd.OutOrStdout(), h.name, timeout); err != nil {
+					return failed("heal", h.name, err)
+				}
+				return nil
+			}
 			ctx, cancel := v.ctx(cmd)
 			defer cancel()
 			if err := v.runHeal(ctx, cmd.OutOrStdout(), h, asJSON); err != nil {
@@ -168,7 +203,40 @@ this way: no single brick holds a copy of a file there.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "with info: print the API's JSON")
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "with wait: how long to wait")
 	return cmd
+}
+
+// waitHealed asks the node for heal info until a brick may be taken down,
+// or fails after timeout saying why not.
+func (v *volumeCmd) waitHealed(ctx context.Context, w io.Writer, name string, timeout time.Duration) error {
+	if timeout <= 0 {
+		return fmt.Errorf("--timeout must be positive")
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c := v.client()
+	why := "no answer from the node yet"
+	for {
+		actx, acancel := context.WithTimeout(ctx, apiTimeout)
+		hi, err := c.HealInfo(actx, name)
+		acancel()
+		switch {
+		case err != nil:
+			why = err.Error()
+		case hi.Safe:
+			fmt.Fprintf(w, "Safe to take a brick down: yes (waited %s)\n", ago(time.Since(start)))
+			return nil
+		default:
+			why = hi.Unsafe
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not safe to take a brick down after %s: %s", ago(time.Since(start)), why)
+		case <-time.After(healWaitPoll):
+		}
+	}
 }
 
 // runHeal does what h asks and prints the answer.
@@ -240,6 +308,11 @@ func printHealInfo(w io.Writer, hi mgmt.HealInfo, now time.Time) {
 		fmt.Fprintf(w, "Full heal: finished at %s with errors: %s\n", clock(f.Finished), f.Error)
 	default:
 		fmt.Fprintf(w, "Full heal: finished at %s, took %s\n", clock(f.Finished), ago(f.Finished.Sub(f.Started)))
+	}
+	if safe, why := hi.SafeToTakeDown(); safe {
+		fmt.Fprintln(w, "Safe to take a brick down: yes")
+	} else {
+		fmt.Fprintf(w, "Safe to take a brick down: no: %s\n", why)
 	}
 }
 

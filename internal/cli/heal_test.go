@@ -22,6 +22,7 @@ func TestParseHealArgs(t *testing.T) {
 		{[]string{"gv0", "full"}, healArgs{name: "gv0", op: healFull}},
 		{[]string{"gv0", "info"}, healArgs{name: "gv0", op: healInfo}},
 		{[]string{"gv0", "info", "split-brain"}, healArgs{name: "gv0", op: healInfoSplit}},
+		{[]string{"gv0", "wait"}, healArgs{name: "gv0", op: healWait}},
 		{[]string{"gv0", "split-brain", "latest-mtime", "/a/f"}, healArgs{name: "gv0", op: healResolve, req: mgmt.SplitBrainRequest{Policy: "latest-mtime", Path: "/a/f"}}},
 		{[]string{"gv0", "split-brain", "bigger-file", "/f"}, healArgs{name: "gv0", op: healResolve, req: mgmt.SplitBrainRequest{Policy: "bigger-file", Path: "/f"}}},
 		{[]string{"gv0", "split-brain", "source-brick", "h:/b2"}, healArgs{name: "gv0", op: healResolve, req: mgmt.SplitBrainRequest{Policy: "source-brick", Source: "h:/b2"}}},
@@ -35,6 +36,7 @@ func TestParseHealArgs(t *testing.T) {
 	bad := map[string][]string{
 		"unknown heal command \"statistics\"":         {"gv0", "statistics"},
 		"unexpected argument \"now\" after full":      {"gv0", "full", "now"},
+		"unexpected argument \"now\" after wait":      {"gv0", "wait", "now"},
 		"unknown heal info \"summary\"":               {"gv0", "info", "summary"},
 		"split-brain needs a policy":                  {"gv0", "split-brain"},
 		"latest-mtime takes the PATH of one file":     {"gv0", "split-brain", "latest-mtime"},
@@ -91,6 +93,7 @@ Number of entries: -
 Healed: 7, failed: 1, in progress: 2, in split-brain: 3
 Last index scan: 1.5s ago
 Full heal: running since 11:59:00
+Safe to take a brick down: no: brick h:/b1 has 2 entries to heal; brick h:/b2 is not connected; brick h:/b3 has 1002 entries to heal; brick h:/b4 cannot be asked: heal index unreadable; 2 entries are being healed; 3 files are in split-brain; a full heal is running
 `
 	if b.String() != want {
 		t.Errorf("heal info:\n%s\nwant:\n%s", b.String(), want)
@@ -99,14 +102,26 @@ Full heal: running since 11:59:00
 	hi.Full = &mgmt.FullHeal{Started: now.Add(-90 * time.Second), Finished: now.Add(-2 * time.Second)}
 	b.Reset()
 	printHealInfo(&b, hi, now)
-	if want := "Full heal: finished at 12:00:08, took 1m28s\n"; !strings.HasSuffix(b.String(), want) || strings.Contains(b.String(), "Last index scan") {
+	if want := "Full heal: finished at 12:00:08, took 1m28s\nSafe to take a brick down: no: 2 entries are being healed; 3 files are in split-brain; no brick\n"; !strings.HasSuffix(b.String(), want) || strings.Contains(b.String(), "Last index scan") {
 		t.Errorf("heal info with a finished full heal:\n%s\nwant it to end with %q", b.String(), want)
 	}
 	hi.Full.Error = "/a: split-brain"
 	b.Reset()
 	printHealInfo(&b, hi, now)
-	if want := "Full heal: finished at 12:00:08 with errors: /a: split-brain\n"; !strings.HasSuffix(b.String(), want) {
+	if want := "Full heal: finished at 12:00:08 with errors: /a: split-brain\n"; !strings.Contains(b.String(), want) {
 		t.Errorf("heal info with a failed full heal:\n%s", b.String())
+	}
+	hi = mgmt.HealInfo{Bricks: []mgmt.HealBrick{{Name: "h:/b1", Online: true}, {Name: "h:/b2", Online: true, Entries: 1}}}
+	b.Reset()
+	printHealInfo(&b, hi, now)
+	if want := "Safe to take a brick down: no: brick h:/b2 has 1 entry to heal\n"; !strings.HasSuffix(b.String(), want) {
+		t.Errorf("heal info with one entry:\n%s\nwant it to end with %q", b.String(), want)
+	}
+	hi.Bricks[1].Entries = 0
+	b.Reset()
+	printHealInfo(&b, hi, now)
+	if want := "Safe to take a brick down: yes\n"; !strings.HasSuffix(b.String(), want) {
+		t.Errorf("heal info with nothing to heal:\n%s\nwant it to end with %q", b.String(), want)
 	}
 }
 

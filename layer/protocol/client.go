@@ -76,7 +76,14 @@ type Client struct {
 	cur       *session
 	connected chan struct{} // closed while cur != nil
 	gen       uint64
+
+	redial chan struct{} // wakes run's backoff wait (see Redial)
+	demand chan struct{} // wakes it no sooner than demandFloor (see Up)
 }
+
+// demandFloor is the least time between two dials that operations asked
+// for (Up) while the brick was down.
+const demandFloor = 100 * time.Millisecond
 
 // New returns a client for the brick in cfg and starts connecting.
 func New(cfg Config) *Client {
@@ -86,6 +93,8 @@ func New(cfg Config) *Client {
 		cfg: cfg, ctx: ctx, cancel: cancel, done: make(chan struct{}),
 		log:       cfg.Logger.With("brick", cfg.BrickID, "addr", cfg.Addr),
 		connected: make(chan struct{}),
+		redial:    make(chan struct{}, 1),
+		demand:    make(chan struct{}, 1),
 	}
 	go c.run()
 	return c
@@ -105,12 +114,57 @@ func (c *Client) Connected() bool {
 	return c.cur != nil
 }
 
-// run keeps a session up until the client is closed.
+// Up reports whether the client has a live session, like Connected; when
+// it has none it asks for a dial sooner than the backoff, no sooner than
+// demandFloor after the last one. Layers above ask it before every
+// operation (replicate's Child.Up), so a client in use reconnects to a
+// restarted brick within demandFloor, while an idle one keeps the backoff.
+func (c *Client) Up() bool {
+	if c.Connected() {
+		return true
+	}
+	select {
+	case c.demand <- struct{}{}:
+	default:
+	}
+	return false
+}
+
+// WaitConnected waits until the client has a live session, ctx is done or
+// the client is closed; it reports whether it is connected.
+func (c *Client) WaitConnected(ctx context.Context) bool {
+	c.mu.Lock()
+	ch := c.connected
+	c.mu.Unlock()
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+	case <-c.ctx.Done():
+	}
+	return false
+}
+
+// Redial makes a client that is not connected dial its brick now, rather
+// than at the end of its backoff (up to 2 s): the brick is known to be
+// back (restarted by `volume start force`). A connected client ignores it.
+func (c *Client) Redial() {
+	select {
+	case c.redial <- struct{}{}:
+	default:
+	}
+}
+
+// run keeps a session up until the client is closed. A brick that stays
+// down is dialled again after a backoff that doubles from 100 ms to 2 s;
+// Redial cuts the wait short.
+
 func (c *Client) run() {
 	defer close(c.done)
 	backoff := 100 * time.Millisecond
 	failures := 0
 	for c.ctx.Err() == nil {
+		dialed := time.Now()
 		s, err := c.connect()
 		if err != nil {
 			failures++
@@ -119,9 +173,12 @@ func (c *Client) run() {
 			} else {
 				c.log.Debug("cannot reach brick", "err", err, "attempt", failures)
 			}
+			c.wait(backoff, dialed)
 			select {
-			case <-c.ctx.Done():
-			case <-time.After(backoff):
+			case <-c.redial:
+				c.log.Debug("redialling at once", "attempt", failures)
+				backoff = 50 * time.Millisecond // doubled below
+			default:
 			}
 			backoff = min(2*backoff, 2*time.Second)
 			continue
@@ -130,7 +187,40 @@ func (c *Client) run() {
 			c.log.Info("brick connected")
 		}
 		failures, backoff = 0, 100*time.Millisecond
+		for _, ch := range []chan struct{}{c.redial, c.demand} {
+			select { // a wake-up while connected is stale
+			case <-ch:
+			default:
+			}
+		}
 		c.serve(s)
+	}
+}
+
+// wait waits out a backoff after the dial at dialed: until it ends, or a
+// Redial, or an operation's demand (see Up) demandFloor after dialed. A
+// Redial is left in its channel for run to see.
+func (c *Client) wait(backoff time.Duration, dialed time.Time) {
+	t := time.NewTimer(backoff)
+	defer t.Stop()
+	demand := c.demand
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+			return
+		case <-c.redial:
+			c.Redial()
+			return
+		case <-demand:
+			if d := time.Until(dialed.Add(demandFloor)); d > 0 {
+				t.Reset(min(d, time.Until(dialed.Add(backoff))))
+				demand = nil
+				continue
+			}
+			return
+		}
 	}
 }
 

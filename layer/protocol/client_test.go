@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"syscall"
@@ -287,4 +288,86 @@ func posixMark(dir string) error { return posix.Mark(dir, testVolume, false) }
 
 func posixNew(dir string) (*posix.Store, error) {
 	return posix.New(dir, posix.Options{VolumeID: testVolume})
+}
+
+// attemptCounter is a slog handler that records the highest "attempt" a
+// client logged while it could not reach its brick.
+type attemptCounter struct {
+	mu  sync.Mutex
+	max int64
+}
+
+func (a *attemptCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (a *attemptCounter) WithAttrs([]slog.Attr) slog.Handler       { return a }
+func (a *attemptCounter) WithGroup(string) slog.Handler            { return a }
+func (a *attemptCounter) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(at slog.Attr) bool {
+		if at.Key == "attempt" {
+			a.mu.Lock()
+			a.max = max(a.max, at.Value.Int64())
+			a.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func (a *attemptCounter) attempts() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.max
+}
+
+// A client whose brick has been down long enough for its backoff to grow
+// (1.6 s after the fifth failed dial) reconnects at once on Redial once
+// the brick is back, not at the end of the backoff.
+func TestRedialCutsBackoff(t *testing.T) {
+	c := downLongEnough(t)
+	start := time.Now()
+	c.Redial()
+	waitFor(t, 5*time.Second, "reconnection", c.Connected)
+	if d := time.Since(start); d > 800*time.Millisecond {
+		t.Fatalf("reconnected %s after Redial; the backoff was 1.6 s", d)
+	}
+	c.Redial() // connected: ignored
+	if !c.Connected() {
+		t.Fatal("Redial dropped a live connection")
+	}
+}
+
+// downLongEnough returns the client of a brick that was down
+// for five failed dials (the client's backoff is then 1.6 s) and is back.
+func downLongEnough(t *testing.T) *Client {
+	b := newTestBrick(t)
+	count := &attemptCounter{}
+	c := b.client(t, Config{Logger: slog.New(count)})
+	waitFor(t, 5*time.Second, "first connection", c.Connected)
+	b.stop()
+	waitFor(t, 10*time.Second, "five failed dials", func() bool { return count.attempts() >= 5 })
+	b.start(b.addr)
+	return c
+}
+
+// waitFor polls cond until it holds, failing the test after d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within %s", what, d)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a state with no event to wait on
+	}
+}
+
+// A client in use (its Up asked before every operation, as replicate
+// does) reconnects to a restarted brick within demandFloor or so, not at
+// the end of a backoff grown while the brick was down.
+func TestUpDialsOnDemand(t *testing.T) {
+	c := downLongEnough(t)
+	start := time.Now()
+	waitFor(t, 5*time.Second, "reconnection", c.Up)
+	if d := time.Since(start); d > 800*time.Millisecond {
+		t.Fatalf("reconnected %s after the brick came back although in use; the backoff was 1.6 s", d)
+	}
 }
