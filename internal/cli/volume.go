@@ -146,9 +146,13 @@ node.
 
 NAME is 1 to 64 of letters, digits, '_', '.' and '-'. Every brick directory
 must exist and must not belong to another volume; each is marked with the new
-volume's id. A brick at the root of the root file system is refused unless
-"force" is given. Every host must be this cluster's node (peer probe, to add
-other machines, is not supported yet).
+volume's id, on its node, before anything else changes. Refused even with
+"force": system directories (/, /etc, /usr, /var, /home, /tmp, ... themselves,
+also through a symlink), the node's data directory and anything in it, pseudo,
+network and FUSE file systems (proc, sysfs, NFS, a mortar mount...), and file
+systems without trusted xattrs. Refused unless "force" is given: a directory
+that is not empty (its files would become the volume's). Every host must be
+a node of this cluster (mortar peer probe adds one).
 
 The volume is created stopped: start it with "mortar volume start".`,
 		Example: `  mortar volume create gv0 server1:/data/b1 server1:/data/b2
