@@ -24,6 +24,8 @@ const maxRequestBody = 1 << 20
 //	POST   /v1/volumes/{name}/stop           VolumeInfo
 //	GET    /v1/volumes/{name}/status         VolumeStatus
 //	PUT    /v1/volumes/{name}/options/{key}  SetOptionRequest → VolumeInfo
+//	DELETE /v1/volumes/{name}/options/{key}  VolumeInfo (the option back to its default)
+//	DELETE /v1/volumes/{name}/options        VolumeInfo (every option back to its default)
 //	GET    /v1/volumes/{name}/spec           volume.Spec (started volumes only)
 //	POST   /v1/volumes/{name}/heal           HealRequest → FullHeal ({} for an index heal)
 //	GET    /v1/volumes/{name}/heal           HealInfo
@@ -93,6 +95,14 @@ func (n *Node) handler() http.Handler {
 			return
 		}
 		vi, err := n.setOption(r.PathValue("name"), r.PathValue("key"), req.Value)
+		n.reply(w, r, http.StatusOK, vi, err)
+	})
+	mux.HandleFunc("DELETE /v1/volumes/{name}/options/{key}", func(w http.ResponseWriter, r *http.Request) {
+		vi, err := n.resetOption(r.PathValue("name"), r.PathValue("key"))
+		n.reply(w, r, http.StatusOK, vi, err)
+	})
+	mux.HandleFunc("DELETE /v1/volumes/{name}/options", func(w http.ResponseWriter, r *http.Request) {
+		vi, err := n.resetOption(r.PathValue("name"), "")
 		n.reply(w, r, http.StatusOK, vi, err)
 	})
 	mux.HandleFunc("GET /v1/volumes/{name}/spec", n.serveSpec)

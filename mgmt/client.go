@@ -125,6 +125,18 @@ func (c *Client) Set(ctx context.Context, name, key, value string) (VolumeInfo, 
 	return out, err
 }
 
+// Reset sets option key of volume name back to its default; every
+// option, if key is empty.
+func (c *Client) Reset(ctx context.Context, name, key string) (VolumeInfo, error) {
+	var out VolumeInfo
+	p := volPath(name, "options")
+	if key != "" {
+		p += "/" + url.PathEscape(key)
+	}
+	err := c.do(ctx, http.MethodDelete, p, nil, &out)
+	return out, err
+}
+
 // Heal makes the heal daemon of a replicated or dispersed volume heal what the heal
 // indexes list now, rather than at its next scan.
 func (c *Client) Heal(ctx context.Context, name string) error {

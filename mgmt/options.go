@@ -180,6 +180,21 @@ func checkVolumeOption(v *VolumeState, key, value string) error {
 	return nil
 }
 
+// optionDefault is option key's default ("" if none or unknown).
+func optionDefault(key string) string {
+	for _, o := range knownOptions {
+		if o.Key == key {
+			return o.Default
+		}
+	}
+	return ""
+}
+
+// isKnownOption reports whether `volume set` knows key.
+func isKnownOption(key string) bool {
+	return slices.ContainsFunc(knownOptions, func(o Option) bool { return o.Key == key })
+}
+
 // checkOption validates a `volume set` key and value.
 func checkOption(key, value string) error {
 	for _, o := range knownOptions {

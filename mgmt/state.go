@@ -149,6 +149,9 @@ const (
 	// OpSetSecret gives volume Name, made before volumes had secrets, the
 	// secret Value (at its next start).
 	OpSetSecret = "set-secret"
+	// OpResetOption removes option Key of volume Name (every option if
+	// Key is empty): it is back to its default.
+	OpResetOption = "reset-option"
 )
 
 // Command is one change to the State. Commands are plain data, so that
@@ -259,6 +262,8 @@ func (s *State) Apply(cmd Command) error {
 		err = s.replaceBrick(cmd)
 	case OpSetSecret:
 		err = s.setSecret(cmd.Name, cmd.Value)
+	case OpResetOption:
+		err = s.resetOption(cmd.Name, cmd.Key)
 	case OpLoadState:
 		if len(s.Nodes)+len(s.Volumes) > 0 || cmd.State == nil {
 			return fmt.Errorf("load-state: the state is not empty")
@@ -536,6 +541,20 @@ func (s *State) setOption(name, key, value string) error {
 		v.Options = map[string]string{}
 	}
 	v.Options[key] = value
+	v.SpecVersion++
+	return nil
+}
+
+func (s *State) resetOption(name, key string) error {
+	v, err := s.volume(name)
+	if err != nil {
+		return err
+	}
+	if key == "" {
+		clear(v.Options)
+	} else {
+		delete(v.Options, key)
+	}
 	v.SpecVersion++
 	return nil
 }

@@ -420,6 +420,33 @@ func (n *Node) setOption(name, key, value string) (VolumeInfo, error) {
 	return n.info(name)
 }
 
+// resetOption sets option key of volume name (every option, if key is
+// empty) back to its default, in one command, refusing what `set` of the
+// default would refuse.
+func (n *Node) resetOption(name, key string) (VolumeInfo, error) {
+	if key != "" && !isKnownOption(key) {
+		return VolumeInfo{}, checkOption(key, "") // unknown: says which are known
+	}
+	n.opMu.Lock()
+	defer n.opMu.Unlock()
+	v, err := n.store.State().volume(name)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	for k := range v.Options {
+		if (key == "" || k == key) && k == OptEncryption {
+			if err := checkVolumeOption(v, k, optionDefault(k)); err != nil {
+				return VolumeInfo{}, err
+			}
+		}
+	}
+	if err := n.store.Apply(Command{Op: OpResetOption, Name: name, Key: key}); err != nil {
+		return VolumeInfo{}, err
+	}
+	n.log.Info("volume option reset", "volume", name, "key", key)
+	return n.info(name)
+}
+
 // info describes one volume.
 func (n *Node) info(name string) (VolumeInfo, error) {
 	st := n.store.State()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -101,6 +102,8 @@ The syntax follows GlusterFS's gluster CLI.`,
 		v.statusCommand(),
 		v.listCommand(),
 		v.setCommand(),
+		v.getCommand(),
+		v.resetCommand(),
 		v.healCommand(),
 		v.resetBrickCommand(),
 		v.replaceBrickCommand(),
@@ -396,6 +399,90 @@ Known options:
 				return failed("set", args[0], err)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "volume set: success")
+			return nil
+		},
+	}
+}
+
+func (v *volumeCmd) getCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "get NAME all|KEY",
+		Short: "Show a volume's options: value, default, and whether it was set",
+		Long: `Show the value of one option of a volume, or of all of them: the value
+set with "volume set", or the default.`,
+		Example: `  mortar volume get gv0 all
+  mortar volume get gv0 network.ping-timeout`,
+		Args: usageArgs(2, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := v.ctx(cmd)
+			defer cancel()
+			vi, err := v.client().Info(ctx, args[0])
+			if err != nil {
+				return failed("get", args[0], err)
+			}
+			return printOptions(cmd.OutOrStdout(), vi.Options, args[1])
+		},
+	}
+}
+
+// printOptions writes the options of a volume (set holds those set), all
+// of them or the one named key, as a table.
+func printOptions(w io.Writer, set map[string]string, key string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "Option\tValue\tSource")
+	found := false
+	for _, o := range mgmt.KnownOptions() {
+		if key != "all" && key != o.Key {
+			continue
+		}
+		found = true
+		value, source := o.Default, "default"
+		if s, ok := set[o.Key]; ok {
+			value, source = s, "set"
+		}
+		if value == "" {
+			value = "(none)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", o.Key, value, source)
+	}
+	if !found {
+		return fmt.Errorf("volume get: unknown option %q%s (mortar volume get NAME all lists them)", key, suggestOption(key))
+	}
+	return tw.Flush()
+}
+
+// suggestOption names the known option closest to key, if one is close.
+func suggestOption(key string) string {
+	for _, o := range mgmt.KnownOptions() {
+		if strings.HasSuffix(o.Key, "."+key) || strings.Contains(o.Key, key) && len(key) >= 4 {
+			return fmt.Sprintf("; did you mean %s?", o.Key)
+		}
+	}
+	return ""
+}
+
+func (v *volumeCmd) resetCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "reset NAME [KEY]",
+		Short: "Set a volume option, or all of them, back to the default",
+		Long: `Set option KEY of volume NAME back to its default, or, without KEY, every
+option of the volume, in one change that mounts follow. What "volume set"
+refuses is refused here too (encryption cannot change after the first
+start).`,
+		Example: `  mortar volume reset gv0 network.ping-timeout
+  mortar volume reset gv0`,
+		Args: usageArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := v.ctx(cmd)
+			defer cancel()
+			key := ""
+			if len(args) == 2 {
+				key = args[1]
+			}
+			if _, err := v.client().Reset(ctx, args[0], key); err != nil {
+				return failed("reset", args[0], err)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "volume reset: success")
 			return nil
 		},
 	}

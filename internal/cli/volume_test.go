@@ -113,8 +113,8 @@ func TestUnknownSubcommands(t *testing.T) {
 		want string
 	}{
 		{[]string{"volme"}, `unknown command "volme" for "mortar"`},
-		{[]string{"volume", "lst"}, "Did you mean this?\n\tlist"},
-		{[]string{"volume", "get"}, `unknown command "get" for "mortar volume"`},
+		{[]string{"volume", "lst"}, "\tlist"},
+		{[]string{"volume", "gte"}, `unknown command "gte" for "mortar volume"`},
 		{[]string{"peer", "statu"}, "Did you mean this?\n\tstatus"},
 		{[]string{"tls", "ca", "int"}, "Did you mean this?\n\tinit"},
 		{[]string{"volume"}, "a subcommand is required"},
@@ -295,4 +295,32 @@ func runSteps(t *testing.T, steps []cliStep) {
 			}
 		}
 	}
+}
+
+// TestVolumeGetReset: volume get shows every option's value and where it
+// comes from; reset puts one or all back to the default, and refuses what
+// set would (encryption after the first start).
+func TestVolumeGetReset(t *testing.T) {
+	_, srv := startNode(t)
+	b1 := filepath.Join(t.TempDir(), "b1")
+	os.Mkdir(b1, 0o755)
+	steps := []cliStep{
+		{[]string{"volume", "create", "gv0", "localhost:" + b1, srv}, []string{"success"}, false},
+		{[]string{"volume", "set", "gv0", "network.ping-timeout", "3", srv}, []string{"success"}, false},
+		{[]string{"volume", "set", "gv0", "performance.attr-timeout", "7", srv}, []string{"success"}, false},
+		{[]string{"volume", "set", "gv0", "encryption", "on", srv}, []string{"success"}, false},
+		{[]string{"volume", "get", "gv0", "all", srv}, []string{"network.ping-timeout", "3", "set", "performance.entry-timeout", "default"}, false},
+		{[]string{"volume", "get", "gv0", "network.ping-timeout", srv}, []string{"network.ping-timeout  3      set"}, false},
+		{[]string{"volume", "get", "gv0", "ping-timeout", srv}, []string{`unknown option "ping-timeout"`, "did you mean network.ping-timeout?"}, true},
+		{[]string{"volume", "get", "nope", "all", srv}, []string{"failed"}, true},
+		{[]string{"volume", "reset", "gv0", "network.ping-timeout", srv}, []string{"volume reset: success"}, false},
+		{[]string{"volume", "get", "gv0", "network.ping-timeout", srv}, []string{"network.ping-timeout  5      default"}, false},
+		{[]string{"volume", "reset", "gv0", "nonsense", srv}, []string{"unknown option"}, true},
+		{[]string{"volume", "start", "gv0", srv}, []string{"success"}, false},
+		{[]string{"volume", "reset", "gv0", "encryption", srv}, []string{"before the volume's first start"}, true},
+		{[]string{"volume", "reset", "gv0", srv}, []string{"before the volume's first start"}, true},
+		{[]string{"volume", "get", "gv0", "performance.attr-timeout", srv}, []string{"7      set"}, false},
+		{[]string{"volume", "stop", "gv0", srv}, []string{"success"}, false},
+	}
+	runSteps(t, steps)
 }
