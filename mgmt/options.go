@@ -1,6 +1,7 @@
 package mgmt
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -157,8 +158,13 @@ func checkVolumeType(v *VolumeState, key string) error {
 	for _, t := range types {
 		names = append(names, typeAdjective[t])
 	}
-	return errorf(ErrInvalid, "option %s applies to %s volumes only: volume %s is a %s volume, where it would mean nothing",
-		key, strings.Join(names, " and "), v.Name, typeAdjective[v.Type])
+	why := "where it would mean nothing"
+	if v.Type == volume.Disperse {
+		why = fmt.Sprintf("whose sets write while %d of its %d bricks are up (disperse %d redundancy %d), and that is fixed",
+			v.Disperse-v.Redundancy, v.Disperse, v.Disperse, v.Redundancy)
+	}
+	return errorf(ErrInvalid, "option %s applies to %s volumes only: volume %s is a %s volume, %s",
+		key, strings.Join(names, " and "), v.Name, typeAdjective[v.Type], why)
 }
 
 // checkVolumeOption checks what depends on the volume as well as the
