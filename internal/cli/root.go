@@ -49,7 +49,11 @@ func NewRootCommand() *cobra.Command {
 that clients mount with FUSE.
 
 Start here:  mortar dev       (a volume on this machine, mounted, in one command)
-Then:        mortar server, mortar volume ..., mortar mount`,
+Then:        mortar server, mortar volume ..., mortar mount
+
+Exit status: 0 when the command did what was asked; 1 otherwise (a refusal,
+an error, bad arguments, an unknown or missing subcommand), with the reason
+on stderr.`,
 		// Main prints errors; bad arguments get a one-line usage (usageArgs).
 		SilenceErrors: true,
 		SilenceUsage:  true,
