@@ -141,7 +141,9 @@ func versionLine(version string, info *debug.BuildInfo) string {
 			b.WriteString(" modified")
 		}
 	} else {
-		b.WriteString(" (no revision: not built from a git checkout)")
+		// go build stamps none with -buildvcs=false, outside a git checkout
+		// and in a git worktree (its .git is a file).
+		b.WriteString(" (no revision: the build carries no VCS information)")
 	}
 	fmt.Fprintf(&b, ", %s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return b.String()

@@ -97,7 +97,7 @@ func TestVersion(t *testing.T) {
 	}{
 		{"dev", info, "mortar v1.2.3 rev 7b2271d1c3e5 2026-11-24T14:33:58Z modified, go"},
 		{"1.0", info, "mortar 1.0 rev 7b2271d1c3e5"},
-		{"dev", nil, "mortar dev (no revision: not built from a git checkout), go"},
+		{"dev", nil, "mortar dev (no revision: the build carries no VCS information), go"},
 	} {
 		if got := versionLine(c.version, c.info); !strings.HasPrefix(got, c.want) {
 			t.Errorf("versionLine(%q) = %q, want it to start %q", c.version, got, c.want)
