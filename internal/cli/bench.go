@@ -62,6 +62,19 @@ could be measured (or on Ctrl-C, after writing the partial report).`,
   mortar bench --out /tmp/report seed002 metadata
   mortar bench --disperse 6 --redundancy 2 --fio-corners \
       --targets local,mortar,mortar-distribute,glusterfs seed002 seed003`,
+		// Experiment names are checked before anything starts.
+		Args: func(cmd *cobra.Command, args []string) error {
+			known := map[string]bool{}
+			for _, e := range bench.Experiments() {
+				known[e.Name] = true
+			}
+			for _, a := range args {
+				if !known[a] {
+					return fmt.Errorf("mortar bench: unknown experiment %q (mortar bench --list shows them)", a)
+				}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if list {
 				for _, e := range bench.Experiments() {
