@@ -2,6 +2,8 @@ package heal
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/mortarfs/mortar/layer"
@@ -73,10 +75,28 @@ func (h *Healer) Info(ctx context.Context) (Info, error) {
 	}
 	info.Healed, info.Failed = h.healed.Load(), h.failed.Load()
 	info.InProgress = int(h.active.Load())
+	h.recheckSplits(ctx)
 	h.mu.Lock()
 	info.LastScan, info.SplitBrain = h.lastScan, len(h.split)
 	h.mu.Unlock()
 	return info, nil
+}
+
+// recheckSplits judges again the split-brains the healer met: one a
+// directory heal saw under a name is in no index, and would otherwise be
+// counted until something healed that name again, even if it was only a
+// look at copies changing under it.
+func (h *Healer) recheckSplits(ctx context.Context) {
+	h.mu.Lock()
+	keys := slices.Collect(maps.Keys(h.split))
+	h.mu.Unlock()
+	for _, k := range keys {
+		if ctx.Err() != nil {
+			return
+		}
+		e, split := h.judgeSplit(ctx, k.set, k.path)
+		h.noteSplit(k.set, k.path, e.Gfid, split)
+	}
 }
 
 // Pending sums the index entries of every replica.

@@ -88,6 +88,8 @@ func (s *Store) makeAt(ctx context.Context, path string, owner layer.Owner, mode
 	if err != nil {
 		return layer.Attr{}, err
 	}
+	s.naming.RLock()
+	defer s.naming.RUnlock()
 	if err := mk(a); err != nil {
 		return layer.Attr{}, err
 	}
@@ -150,6 +152,8 @@ func (s *Store) Mkdir(ctx context.Context, path string, in layer.MkdirIn) (layer
 	if err != nil {
 		return layer.Attr{}, err
 	}
+	s.naming.RLock()
+	defer s.naming.RUnlock()
 	if err := unix.Mkdirat(a.dir, a.name, 0o700); err != nil {
 		return layer.Attr{}, err
 	}

@@ -80,14 +80,18 @@ func (s *Store) createNew(a at, flags int, in layer.CreateIn) (*file, layer.Attr
 	if err != nil {
 		return nil, layer.Attr{}, err
 	}
+	s.naming.RLock()
 	fd, err := unix.Openat(a.dir, a.name,
 		flags&^unix.O_DIRECT|unix.O_CREAT|unix.O_EXCL|alwaysFlags, 0o600)
 	if err != nil {
+		s.naming.RUnlock()
 		return nil, layer.Attr{}, err
 	}
 	f := s.newFile(fd, flags, false)
 	var st unix.Stat_t
-	if err = initFd(fd, o, in.Mode&07777); err == nil {
+	err = initFd(fd, o, in.Mode&07777)
+	s.naming.RUnlock()
+	if err == nil {
 		err = unix.Fstat(fd, &st)
 	}
 	if err != nil {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"hash/maphash"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -146,22 +148,39 @@ func (s *Store) markLocked(ino inode, g layer.Gfid, mask uint64) error {
 
 // indexAdd lists g in the heal index. If it was marked already its entry
 // exists (or is being rewritten by the healer) and only a missing one is
-// made.
+// made; a stale entry from before is given the current path.
 func (s *Store) indexAdd(g layer.Gfid, path string, marked bool) error {
 	name := hex.EncodeToString(g[:])
-	fd, err := unix.Openat(s.healfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
-	if err == unix.EEXIST {
-		if marked {
+	if marked {
+		var st unix.Stat_t
+		if err := unix.Fstatat(s.healfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
 			return nil
 		}
-		// A stale entry from before: record the current path.
-		fd, err = unix.Openat(s.healfd, name, unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	}
+	return s.writeEntry(name, path)
+}
+
+// entryTmp numbers the files index entries are written to before they
+// take their names.
+var entryTmp atomic.Uint64
+
+// writeEntry makes the index entry name record path, atomically: a
+// reader never sees it empty or half written (the healer drops an entry
+// without a path, and the inode's marks would then wait for a full heal).
+func (s *Store) writeEntry(name, path string) error {
+	tmp := fmt.Sprintf("%s.tmp%d", name, entryTmp.Add(1)) // not a gfid: HealIndex skips it
+	fd, err := unix.Openat(s.healfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(fd)
 	_, err = unix.Write(fd, []byte(path))
+	unix.Close(fd)
+	if err == nil {
+		err = unix.Renameat(s.healfd, tmp, s.healfd, name)
+	}
+	if err != nil {
+		unix.Unlinkat(s.healfd, tmp, 0)
+	}
 	return err
 }
 
@@ -416,20 +435,7 @@ func (s *Store) repath(g layer.Gfid, oldpath, newpath string, under bool) error 
 	if layer.CheckPath(p) != nil {
 		return nil // too long: left as it was
 	}
-	tmp := name + ".tmp" // not a gfid: HealIndex skips it
-	fd, err := unix.Openat(s.healfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = unix.Write(fd, []byte(p))
-	unix.Close(fd)
-	if err == nil {
-		err = unix.Renameat(s.healfd, tmp, s.healfd, name)
-	}
-	if err != nil {
-		unix.Unlinkat(s.healfd, tmp, 0)
-	}
-	return err
+	return s.writeEntry(name, p)
 }
 
 // DropHealEntry removes g's heal index entry.

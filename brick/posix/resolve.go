@@ -148,23 +148,18 @@ func (s *Store) attrFd(fd int) (layer.Attr, error) {
 }
 
 // gfidOf reads the gfid of path (not following it) or, when fd >= 0, of fd.
-// An inode without one (made by an operator on the brick) gets one.
+// An inode without one (made by an operator on the brick) gets one, once
+// the inodes being created meanwhile have theirs (naming).
 func (s *Store) gfidOf(path string, fd int) (layer.Gfid, error) {
-	var g layer.Gfid
+	g, err := readGfid(path, fd)
+	if err != unix.ENODATA {
+		return g, err
+	}
+	s.naming.Lock()
+	defer s.naming.Unlock()
 	for i := 0; i < 2; i++ {
-		var n int
-		var err error
-		if fd >= 0 {
-			n, err = unix.Fgetxattr(fd, XattrGfid, g[:])
-		} else {
-			n, err = unix.Lgetxattr(path, XattrGfid, g[:])
-		}
-		switch {
-		case err == nil && n == len(g):
-			return g, nil
-		case err == nil || err == unix.ERANGE:
-			return g, fmt.Errorf("%s: corrupt gfid xattr (%d bytes): %w", path, n, unix.EIO)
-		case err != unix.ENODATA:
+		g, err = readGfid(path, fd)
+		if err != unix.ENODATA {
 			return g, err
 		}
 		g = layer.NewGfid()
@@ -179,6 +174,25 @@ func (s *Store) gfidOf(path string, fd int) (layer.Gfid, error) {
 		// Someone else assigned one meanwhile: read theirs.
 	}
 	return layer.Gfid{}, unix.EIO
+}
+
+// readGfid reads the gfid xattr of path or fd: ENODATA if there is none.
+func readGfid(path string, fd int) (layer.Gfid, error) {
+	var g layer.Gfid
+	var n int
+	var err error
+	if fd >= 0 {
+		n, err = unix.Fgetxattr(fd, XattrGfid, g[:])
+	} else {
+		n, err = unix.Lgetxattr(path, XattrGfid, g[:])
+	}
+	switch {
+	case err == nil && n == len(g):
+		return g, nil
+	case err == nil || err == unix.ERANGE:
+		return g, fmt.Errorf("%s: corrupt gfid xattr (%d bytes): %w", path, n, unix.EIO)
+	}
+	return g, err
 }
 
 func setGfid(path string, fd int, g layer.Gfid, flags int) error {

@@ -21,6 +21,7 @@
 package posix
 
 import (
+	"sync"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
@@ -71,6 +72,11 @@ type Store struct {
 	disperse bool
 	marks    markLocks
 	mig      migRegistry
+	// naming is held shared while a new inode is made and given its
+	// gfid, and exclusively to give a gfid to an inode found without one:
+	// a lookup racing a create must not take the new inode for one made
+	// on the brick by hand and give it a gfid of its own.
+	naming sync.RWMutex
 }
 
 var _ layer.Layer = (*Store)(nil)

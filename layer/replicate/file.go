@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/mortarfs/mortar/layer"
 )
@@ -21,11 +22,16 @@ type file struct {
 	flags uint32
 	key   uint64 // chooses the read replica
 
-	mu    sync.Mutex
-	files []layer.File // by replica; nil where not open
-	open  Mask         // replicas taking writes
-	good  Mask         // replicas whose content is current (for reads)
-	attr  layer.Attr   // the good copies' attributes when opened
+	// wmu is held shared by every change in flight, exclusively while
+	// the file looks whether its copies that are behind caught up.
+	wmu sync.RWMutex
+
+	mu      sync.Mutex
+	files   []layer.File // by replica; nil where not open
+	open    Mask         // replicas taking writes
+	good    Mask         // replicas whose content is current (for reads)
+	attr    layer.Attr   // the good copies' attributes when opened
+	checked time.Time    // when open copies that are behind were last looked at
 }
 
 var _ layer.File = (*file)(nil)
@@ -92,7 +98,7 @@ func (r *Replicate) Create(ctx context.Context, path string, in layer.CreateIn) 
 		from = v.Good & o.winners
 		open &^= r.strangers(ctx, files, copies, v)
 	}
-	f := &file{r: r, path: path, flags: in.Flags, key: pathKey(path), files: files, open: open, good: v.Good}
+	f := &file{r: r, path: path, flags: in.Flags, key: pathKey(path), files: files, open: open, good: v.Good, checked: time.Now()}
 	f.attr = r.attrOf(attrsOf(copies), from)
 	return f, f.attr, nil
 }
@@ -210,7 +216,7 @@ func (r *Replicate) Open(ctx context.Context, path string, flags uint32) (layer.
 			return nil, e
 		}
 	}
-	f := &file{r: r, path: path, flags: flags, key: key, files: files, good: v.Good, attr: v.Attr}
+	f := &file{r: r, path: path, flags: flags, key: key, files: files, good: v.Good, attr: v.Attr, checked: time.Now()}
 	if wantsWrite(flags) || r.opts.OpenAll {
 		if opened == 0 {
 			return nil, firstErr(openErrs, syscall.ENOTCONN)
@@ -348,7 +354,12 @@ func (f *file) targets() (Mask, error) {
 
 // modify runs a data or attribute change on every replica the file is
 // open on; losers are marked on the winners and dropped from the file.
+// Copies that are behind get the change too, and the good copies record
+// it as pending for them in the same round trip (see behind.go).
 func (f *file) modify(ctx context.Context, fn func(ctx context.Context, lf layer.File, i int) error) (Mask, error) {
+	f.catchUp(ctx)
+	f.wmu.RLock()
+	defer f.wmu.RUnlock()
 	m, err := f.targets()
 	if err != nil {
 		return 0, err
@@ -356,8 +367,8 @@ func (f *file) modify(ctx context.Context, fn func(ctx context.Context, lf layer
 	f.mu.Lock()
 	files := append([]layer.File(nil), f.files...)
 	f.mu.Unlock()
-	pctx := f.r.withPending(ctx, m)
-	errs := f.r.parallel(m, func(i int) error { return fn(pctx, files[i], i) })
+	ctxs := f.pendingFor(ctx, m)
+	errs := f.r.parallel(m, func(i int) error { return fn(ctxs[i], files[i], i) })
 	for _, err := range errs {
 		if errors.Is(err, syscall.EREMOTE) {
 			// A rebalance moved the file to another set (the bricks
