@@ -97,8 +97,9 @@ func (n *Node) route(h http.Handler) http.Handler {
 				return
 			}
 			// The node is unreachable. If it was the leader, the others
-			// elect a new one within about a second: route again.
-			if time.Now().After(deadline) || r.Method == http.MethodGet || target != n.raft.leader() {
+			// elect a new one within about a second: route again (this
+			// node may already know there is no leader, or a new one).
+			if time.Now().After(deadline) || r.Method == http.MethodGet || !n.routesToLeader(r) {
 				n.reply(w, r, 0, nil, err)
 				return
 			}
@@ -111,12 +112,31 @@ func (n *Node) route(h http.Handler) http.Handler {
 	})
 }
 
+// volumeSub splits a /v1/volumes/NAME/SUB... path into NAME and SUB.
+func volumeSub(r *http.Request) (name, sub string, ok bool) {
+	rest, found := strings.CutPrefix(r.URL.Path, "/v1/volumes/")
+	parts := strings.Split(rest, "/")
+	if !found || len(parts) < 2 {
+		return "", "", false
+	}
+	name, _ = url.PathUnescape(parts[0])
+	return name, parts[1], true
+}
+
+// routesToLeader reports whether r is answered by the Raft leader (not by
+// a volume's heal node or a brick's node, nor here).
+func (n *Node) routesToLeader(r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return false
+	}
+	_, sub, ok := volumeSub(r)
+	return !ok || sub != "heal" && sub != "reset-brick"
+}
+
 // routeTarget returns the node that must answer r ("" or n.id: this one).
 func (n *Node) routeTarget(r *http.Request) (string, error) {
-	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/v1/volumes/"), "/")
-	if strings.HasPrefix(r.URL.Path, "/v1/volumes/") && len(parts) >= 2 {
-		name, _ := url.PathUnescape(parts[0])
-		switch parts[1] {
+	if name, sub, ok := volumeSub(r); ok {
+		switch sub {
 		case "heal":
 			v, ok := n.store.State().Volumes[name]
 			if !ok || len(v.Bricks) == 0 {

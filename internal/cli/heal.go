@@ -26,6 +26,15 @@ const (
 // healWaitPoll is how often heal wait asks the node.
 const healWaitPoll = 50 * time.Millisecond
 
+// healWaitSettle is how long heal wait sees the volume safe, at every
+// look, before it says so: the node's view covers its heal daemon, not the
+// mounts. A mount in use redials a returned brick before its next
+// operation, at most every 100 ms; until it has, its writes are recorded
+// as to heal (not safe). Saying yes at once could let the next brick go
+// while a mount still reaches only one brick of three (seen as EROFS and
+// EIO in the rolling-restart test).
+const healWaitSettle = 300 * time.Millisecond
+
 // healArgs is a parsed `volume heal` command line.
 type healArgs struct {
 	name string
@@ -147,7 +156,8 @@ full).
   heal NAME wait              wait until a brick may be taken down: every
                               brick online and connected, nothing to heal or
                               being healed, nothing in split-brain, no full
-                              heal running. Exits 0 then; after --timeout
+                              heal running, at every look for 0.3 s (time
+                              for mounts to reconnect). Exits 0 then; after --timeout
                               (default 10m) exits 1 saying what is missing
   --json                      (with info) print the management API's answer
 
@@ -218,18 +228,22 @@ func (v *volumeCmd) waitHealed(ctx context.Context, w io.Writer, name string, ti
 	defer cancel()
 	c := v.client()
 	why := "no answer from the node yet"
+	var safeSince time.Time // zero: not safe at the last look
 	for {
 		actx, acancel := context.WithTimeout(ctx, apiTimeout)
 		hi, err := c.HealInfo(actx, name)
 		acancel()
 		switch {
 		case err != nil:
-			why = err.Error()
-		case hi.Safe:
+			why, safeSince = err.Error(), time.Time{}
+		case hi.Safe && safeSince.IsZero():
+			safeSince = time.Now()
+			why = "safe only just now (mounts may not have reconnected)"
+		case hi.Safe && time.Since(safeSince) >= healWaitSettle:
 			fmt.Fprintf(w, "Safe to take a brick down: yes (waited %s)\n", ago(time.Since(start)))
 			return nil
-		default:
-			why = hi.Unsafe
+		case !hi.Safe:
+			why, safeSince = hi.Unsafe, time.Time{}
 		}
 		select {
 		case <-ctx.Done():
