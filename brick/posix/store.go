@@ -21,11 +21,11 @@
 package posix
 
 import (
-	"sync"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
