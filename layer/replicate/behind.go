@@ -32,19 +32,21 @@ const catchUpEvery = 200 * time.Millisecond
 // replica: the good copies record as pending the replicas that miss it
 // and those that are behind; a copy that is behind records only those
 // that miss it.
-func (f *file) pendingFor(ctx context.Context, targets Mask) []context.Context {
+func (f *file) pendingFor(ctx context.Context, targets Mask) func(i int) context.Context {
 	f.mu.Lock()
 	good := f.good & targets
 	f.mu.Unlock()
-	toGood, toBehind := f.r.withPending(ctx, good), f.r.withPending(ctx, targets)
-	ctxs := make([]context.Context, len(f.r.children))
-	for i := range ctxs {
-		ctxs[i] = toBehind
-		if good.Has(i) {
-			ctxs[i] = toGood
-		}
+	toGood := f.r.withPending(ctx, good)
+	if good == targets {
+		return func(int) context.Context { return toGood }
 	}
-	return ctxs
+	toBehind := f.r.withPending(ctx, targets)
+	return func(i int) context.Context {
+		if good.Has(i) {
+			return toGood
+		}
+		return toBehind
+	}
 }
 
 // catchUp counts as good again the open copies that were behind and that

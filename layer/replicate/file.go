@@ -367,8 +367,8 @@ func (f *file) modify(ctx context.Context, fn func(ctx context.Context, lf layer
 	f.mu.Lock()
 	files := append([]layer.File(nil), f.files...)
 	f.mu.Unlock()
-	ctxs := f.pendingFor(ctx, m)
-	errs := f.r.parallel(m, func(i int) error { return fn(ctxs[i], files[i], i) })
+	ctxOf := f.pendingFor(ctx, m)
+	errs := f.r.parallel(m, func(i int) error { return fn(ctxOf(i), files[i], i) })
 	for _, err := range errs {
 		if errors.Is(err, syscall.EREMOTE) {
 			// A rebalance moved the file to another set (the bricks
