@@ -27,6 +27,7 @@ type conn struct {
 	w       *wire.Writer
 	l       layer.Layer
 	brickID string
+	entries *entryLocks // of the brick: directories healers hold still
 	// admitted is who the connection serves, for Server.Recheck.
 	admitted *admission
 	log      *slog.Logger
@@ -374,6 +375,9 @@ func (c *conn) shutdown() {
 	c.cancel()
 	c.nc.Close()
 	c.wg.Wait()
+	if c.entries != nil {
+		c.entries.release(c)
+	}
 	c.mu.Lock()
 	files := c.files
 	c.files = map[uint64]layer.File{}

@@ -29,6 +29,12 @@ func (c *conn) dispatch(ctx context.Context, r *wire.Request, e *wire.Enc) error
 	if err := checkPaths(r); err != nil {
 		return err
 	}
+	if r.Op == wire.OpEntrylk {
+		return c.entrylk(r)
+	}
+	if err := c.waitEntries(ctx, r); err != nil {
+		return err
+	}
 	switch r.Op {
 	case wire.OpCreate:
 		f, a, err := c.l.Create(ctx, r.Path, layer.CreateIn{Owner: r.Owner, Flags: r.Flags, Mode: r.Mode})
@@ -167,7 +173,7 @@ func (c *conn) fileOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 	return syscall.ENOSYS
 }
 
-func isFileOp(op uint8) bool { return op >= wire.OpRead }
+func isFileOp(op uint8) bool { return op >= wire.OpRead && op <= wire.OpRelease }
 
 func isXattrOp(op uint8) bool { return op >= wire.OpGetxattr && op <= wire.OpRemovexattr }
 

@@ -77,6 +77,7 @@ func (r staticRules) Rules() (tlsconf.AuthRules, error) { return tlsconf.AuthRul
 type brick struct {
 	volumeID string
 	l        layer.Layer
+	entries  *entryLocks // directories healers hold still
 }
 
 // NewServer returns a server with no bricks. log may be nil.
@@ -122,7 +123,17 @@ func (s *Server) SetAuthSource(volumeID string, src AuthSource) {
 func (s *Server) Add(id, volumeID string, l layer.Layer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.bricks[id] = &brick{volumeID: volumeID, l: l}
+	s.bricks[id] = &brick{volumeID: volumeID, l: l, entries: &entryLocks{}}
+}
+
+// entriesOf returns the held directories of brick id (nil if not served).
+func (s *Server) entriesOf(id string) *entryLocks {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.bricks[id]; b != nil {
+		return b.entries
+	}
+	return nil
 }
 
 // Remove stops serving brick id and closes its connections.
@@ -328,6 +339,7 @@ func (s *Server) handshake(nc net.Conn, p *peer) (c *conn, release func(), err e
 		return nil, nil, err
 	}
 	c = newConn(nc, w, req.BrickID, l)
+	c.entries = s.entriesOf(req.BrickID)
 	c.admitted = &admission{volumeID: req.VolumeID, peer: p, secret: req.Secret}
 	return c, release, nil
 }

@@ -38,6 +38,9 @@ type plan struct {
 	// while writing), or the heal is a full one: the DataHealer checks the
 	// fragments agree.
 	verify bool
+	// changed: settle kept marks because a copy changed since it was
+	// looked at.
+	changed bool
 }
 
 // attr is the source's attributes.
@@ -52,25 +55,89 @@ func (h *Healer) healPath(ctx context.Context, j *job, path string, distrust, wi
 		return err
 	}
 	defer unlock()
+	p, err := h.healOnce(ctx, j, path, distrust, within, hint)
+	if err != nil || p == nil || !p.changed || !p.copies[p.src].Attr.IsDir() {
+		return err
+	}
+	// Clients changed the directory's names while it was healed: a
+	// directory written to all the time changes between every look and
+	// ClearPending, and would never be done. Heal it again with its names
+	// held still on the bricks (layer.EntryLocker).
+	return h.healHeld(ctx, j, path, distrust, within, hint)
+}
+
+// heldPasses bounds the heals of a held directory: an operation that was
+// under way as the hold began may still change it once.
+const heldPasses = 3
+
+// healHeld heals directory path while the bricks hold its names still.
+// Another healer holding it leaves the marks for a later pass.
+func (h *Healer) healHeld(ctx context.Context, j *job, path string, distrust, within replicate.Mask, hint *dirHint) error {
+	release, ok := h.holdEntries(ctx, j.set, path, within)
+	if !ok {
+		return nil
+	}
+	defer release()
+	for range heldPasses {
+		p, err := h.healOnce(ctx, j, path, distrust, within, hint)
+		if err != nil || p == nil || !p.changed {
+			return err
+		}
+	}
+	h.log.Debug("directory still changing while held", "path", path)
+	return nil
+}
+
+// healOnce looks at the copies of path, judges them and heals them, and
+// returns the plan it followed (nil: none).
+func (h *Healer) healOnce(ctx context.Context, j *job, path string, distrust, within replicate.Mask, hint *dirHint) (*plan, error) {
 	copies := h.look(ctx, j.set, path, within)
 	p, err := h.plan(j, path, copies, distrust)
 	if err != nil || p == nil {
 		if err == nil {
 			h.noteSplit(j.set, path, layer.Gfid{}, false)
 		}
-		return err
+		return nil, err
 	}
 	if p.remove != 0 {
-		return h.removeStale(ctx, j.set, path, p)
+		return nil, h.removeStale(ctx, j.set, path, p)
 	}
 	if err := h.apply(ctx, j, path, p, hint); err != nil {
-		return err
+		return nil, err
 	}
 	if p.forced {
 		h.log.Info("split-brain resolved", "path", path, "source", h.sets[j.set][p.src].Name)
 	}
 	h.noteSplit(j.set, path, layer.Gfid{}, false)
-	return nil
+	return p, nil
+}
+
+// holdEntries asks every replica of set si in within to hold the names
+// of directory path still, in replica order, and returns what lets them
+// go. A replica that cannot hold names (not a brick over the network, or
+// an older one) is healed without; false if another healer holds them.
+func (h *Healer) holdEntries(ctx context.Context, si int, path string, within replicate.Mask) (release func(), ok bool) {
+	var held []layer.EntryLocker
+	release = func() {
+		for _, l := range held {
+			l.UnlockEntries(context.WithoutCancel(ctx), path) //nolint:errcheck // a closed connection lets go too
+		}
+	}
+	for r, rep := range h.sets[si] {
+		l, can := rep.Layer.(layer.EntryLocker)
+		if !within.Has(r) || !can || !h.up(si, r) {
+			continue
+		}
+		err := l.LockEntries(ctx, path)
+		if errors.Is(err, syscall.EAGAIN) {
+			release()
+			return nil, false
+		}
+		if err == nil {
+			held = append(held, l)
+		}
+	}
+	return release, true
 }
 
 // plan judges the copies of path and decides the heal; nil means there is
@@ -306,10 +373,17 @@ func (h *Healer) settle(ctx context.Context, si int, path string, p *plan, heale
 		}
 		if mask := a.Pending & drop &^ (1 << uint(c)); mask != 0 {
 			err := h.stores[si][c].ClearPending(ctx, path, g, mask, a.Ctime)
+			p.changed = p.changed || changedMeanwhile(err)
 			errs = append(errs, h.logClear(si, c, path, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// changedMeanwhile reports whether a ClearPending failed because the copy
+// changed (or went) since the healer looked.
+func changedMeanwhile(err error) bool {
+	return errors.Is(err, syscall.ESTALE) || errors.Is(err, syscall.ENOENT)
 }
 
 // verify has the DataHealer check that the fragments of a file some
@@ -342,7 +416,7 @@ func (h *Healer) verify(ctx context.Context, si int, path string, p *plan) error
 
 // logClear swallows the ClearPending errors that only mean "not now".
 func (h *Healer) logClear(si, c int, path string, err error) error {
-	if errors.Is(err, syscall.ESTALE) || errors.Is(err, syscall.ENOENT) {
+	if changedMeanwhile(err) {
 		h.log.Debug("changed while healing; marks kept", "replica", h.sets[si][c].Name, "path", path)
 		h.kept.Store(true)
 		return nil

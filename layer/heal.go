@@ -84,6 +84,21 @@ type HealStore interface {
 	DropHealEntry(ctx context.Context, g Gfid) error
 }
 
+// EntryLocker is a brick a healer can ask to hold a directory's names
+// still: while it holds dir, the brick makes other clients' operations on
+// names in dir (create, mkdir, mknod, symlink, link, unlink, rmdir,
+// rename) wait, for a bounded time. A directory written to all the time
+// otherwise changes between the healer's look and its ClearPending at
+// every pass, and its heal never ends. The lock is for progress only:
+// ClearPending's ctime check keeps every mark an operation that got
+// through anyway needs.
+type EntryLocker interface {
+	// LockEntries holds dir; EAGAIN if another client holds it.
+	LockEntries(ctx context.Context, dir string) error
+	// UnlockEntries lets dir go.
+	UnlockEntries(ctx context.Context, dir string) error
+}
+
 // healStoreOf returns l as a HealStore, or an error-returning stand-in.
 func healStoreOf(l Layer) HealStore {
 	if h, ok := l.(HealStore); ok {

@@ -44,6 +44,7 @@ const (
 	OpMarkPending
 	OpClearPending
 	OpDropHealEntry
+	OpEntrylk
 	opMax
 )
 
@@ -51,7 +52,7 @@ var opNames = [...]string{"", "handshake", "lookup", "setattr", "mknod", "mkdir"
 	"readlink", "unlink", "rmdir", "rename", "link", "create", "open", "readdir", "statfs",
 	"getxattr", "setxattr", "listxattr", "removexattr", "read", "write", "fgetattr",
 	"fsetattr", "fsync", "fallocate", "flush", "getlk", "setlk", "release",
-	"healindex", "markpending", "clearpending", "drophealentry"}
+	"healindex", "markpending", "clearpending", "drophealentry", "entrylk"}
 
 // OpName names an operation for logs and metrics.
 func OpName(op uint8) string {
@@ -100,6 +101,13 @@ type Request struct {
 	// Data is the raw tail of a write request (not part of the schema).
 	Data []byte
 }
+
+// Flags of OpEntrylk: a healer holds a directory's names still on a
+// brick while it heals them (see the brick package), then lets go.
+const (
+	EntrylkUnlock uint32 = iota
+	EntrylkLock
+)
 
 // WriteHead is the size of a write request's fields (fh, offset, pending,
 // size), which come before its data.
@@ -172,6 +180,7 @@ var schema = [opMax][]field{
 	OpMarkPending:   {fPath, fGfid, fPending},
 	OpClearPending:  {fPath, fGfid, fPending, fCtime},
 	OpDropHealEntry: {fGfid},
+	OpEntrylk:       {fPath, fFlags}, // Flags: EntrylkLock or EntrylkUnlock
 }
 
 // Encode appends the request's schema fields (not Data) to e.

@@ -38,3 +38,15 @@ func (c *Client) ClearPending(ctx context.Context, path string, g layer.Gfid, ma
 func (c *Client) DropHealEntry(ctx context.Context, g layer.Gfid) error {
 	return c.noReply(ctx, &wire.Request{Op: wire.OpDropHealEntry, Gfid: g})
 }
+
+var _ layer.EntryLocker = (*Client)(nil)
+
+// LockEntries asks the brick to hold the names of dir still.
+func (c *Client) LockEntries(ctx context.Context, dir string) error {
+	return c.noReply(ctx, &wire.Request{Op: wire.OpEntrylk, Path: dir, Flags: wire.EntrylkLock})
+}
+
+// UnlockEntries lets the names of dir go.
+func (c *Client) UnlockEntries(ctx context.Context, dir string) error {
+	return c.noReply(ctx, &wire.Request{Op: wire.OpEntrylk, Path: dir, Flags: wire.EntrylkUnlock})
+}
