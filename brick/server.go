@@ -10,6 +10,10 @@
 // than MaxConnsPerClient connections. Every refusal is answered, where the
 // client can still hear it, with EACCES and a message saying why, and
 // logged here as one "brick connection refused" line.
+//
+// A healer may hold a directory's names still (wire op entrylk,
+// entrylock.go): other connections' operations on names in it then wait,
+// boundedly, until the healer lets go or its connection ends.
 package brick
 
 import (
