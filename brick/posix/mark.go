@@ -16,8 +16,9 @@ import (
 // gfid. It refuses a root that is missing or not a directory, one that can
 // never be a brick (fit; forbidden: the node's data directory), one that
 // already belongs to another volume or lies inside another brick, and,
-// unless force, a new one that is not empty. The refusals force cannot
-// lift come first. Marking again with the same id is a no-op.
+// unless force, a new one that is not empty or is on the root file
+// system. The refusals force cannot lift come first. Marking again with
+// the same id is a no-op.
 func Mark(root, volumeID string, force bool, forbidden ...string) error {
 	if volumeID == "" {
 		return errors.New("mark brick: empty volume id")
@@ -63,9 +64,10 @@ func Mark(root, volumeID string, force bool, forbidden ...string) error {
 }
 
 // CheckNew says why root cannot become a new, empty brick (replace-brick),
-// without writing anything: what Mark would refuse, and any content or
-// mark (heal fills a new brick from the others).
-func CheckNew(root string, forbidden ...string) error {
+// without writing anything: what Mark would refuse, any content or mark
+// (even with force: heal fills a new brick from the others), and, unless
+// force, a directory on the root file system.
+func CheckNew(root string, force bool, forbidden ...string) error {
 	abs, err := checkDir(root)
 	if err != nil {
 		return err
@@ -79,7 +81,13 @@ func CheckNew(root string, forbidden ...string) error {
 	if err := checkAncestors(abs); err != nil {
 		return err
 	}
-	return checkEmpty(abs, "a new brick must start empty (heal fills it from the other bricks of its set)")
+	if err := checkEmpty(abs, "a new brick must start empty (heal fills it from the other bricks of its set)"); err != nil {
+		return err
+	}
+	if force {
+		return nil
+	}
+	return notOnRootFS(abs)
 }
 
 // Unmark removes what Mark put on root, so that it can join another

@@ -65,9 +65,12 @@ func fit(abs string, forbidden ...string) error {
 }
 
 // needsForce says why abs may become a brick only with force, or nil: it
-// holds anything.
+// holds anything, it is on the root file system. It gives every reason,
+// so that whoever adds force knows all it overrides.
 func needsForce(abs string) error {
-	return checkEmpty(abs, "its files would be served as the volume's; use an empty directory, or force to take it with its files")
+	return errors.Join(
+		checkEmpty(abs, "its files would be served as the volume's; use an empty directory, or force to take it with its files"),
+		notOnRootFS(abs))
 }
 
 // checkEmpty says why abs, if it holds anything, cannot be taken as it
@@ -78,6 +81,29 @@ func checkEmpty(abs, why string) error {
 		return err
 	}
 	return fmt.Errorf("%s is not empty: %s", abs, why)
+}
+
+// notOnRootFS refuses a directory on the file system of "/", as GlusterFS
+// does: a brick that fills up fills the disk the machine runs from, with
+// its logs and the node's own state.
+func notOnRootFS(abs string) error {
+	same, err := sameFS(abs, "/")
+	if err != nil || !same {
+		return err
+	}
+	return fmt.Errorf("%s is on the root file system: a brick filling up would fill the disk the machine runs from (its logs, the node's state); use a directory on a disk or partition of its own, or force to use it anyway", abs)
+}
+
+// sameFS reports whether paths a and b are on the same file system.
+func sameFS(a, b string) (bool, error) {
+	var sa, sb unix.Stat_t
+	if err := unix.Stat(a, &sa); err != nil {
+		return false, fmt.Errorf("%s: %w", a, err)
+	}
+	if err := unix.Stat(b, &sb); err != nil {
+		return false, fmt.Errorf("%s: %w", b, err)
+	}
+	return sa.Dev == sb.Dev, nil
 }
 
 // notSystem refuses the machine's own directories and forbidden ones.
