@@ -289,9 +289,10 @@ func (m *mortarMount) makeKey() error {
 
 // createArgs makes the brick directories b1 ... bN of the layout in the
 // work directory and returns the `volume create` command for them, with
-// GlusterFS's keywords ("disperse 6 redundancy 2 HOST:/b1 ... HOST:/b6").
+// GlusterFS's keywords ("disperse 6 redundancy 2 HOST:/b1 ... HOST:/b6"),
+// and force: the work directory is usually on the root file system.
 // Bricks go round-robin over the servers (brick i on server i mod N), as
-// the GlusterFS target's.
+// the GlusterFS target's (which says force too).
 func (m *mortarMount) createArgs(layout Layout) ([]string, error) {
 	dirs, err := makeBricks(m.work, layout.BrickCount())
 	if err != nil {
@@ -308,7 +309,7 @@ func (m *mortarMount) createArgs(layout Layout) ([]string, error) {
 	for i, b := range dirs {
 		args = append(args, hosts[i%len(hosts)]+":"+b)
 	}
-	return args, nil
+	return append(args, "force"), nil
 }
 
 func (m *mortarMount) mount(ctx context.Context, opts SetupOptions) error {

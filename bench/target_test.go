@@ -116,6 +116,7 @@ func TestMortarCreateArgs(t *testing.T) {
 			}
 			want = append(want, "127.0.0.1:"+b)
 		}
+		want = append(want, "force")
 		if !slices.Equal(args, want) {
 			t.Errorf("%s %s:\n got %q\nwant %q", c.target.Name(), c.l, args, want)
 		}

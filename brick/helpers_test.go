@@ -96,7 +96,7 @@ func startServer(t *testing.T, l layer.Layer, lim Limits) *testServer {
 func newStore(t *testing.T) (*posix.Store, string) {
 	t.Helper()
 	root := t.TempDir()
-	if err := posix.Mark(root, testVolume, false); err != nil {
+	if err := posix.Mark(root, testVolume, true); err != nil {
 		t.Fatal(err)
 	}
 	s, err := posix.New(root, posix.Options{VolumeID: testVolume})

@@ -125,7 +125,7 @@ type tlsBrickServer struct {
 func startTLSBrick(t *testing.T, id *tlsconf.Identity, setup func(*brick.Server)) *tlsBrickServer {
 	t.Helper()
 	root := t.TempDir()
-	if err := posix.Mark(root, tlsVolume, false); err != nil {
+	if err := posix.Mark(root, tlsVolume, true); err != nil {
 		t.Fatal(err)
 	}
 	st, err := posix.New(root, posix.Options{VolumeID: tlsVolume})

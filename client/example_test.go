@@ -13,7 +13,8 @@ import (
 
 // startNode runs a one-node cluster in this process with a started
 // distribute volume "gv0" over two bricks, as `mortar server` plus
-// `mortar volume create/start` would; it returns the node's address.
+// `mortar volume create ... force` and `start` would (force: the bricks
+// are temp dirs, most likely on the root file system); it returns the node's address.
 func startNode(dir string) (*mgmt.Node, error) {
 	node, err := mgmt.Start(mgmt.Config{DataDir: filepath.Join(dir, "state"), Listen: "127.0.0.1:0"})
 	if err != nil {
@@ -29,7 +30,7 @@ func startNode(dir string) (*mgmt.Node, error) {
 	}
 	ctx := context.Background()
 	api := mgmt.NewClient(node.Addr())
-	if _, err := api.CreateVolume(ctx, mgmt.CreateVolumeRequest{Name: "gv0", Bricks: bricks}); err != nil {
+	if _, err := api.CreateVolume(ctx, mgmt.CreateVolumeRequest{Name: "gv0", Bricks: bricks, Force: true}); err != nil {
 		return nil, err
 	}
 	if _, err := api.Start(ctx, "gv0", false); err != nil {

@@ -225,7 +225,8 @@ func (n *node) volume(name string, nbricks int) []string {
 
 // createVolume creates a volume over nbricks new brick directories, with
 // the type keywords given (e.g. "replica", "3"), sets the options given as
-// key, value pairs, and starts it.
+// key, value pairs, and starts it. The directories are on the root file
+// system, so the create says force.
 func (n *node) createVolume(name string, nbricks int, keywords, opts []string) []string {
 	n.t.Helper()
 	args := append([]string{"volume", "create", name}, keywords...)
@@ -238,7 +239,7 @@ func (n *node) createVolume(name string, nbricks int, keywords, opts []string) [
 		bricks = append(bricks, b)
 		args = append(args, "127.0.0.1:"+b)
 	}
-	n.must(args...)
+	n.must(append(args, "force")...)
 	for i := 0; i+1 < len(opts); i += 2 {
 		n.must("volume", "set", name, opts[i], opts[i+1])
 	}

@@ -331,7 +331,7 @@ func (l *lab) remoteRefused() {
 	ctx, cancel := context.WithTimeout(l.ctx, 30*time.Second)
 	defer cancel()
 	dir := l.brick(0, "loot")
-	create := []string{"volume", "create", "loot", l.Hosts[0].Addr + ":" + dir, "--server", l.addr(0)}
+	create := []string{"volume", "create", "loot", l.Hosts[0].Addr + ":" + dir, "force", "--server", l.addr(0)}
 	out, err := l.Client.Exec(ctx, mortarBin, create...)
 	if err == nil || !strings.Contains(out+err.Error(), "cluster secret") {
 		t.Fatalf("volume create from another machine without the secret: %v %s; want refused", err, out)
@@ -412,7 +412,7 @@ func (l *lab) makeVolumes() *labVolumes {
 	}
 	solo := []string{"volume", "create", "solo", l.Hosts[2].Addr + ":" + l.brick(2, "solo")}
 	for _, args := range [][]string{rep, dist, solo} {
-		l.must(1, args...)
+		l.must(1, append(args, "force")...) // the lab's bricks are on the root file system
 		l.must(1, "volume", "set", args[2], "network.ping-timeout", "2")
 		l.must(1, "volume", "start", args[2])
 	}
@@ -572,7 +572,7 @@ func TestMultiHostPartition(t *testing.T) {
 	for _, h := range alive {
 		create = append(create, l.Hosts[h].Addr+":"+l.brick(h, "during-cut"))
 	}
-	l.must(alive[1], create...)
+	l.must(alive[1], append(create, "force")...)
 
 	out, err := l.mortar(lead, "volume", "set", "during-cut", "cluster.heal-interval", "3")
 	if lo := strings.ToLower(out); err == nil || (!strings.Contains(lo, "quorum") && !strings.Contains(lo, "leader")) {

@@ -78,7 +78,7 @@ func checkBrickProcesses(t *testing.T, st mgmt.VolumeStatus) (ports, pids []int)
 // them again, on the same ports, when it restarts.
 func TestReplicaBrickProcesses(t *testing.T) {
 	n := startNode(t)
-	n.must(append([]string{"volume", "create", "gv0", "replica", "3"}, n.brickDirs("gv0", 3)...)...)
+	n.must(append(append([]string{"volume", "create", "gv0", "replica", "3"}, n.brickDirs("gv0", 3)...), "force")...)
 	n.must("volume", "start", "gv0")
 	info := n.must("volume", "info", "gv0")
 	for _, w := range []string{"Type: Replicate\n", "Number of Bricks: 1 x 3 = 3\n"} {
@@ -113,7 +113,7 @@ func TestReplicaBrickProcesses(t *testing.T) {
 	}
 
 	// An arbiter volume: its arbiter bricks run as arbiters.
-	n.must(append([]string{"volume", "create", "arb", "replica", "3", "arbiter", "1"}, n.brickDirs("arb", 3)...)...)
+	n.must(append(append([]string{"volume", "create", "arb", "replica", "3", "arbiter", "1"}, n.brickDirs("arb", 3)...), "force")...)
 	n.must("volume", "start", "arb")
 	if info := n.must("volume", "info", "arb"); !strings.Contains(info, "Number of Bricks: 1 x (2 + 1) = 3\n") || !strings.Contains(info, "arb-b3 (arbiter)\n") {
 		t.Errorf("arbiter volume info:\n%s", info)

@@ -57,7 +57,7 @@ func newStore(t *testing.T) *posix.Store {
 	if err := os.Mkdir(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := posix.Mark(root, "test-volume", false); err != nil {
+	if err := posix.Mark(root, "test-volume", true); err != nil {
 		t.Fatal(err)
 	}
 	s, err := posix.New(root, posix.Options{VolumeID: "test-volume"})

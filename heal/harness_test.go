@@ -55,7 +55,7 @@ func newCluster(t *testing.T, n int, arbiter bool) *cluster {
 func (c *cluster) replace(i int) {
 	c.t.Helper()
 	dir := c.t.TempDir()
-	if err := posix.Mark(dir, testVolume, false); err != nil {
+	if err := posix.Mark(dir, testVolume, true); err != nil {
 		c.t.Fatal(err)
 	}
 	s, err := posix.New(dir, posix.Options{VolumeID: testVolume, Arbiter: c.set[i].Arbiter})

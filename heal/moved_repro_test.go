@@ -21,7 +21,7 @@ func TestStaleEntryUnderFile(t *testing.T) {
 	var stores []*posix.Store
 	for i := range 2 {
 		dir := t.TempDir()
-		if err := posix.Mark(dir, "v", false); err != nil {
+		if err := posix.Mark(dir, "v", true); err != nil {
 			t.Fatal(err)
 		}
 		s, err := posix.New(dir, posix.Options{VolumeID: "v"})

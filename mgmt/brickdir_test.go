@@ -25,9 +25,10 @@ func infoJSON(t *testing.T, c *Client, name string) []byte {
 
 // TestFailedReplaceBrickChangesNothing: a replace-brick to a directory
 // that cannot be a brick (a pseudo file system, a non-empty directory, a
-// system directory) fails before anything changes: volume info is byte
-// for byte what it was, and the old brick still serves (issue 21: the
-// volume listed /proc/self as a brick after such a failure).
+// system directory, even with force; an empty directory on the root file
+// system without force) fails before anything changes: volume info is
+// byte for byte what it was, and the old brick still serves (issue 21:
+// the volume listed /proc/self as a brick after such a failure).
 func TestFailedReplaceBrickChangesNothing(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
@@ -35,13 +36,24 @@ func TestFailedReplaceBrickChangesNothing(t *testing.T) {
 	before := infoJSON(t, c, "rv")
 	full := t.TempDir()
 	os.WriteFile(filepath.Join(full, "f"), []byte("x"), 0o644)
+	var reqs []ReplaceBrickRequest
 	for _, dst := range []string{"/proc/self", full, "/etc", "/var/lib/mortar"} {
-		_, err := c.ReplaceBrick(ctx, "rv", "localhost:"+bricks[2], "localhost:"+dst)
+		reqs = append(reqs, ReplaceBrickRequest{Destination: dst, Force: true})
+	}
+	if empty := t.TempDir(); onRootFS(t, empty) {
+		reqs = append(reqs, ReplaceBrickRequest{Destination: empty})
+	}
+	for _, req := range reqs {
+		req.Source, req.Destination = "localhost:"+bricks[2], "localhost:"+req.Destination
+		_, err := c.ReplaceBrick(ctx, "rv", req)
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "nothing was changed") {
-			t.Errorf("replace-brick to %s: %v, want refused before any change", dst, err)
+			t.Errorf("replace-brick to %s (force %v): %v, want refused before any change", req.Destination, req.Force, err)
+		}
+		if !req.Force && !strings.Contains(err.Error(), "is on the root file system") {
+			t.Errorf("replace-brick to %s without force: %v, want refused for the root file system", req.Destination, err)
 		}
 		if after := infoJSON(t, c, "rv"); !bytes.Equal(before, after) {
-			t.Fatalf("volume info changed by a failed replace-brick to %s:\n%s\n%s", dst, before, after)
+			t.Fatalf("volume info changed by a failed replace-brick to %s:\n%s\n%s", req.Destination, before, after)
 		}
 	}
 	st, err := c.Status(ctx, "rv")
@@ -90,6 +102,15 @@ func TestDeleteFreesBricks(t *testing.T) {
 	}
 }
 
+// onRootFS reports whether dir is on the file system of "/".
+func onRootFS(t *testing.T, dir string) bool {
+	var st, root unix.Stat_t
+	if err := errors.Join(unix.Stat(dir, &st), unix.Stat("/", &root)); err != nil {
+		t.Fatal(err)
+	}
+	return st.Dev == root.Dev
+}
+
 // listXattrs lists the xattr names of path, NUL-separated.
 func listXattrs(path string) (string, error) {
 	buf := make([]byte, 64<<10)
@@ -107,7 +128,7 @@ func TestOptionsMatchVolumeType(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
 	dirs := brickDirs(t, 1)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "d", Bricks: bricksOn(dirs)}); err != nil {
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "d", Bricks: bricksOn(dirs), Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	before := infoJSON(t, c, "d")

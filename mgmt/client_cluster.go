@@ -33,12 +33,12 @@ func (c *Client) Peers(ctx context.Context) ([]PeerInfo, error) {
 	return out, err
 }
 
-// ReplaceBrick replaces brick source ("host:/path") of a replicated or
-// dispersed volume by the new, empty directory destination, which a full
-// heal then fills.
-func (c *Client) ReplaceBrick(ctx context.Context, name, source, destination string) (VolumeInfo, error) {
+// ReplaceBrick replaces brick req.Source ("host:/path") of a replicated
+// or dispersed volume by the new, empty directory req.Destination, which
+// a full heal then fills.
+func (c *Client) ReplaceBrick(ctx context.Context, name string, req ReplaceBrickRequest) (VolumeInfo, error) {
 	var out VolumeInfo
-	err := c.do(ctx, http.MethodPost, volPath(name, "replace-brick"), ReplaceBrickRequest{Source: source, Destination: destination}, &out)
+	err := c.do(ctx, http.MethodPost, volPath(name, "replace-brick"), req, &out)
 	return out, err
 }
 

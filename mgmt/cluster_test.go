@@ -136,7 +136,7 @@ func TestClusterLeaderFailover(t *testing.T) {
 	ctx := ctxT(t)
 	bricks := nodeBricks(t, nodes)
 	// Any node takes commands: create through the last one.
-	if _, err := nodes[2].c.CreateVolume(ctx, CreateVolumeRequest{Name: "rv", Bricks: bricks, Replica: 3}); err != nil {
+	if _, err := nodes[2].c.CreateVolume(ctx, CreateVolumeRequest{Name: "rv", Bricks: bricks, Replica: 3, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := nodes[1].c.Start(ctx, "rv", false); err != nil {
@@ -214,7 +214,7 @@ func TestReplaceBrickOnDeadNode(t *testing.T) {
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	bricks := nodeBricks(t, nodes)
-	if _, err := nodes[0].c.CreateVolume(ctx, CreateVolumeRequest{Name: "rv", Bricks: bricks, Replica: 3}); err != nil {
+	if _, err := nodes[0].c.CreateVolume(ctx, CreateVolumeRequest{Name: "rv", Bricks: bricks, Replica: 3, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := nodes[0].c.Set(ctx, "rv", OptHealInterval, "0.2"); err != nil {
@@ -234,10 +234,10 @@ func TestReplaceBrickOnDeadNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Not empty, or already a brick: refused.
-	if _, err := nodes[0].c.ReplaceBrick(ctx, "rv", bricks[2], bricks[1]); !errors.Is(err, ErrInvalid) {
+	if _, err := nodes[0].c.ReplaceBrick(ctx, "rv", ReplaceBrickRequest{Source: bricks[2], Destination: bricks[1], Force: true}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("replace by a brick of the volume: %v", err)
 	}
-	vi, err := nodes[0].c.ReplaceBrick(ctx, "rv", bricks[2], nodes[1].host+":"+fresh)
+	vi, err := nodes[0].c.ReplaceBrick(ctx, "rv", ReplaceBrickRequest{Source: bricks[2], Destination: nodes[1].host + ":" + fresh, Force: true})
 	if err != nil {
 		t.Fatalf("replace-brick: %v", err)
 	}
@@ -259,7 +259,7 @@ func TestClusterNoQuorum(t *testing.T) {
 	nodes[1].stop()
 	nodes[2].stop()
 	start := time.Now()
-	_, err := nodes[0].c.CreateVolume(ctx, CreateVolumeRequest{Name: "v", Bricks: []string{nodes[0].host + ":" + t.TempDir()}})
+	_, err := nodes[0].c.CreateVolume(ctx, CreateVolumeRequest{Name: "v", Bricks: []string{nodes[0].host + ":" + t.TempDir()}, Force: true})
 	if !errors.Is(err, ErrNoQuorum) || !strings.Contains(err.Error(), "no leader") {
 		t.Fatalf("create without quorum: %v, want a no-quorum error", err)
 	}
@@ -291,19 +291,19 @@ func TestPeerProbeAndDetach(t *testing.T) {
 	lone.api, lone.raftA = freePort(t, lone.host), freePort(t, lone.host)
 	lone.start(t)
 	t.Cleanup(lone.stop)
-	if _, err := lone.c.CreateVolume(ctx, CreateVolumeRequest{Name: "own", Bricks: []string{lone.host + ":" + t.TempDir()}}); err != nil {
+	if _, err := lone.c.CreateVolume(ctx, CreateVolumeRequest{Name: "own", Bricks: []string{lone.host + ":" + t.TempDir()}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := nodes[0].c.Probe(ctx, lone.api); !errors.Is(err, ErrState) {
 		t.Fatalf("probe a node with a volume: %v, want refused", err)
 	}
 	// Unknown hosts are refused as brick hosts.
-	if _, err := nodes[0].c.CreateVolume(ctx, CreateVolumeRequest{Name: "x", Bricks: []string{lone.host + ":" + t.TempDir()}}); !errors.Is(err, ErrInvalid) {
+	if _, err := nodes[0].c.CreateVolume(ctx, CreateVolumeRequest{Name: "x", Bricks: []string{lone.host + ":" + t.TempDir()}, Force: true}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("brick on a node of another cluster: %v", err)
 	}
 	// A node with bricks cannot be detached; one without can.
 	d := t.TempDir()
-	if _, err := nodes[0].c.CreateVolume(ctx, CreateVolumeRequest{Name: "on1", Bricks: []string{nodes[1].host + ":" + d}}); err != nil {
+	if _, err := nodes[0].c.CreateVolume(ctx, CreateVolumeRequest{Name: "on1", Bricks: []string{nodes[1].host + ":" + d}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := nodes[0].c.Detach(ctx, nodes[1].host); !errors.Is(err, ErrState) {

@@ -18,7 +18,7 @@ func disperseVolume(t *testing.T, c *Client, name string, disperse, redundancy, 
 	t.Helper()
 	ctx := ctxT(t)
 	dirs := brickDirs(t, nbricks)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: name, Disperse: disperse, Redundancy: redundancy, Bricks: bricksOn(dirs)}); err != nil {
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: name, Disperse: disperse, Redundancy: redundancy, Bricks: bricksOn(dirs), Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	vi, err := c.Start(ctx, name, false)
@@ -64,7 +64,7 @@ func TestCreateDispersed(t *testing.T) {
 	}
 	for _, tc := range cases {
 		req := tc.req
-		req.Name, req.Bricks = tc.name, bricksOn(brickDirs(t, tc.bricks))
+		req.Name, req.Bricks, req.Force = tc.name, bricksOn(brickDirs(t, tc.bricks)), true
 		vi, err := c.CreateVolume(ctx, req)
 		if err != nil {
 			t.Fatalf("%s: create: %v", tc.name, err)
@@ -119,7 +119,7 @@ func TestCreateDispersed(t *testing.T) {
 func TestDisperseOptions(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "ec", Disperse: 6, Redundancy: 2, Bricks: bricksOn(brickDirs(t, 6))}); err != nil {
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "ec", Disperse: 6, Redundancy: 2, Bricks: bricksOn(brickDirs(t, 6)), Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	for _, kv := range [][2]string{{OptQuorumType, "none"}, {OptQuorumType, "auto"}, {OptQuorumCount, "2"}} {

@@ -30,7 +30,7 @@ func replicaVolume(t *testing.T, c *Client, name string, replica, arbiter, nbric
 	t.Helper()
 	ctx := ctxT(t)
 	dirs := brickDirs(t, nbricks)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: name, Replica: replica, Arbiter: arbiter, Bricks: bricksOn(dirs)}); err != nil {
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: name, Replica: replica, Arbiter: arbiter, Bricks: bricksOn(dirs), Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i+1 < len(opts); i += 2 {
@@ -393,7 +393,7 @@ func TestResetBrickRefusals(t *testing.T) {
 		t.Errorf("reset-brick of a missing directory: %v", err)
 	}
 	os.Mkdir(dirs[1], 0o755)
-	posix.Mark(dirs[1], "another-volume", false)
+	posix.Mark(dirs[1], "another-volume", true)
 	if _, err := c.ResetBrick(ctx, "arb", "localhost:"+dirs[1]); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "belongs to volume another-volume") {
 		t.Errorf("reset-brick of another volume's brick: %v", err)
 	}

@@ -59,7 +59,7 @@ func TestVolumeLifecycle(t *testing.T) {
 	n, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
 	dirs := brickDirs(t, 2)
-	vi, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: []string{"localhost:" + dirs[0], "127.0.0.1:" + dirs[1]}})
+	vi, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: []string{"localhost:" + dirs[0], "127.0.0.1:" + dirs[1]}, Force: true})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -133,7 +133,7 @@ func TestCreateRefusals(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
 	dirs := brickDirs(t, 3)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "taken", Bricks: []string{"localhost:" + dirs[0]}}); err != nil {
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "taken", Bricks: []string{"localhost:" + dirs[0]}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Start(ctx, "taken", false); err != nil {
@@ -199,7 +199,7 @@ func TestRestartKeepsVolumes(t *testing.T) {
 	dirs := brickDirs(t, 2)
 	for _, name := range []string{"up", "down"} {
 		i := map[string]int{"up": 0, "down": 1}[name]
-		if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: name, Bricks: []string{"localhost:" + dirs[i]}}); err != nil {
+		if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: name, Bricks: []string{"localhost:" + dirs[i]}, Force: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -258,7 +258,7 @@ func TestBrickOwnPort(t *testing.T) {
 		t.Fatalf("GET /v1/node: %d %s", resp.StatusCode, body)
 	}
 	dirs := brickDirs(t, 1)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: []string{"localhost:" + dirs[0]}}); err != nil {
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: []string{"localhost:" + dirs[0]}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Start(ctx, "gv0", false); err != nil {
@@ -365,7 +365,7 @@ func TestSecurityOptions(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
 	dirs := brickDirs(t, 1)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "sv", Bricks: []string{"localhost:" + dirs[0]}}); err != nil {
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "sv", Bricks: []string{"localhost:" + dirs[0]}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Set(ctx, "sv", OptEncryption, "on"); err != nil {

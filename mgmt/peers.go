@@ -315,9 +315,9 @@ func markBrick(req MarkRequest, dataDir string) error {
 }
 
 // checkNewBrick says why a directory of this node cannot become a new,
-// empty brick, writing nothing.
+// empty brick, writing nothing (req.Force allows the root file system).
 func checkNewBrick(req MarkRequest, dataDir string) error {
-	if err := posix.CheckNew(req.Path, dataDir); err != nil {
+	if err := posix.CheckNew(req.Path, req.Force, dataDir); err != nil {
 		return errorf(ErrInvalid, "%w", err)
 	}
 	return nil

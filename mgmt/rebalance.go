@@ -54,7 +54,9 @@ import (
 // to a volume.
 type AddBrickRequest struct {
 	Bricks []string `json:"bricks"`
-	Force  bool     `json:"force,omitempty"`
+	// Force allows brick directories that are not empty or are on the
+	// root file system, as in CreateVolumeRequest.
+	Force bool `json:"force,omitempty"`
 }
 
 // Rebalance actions.

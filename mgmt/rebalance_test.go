@@ -277,7 +277,7 @@ func TestAddBrickRebalanceRemoveBrick(t *testing.T) {
 
 	phase("add-brick + rebalance", func() {
 		ctx := ctxT(t)
-		if _, err := c.AddBrick(ctx, "dv", AddBrickRequest{Bricks: []string{"localhost:" + dirs[2]}}); err != nil {
+		if _, err := c.AddBrick(ctx, "dv", AddBrickRequest{Bricks: []string{"localhost:" + dirs[2]}, Force: true}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.Rebalance(ctx, "dv", RebalanceRequest{Action: ActionStart}); err != nil {
@@ -340,7 +340,7 @@ func twoOfThree(t *testing.T, c *Client) []string {
 	t.Helper()
 	ctx := ctxT(t)
 	dirs := brickDirs(t, 3)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "dv", Bricks: []string{"localhost:" + dirs[0], "localhost:" + dirs[1]}}); err != nil {
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "dv", Bricks: []string{"localhost:" + dirs[0], "localhost:" + dirs[1]}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Start(ctx, "dv", false); err != nil {
@@ -381,7 +381,7 @@ func TestRebalanceResumesAfterRestart(t *testing.T) {
 			m.set(p, data)
 		}
 	}
-	if _, err := c.AddBrick(ctx, "dv", AddBrickRequest{Bricks: []string{"localhost:" + dirs[2]}}); err != nil {
+	if _, err := c.AddBrick(ctx, "dv", AddBrickRequest{Bricks: []string{"localhost:" + dirs[2]}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Rebalance(ctx, "dv", RebalanceRequest{Action: ActionStart}); err != nil {

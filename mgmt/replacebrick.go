@@ -10,10 +10,13 @@ import (
 // ReplaceBrickRequest is the body of POST /v1/volumes/{name}/replace-brick:
 // brick Source ("host:/path") of a replicated or dispersed volume is
 // replaced by the new, empty directory Destination ("host:/path", on any
-// node of the cluster).
+// node of the cluster). Force allows a Destination on the root file
+// system (the CLI's required "commit force" sets it, as in GlusterFS); it
+// must be empty all the same.
 type ReplaceBrickRequest struct {
 	Source      string `json:"source"`
 	Destination string `json:"destination"`
+	Force       bool   `json:"force,omitempty"`
 }
 
 // replaceSettle bounds how long the destination's node may take to see
@@ -24,8 +27,8 @@ const replaceSettle = 10 * time.Second
 // empty directory, as GlusterFS's "replace-brick SRC DST commit force":
 //
 //  1. the new directory must not be (inside) another brick, and its node
-//     must find it usable and empty (posix.CheckNew): until then nothing
-//     has changed;
+//     must find it usable and empty, and off the root file system unless
+//     Force (posix.CheckNew): until then nothing has changed;
 //  2. the old brick is stopped if its node answers (it may be dead: that
 //     is the usual reason to replace it); its directory is left as it is;
 //  3. the volume's brick takes the new host and path (it keeps its id,
@@ -65,7 +68,7 @@ func (n *Node) replaceBrick(ctx context.Context, name string, req ReplaceBrickRe
 		return VolumeInfo{}, err
 	}
 	// Nothing changes before the new directory is known to be usable.
-	check := MarkRequest{Path: path}
+	check := MarkRequest{Path: path, Force: req.Force}
 	if err := n.onNode(ctx, node, func() error { return checkNewBrick(check, n.dir) }, http.MethodPost, "/v1/local/bricks/check", check); err != nil {
 		n.opMu.Unlock()
 		return VolumeInfo{}, errorf(ErrInvalid, "replace-brick: %s cannot be the new brick, nothing was changed: %w", nb.Name(), err)

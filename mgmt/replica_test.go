@@ -51,7 +51,7 @@ func TestCreateReplicated(t *testing.T) {
 		{"arb-old", 2, 1, 3, 3, []bool{false, false, true}}, // GlusterFS's older spelling
 	}
 	for _, tc := range cases {
-		vi, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: tc.name, Replica: tc.replica, Arbiter: tc.arbiter, Bricks: bricksOn(brickDirs(t, tc.bricks))})
+		vi, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: tc.name, Replica: tc.replica, Arbiter: tc.arbiter, Bricks: bricksOn(brickDirs(t, tc.bricks)), Force: true})
 		if err != nil {
 			t.Fatalf("%s: create: %v", tc.name, err)
 		}
@@ -135,7 +135,7 @@ func TestCreateLayoutRefusals(t *testing.T) {
 func TestReplicaOptions(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "r3", Replica: 3, Bricks: bricksOn(brickDirs(t, 3))}); err != nil {
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "r3", Replica: 3, Bricks: bricksOn(brickDirs(t, 3)), Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	good := [][2]string{
@@ -192,7 +192,7 @@ func TestBrickPortsKept(t *testing.T) {
 	data := t.TempDir()
 	n, c := startNode(t, data)
 	ctx := ctxT(t)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Replica: 3, Bricks: bricksOn(brickDirs(t, 3))}); err != nil {
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Replica: 3, Bricks: bricksOn(brickDirs(t, 3)), Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if vi, _ := c.Info(ctx, "gv0"); vi.Bricks[0].Port != 0 || vi.Bricks[0].Addr != "" {
@@ -234,7 +234,7 @@ func TestKillBrickStartForce(t *testing.T) {
 	n, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
 	dirs := brickDirs(t, 3)
-	vi, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Replica: 3, Bricks: bricksOn(dirs)})
+	vi, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Replica: 3, Bricks: bricksOn(dirs), Force: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestStartFailureStopsOthers(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
 	dirs := brickDirs(t, 3)
-	vi, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: bricksOn(dirs)})
+	vi, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: bricksOn(dirs), Force: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,14 +312,14 @@ func TestStartFailureStopsOthers(t *testing.T) {
 	if err := os.Mkdir(dirs[2], 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := posix.Mark(dirs[2], "some-other-volume", false); err != nil {
+	if err := posix.Mark(dirs[2], "some-other-volume", true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Start(ctx, "gv0", false); err == nil || !strings.Contains(err.Error(), "some-other-volume") {
 		t.Fatalf("start with a brick of another volume: %v", err)
 	}
 	posix.Unmark(dirs[2])
-	if err := posix.Mark(dirs[2], vi.ID, false); err != nil {
+	if err := posix.Mark(dirs[2], vi.ID, true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Start(ctx, "gv0", false); err != nil {
@@ -334,7 +334,7 @@ func TestBrickPortTaken(t *testing.T) {
 	addrInUseWait = 200 * time.Millisecond
 	n, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
-	vi, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: bricksOn(brickDirs(t, 2))})
+	vi, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: bricksOn(brickDirs(t, 2)), Force: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestBrickProcesses(t *testing.T) {
 	c := NewClient(n.ListenAddr())
 	ctx := ctxT(t)
 	dirs := brickDirs(t, 3)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Replica: 3, Arbiter: 1, Bricks: bricksOn(dirs)}); err != nil {
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Replica: 3, Arbiter: 1, Bricks: bricksOn(dirs), Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Start(ctx, "gv0", false); err != nil {

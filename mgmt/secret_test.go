@@ -44,7 +44,7 @@ func TestRemoteCallersNeedTheSecret(t *testing.T) {
 	dataDir := t.TempDir()
 	n, c := startNode(t, dataDir)
 	dirs := brickDirs(t, 1)
-	create := `{"name":"loot","bricks":["localhost:` + dirs[0] + `"]}`
+	create := `{"name":"loot","bricks":["localhost:` + dirs[0] + `"],"force":true}` // a temp dir: the root file system
 	for _, c := range []struct{ method, path, body string }{
 		{http.MethodPost, "/v1/volumes", create},
 		{http.MethodGet, "/v1/volumes", ""},

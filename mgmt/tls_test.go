@@ -76,7 +76,7 @@ func TestTLSCluster(t *testing.T) {
 	// A change through the follower is forwarded to the leader over TLS,
 	// and committed by Raft over TLS.
 	d := t.TempDir()
-	if _, err := nodes[1].c.CreateVolume(ctx, CreateVolumeRequest{Name: "tv", Bricks: []string{nodes[0].host + ":" + d}}); err != nil {
+	if _, err := nodes[1].c.CreateVolume(ctx, CreateVolumeRequest{Name: "tv", Bricks: []string{nodes[0].host + ":" + d}, Force: true}); err != nil {
 		t.Fatalf("create through the follower: %v", err)
 	}
 
@@ -105,7 +105,7 @@ func TestTLSCluster(t *testing.T) {
 	if _, err := alice.List(ctx); err != nil {
 		t.Fatalf("a client lists volumes: %v", err)
 	}
-	if _, err := alice.CreateVolume(ctx, CreateVolumeRequest{Name: "x", Bricks: []string{nodes[0].host + ":" + t.TempDir()}}); !errors.Is(err, ErrForbidden) {
+	if _, err := alice.CreateVolume(ctx, CreateVolumeRequest{Name: "x", Bricks: []string{nodes[0].host + ":" + t.TempDir()}, Force: true}); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("a client creates a volume: %v, want forbidden", err)
 	}
 	// The spec, only if the volume's rules admit the client.

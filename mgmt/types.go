@@ -23,7 +23,8 @@ type CreateVolumeRequest struct {
 	Disperse     int      `json:"disperse,omitempty"`
 	DisperseData int      `json:"disperse_data,omitempty"`
 	Redundancy   int      `json:"redundancy,omitempty"`
-	// Force allows a brick at the root of a file system ("/").
+	// Force allows brick directories that are not empty (their files
+	// become the volume's) or are on the root file system.
 	Force bool `json:"force,omitempty"`
 }
 

@@ -16,7 +16,7 @@ func startedVolume(t *testing.T, c *Client) volume.Spec {
 	t.Helper()
 	ctx := ctxT(t)
 	dirs := brickDirs(t, 1)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: []string{"127.0.0.1:" + dirs[0]}}); err != nil {
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: []string{"127.0.0.1:" + dirs[0]}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Start(ctx, "gv0", false); err != nil {

@@ -55,7 +55,7 @@ func serveBricks(t *testing.T, n int) (Spec, []*testBrick) {
 	var bricks []*testBrick
 	for i := range n {
 		dir := t.TempDir()
-		if err := posix.Mark(dir, liveVolumeID, false); err != nil {
+		if err := posix.Mark(dir, liveVolumeID, true); err != nil {
 			t.Fatal(err)
 		}
 		st, err := posix.New(dir, posix.Options{VolumeID: liveVolumeID})

@@ -13,11 +13,12 @@ import (
 
 // Mark makes the directory root a brick of volume volumeID: it records the
 // volume id on root, creates the hidden directory and gives root the root
-// gfid. It refuses a root that is missing or not a directory, the root of
-// the root file system (unless force), and a directory that already
-// belongs to another volume or lies inside another brick, and a new one
-// that is not Usable (forbidden: the node's data directory). Marking again
-// with the same id is a no-op.
+// gfid. It refuses a root that is missing or not a directory, one that can
+// never be a brick (fit; forbidden: the node's data directory), one that
+// already belongs to another volume or lies inside another brick, and,
+// unless force, a new one that is not empty or is on the root file
+// system. The refusals force cannot lift come first. Marking again with
+// the same id is a no-op.
 func Mark(root, volumeID string, force bool, forbidden ...string) error {
 	if volumeID == "" {
 		return errors.New("mark brick: empty volume id")
@@ -26,7 +27,7 @@ func Mark(root, volumeID string, force bool, forbidden ...string) error {
 	if err != nil {
 		return err
 	}
-	if err := Usable(abs, true, forbidden...); err != nil {
+	if err := fit(abs, forbidden...); err != nil {
 		return err
 	}
 	cur, err := ReadMark(abs)
@@ -36,13 +37,13 @@ func Mark(root, volumeID string, force bool, forbidden ...string) error {
 	if cur != "" && cur != volumeID {
 		return fmt.Errorf("%s is already part of volume %s", root, cur)
 	}
-	if cur == "" && !force {
-		if err := Usable(abs, false, forbidden...); err != nil {
-			return err
-		}
-	}
 	if err := checkAncestors(abs); err != nil {
 		return err
+	}
+	if cur == "" && !force {
+		if err := needsForce(abs); err != nil {
+			return err
+		}
 	}
 	if err := unix.Setxattr(abs, XattrVolumeID, []byte(volumeID), 0); err != nil {
 		return fmt.Errorf("mark brick %s: %w", root, err)
@@ -62,21 +63,31 @@ func Mark(root, volumeID string, force bool, forbidden ...string) error {
 	return nil
 }
 
-// CheckNew says why root cannot become a new, empty brick (replace-brick,
-// reset-brick), without writing anything: what Mark would refuse, and any
-// content or mark.
-func CheckNew(root string, forbidden ...string) error {
+// CheckNew says why root cannot become a new, empty brick (replace-brick),
+// without writing anything: what Mark would refuse, any content or mark
+// (even with force: heal fills a new brick from the others), and, unless
+// force, a directory on the root file system.
+func CheckNew(root string, force bool, forbidden ...string) error {
 	abs, err := checkDir(root)
 	if err != nil {
 		return err
 	}
-	if err := Usable(abs, false, forbidden...); err != nil {
+	if err := fit(abs, forbidden...); err != nil {
 		return err
 	}
 	if cur, err := ReadMark(abs); err != nil || cur != "" {
 		return errors.Join(err, fmt.Errorf("%s is already part of volume %s", root, cur))
 	}
-	return checkAncestors(abs)
+	if err := checkAncestors(abs); err != nil {
+		return err
+	}
+	if err := checkEmpty(abs, "a new brick must start empty (heal fills it from the other bricks of its set)"); err != nil {
+		return err
+	}
+	if force {
+		return nil
+	}
+	return notOnRootFS(abs)
 }
 
 // Unmark removes what Mark put on root, so that it can join another

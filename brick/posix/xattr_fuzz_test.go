@@ -26,7 +26,7 @@ import (
 func fuzzBrick(f *testing.F, opts Options) (*Store, string) {
 	f.Helper()
 	dir := f.TempDir()
-	if err := Mark(dir, testVolume, false); err != nil {
+	if err := Mark(dir, testVolume, true); err != nil {
 		f.Fatal(err)
 	}
 	opts.VolumeID = testVolume

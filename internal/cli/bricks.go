@@ -24,8 +24,11 @@ disperse set, and a full heal copies every file of the set to it
 change without remounting.
 
 The words "commit force" are required, as in GlusterFS (the only form of
-replace-brick GlusterFS still supports). Distribute volumes are refused:
-their bricks hold the only copy of their files (use add-brick, then
+replace-brick GlusterFS still supports); as there, they allow a new
+directory on the root file system. The new directory must be empty all the
+same, and is refused, before anything changes, where "volume create"
+refuses a brick even with force. Distribute volumes are refused: their
+bricks hold the only copy of their files (use add-brick, then
 remove-brick).`,
 		Example: `  mkdir /data/b9   # on server4, empty
   mortar volume replace-brick gv0 server3:/data/b3 server4:/data/b9 commit force`,
@@ -36,7 +39,7 @@ remove-brick).`,
 			}
 			ctx, cancel := v.ctx(cmd)
 			defer cancel()
-			if _, err := v.client().ReplaceBrick(ctx, args[0], args[1], args[2]); err != nil {
+			if _, err := v.client().ReplaceBrick(ctx, args[0], mgmt.ReplaceBrickRequest{Source: args[1], Destination: args[2], Force: true}); err != nil {
 				return failed("replace-brick", args[0], err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "volume replace-brick: success: %s replaces %s; a full heal is filling it (mortar volume heal %s info)\n", args[2], args[1], args[0])
@@ -54,8 +57,9 @@ distribute volume, whole sets for a replicated or dispersed one (as many
 bricks as a set has, consecutive bricks forming a set). The new bricks start
 at once on a started volume, but get no files until "mortar volume rebalance
 NAME start" gives them their share of the names and moves the files that
-belong there (clients follow without remounting). "force" allows a brick at
-the root of a file system.`,
+belong there (clients follow without remounting). The new directories are
+checked as "volume create" checks them: "force" allows directories that are
+not empty or are on the root file system.`,
 		Example: `  mortar volume add-brick gv0 server4:/data/b1
   mortar volume rebalance gv0 start`,
 		Args: usageArgs(2, -1),

@@ -64,7 +64,13 @@ brick directories (fragments of them for a dispersed volume). While it
 runs, the "mortar volume" commands work against it (--server is the --listen
 address): "mortar volume status" shows the brick processes, which can be
 killed to see a replica go down, and "mortar volume start NAME force" brings
-them back. Needs FUSE (/dev/fuse, fuse3) and, to mount, root.`,
+them back. Needs FUSE (/dev/fuse, fuse3) and, to mount, root.
+
+The bricks are made with force (as "mortar volume create ... force"): they
+may be on the root file system, which "mortar volume create" refuses
+without it, since a brick filling up would fill the disk the machine runs
+from. That is fine for trying mortar out; keep real data on a disk or
+partition of its own.`,
 		Example: `  mortar dev
   mortar dev --replica 3
   mortar dev --replica 3 --arbiter --bricks 6 --data /tmp/arb
@@ -260,9 +266,11 @@ func runDev(out io.Writer, dc devConfig) error {
 	return nil
 }
 
-// request is the create request of the dev volume over bricks.
+// request is the create request of the dev volume over bricks. It says
+// force: the bricks are directories under --data, a try-out on the user's
+// own machine, most often on its root file system.
 func (dc *devConfig) request(bricks []string) mgmt.CreateVolumeRequest {
-	req := mgmt.CreateVolumeRequest{Name: dc.Volume, Replica: dc.Replica, Disperse: dc.Disperse, Redundancy: dc.Redundancy}
+	req := mgmt.CreateVolumeRequest{Name: dc.Volume, Replica: dc.Replica, Disperse: dc.Disperse, Redundancy: dc.Redundancy, Force: true}
 	if dc.Arbiter {
 		req.Arbiter = 1
 	}

@@ -138,10 +138,10 @@ func TestHealCommands(t *testing.T) {
 		create = append(create, "localhost:"+filepath.Join(root, "b"+strconv.Itoa(i)))
 	}
 	os.WriteFile(filepath.Join(root, "b1", "old-file"), []byte("x"), 0o644)
-	create = append(create, "force") // b1 holds a file
+	create = append(create, "force") // b1 holds a file; all are on the root file system
 	steps := []cliStep{
 		{create, []string{"success"}, false},
-		{[]string{"volume", "create", "dv", "localhost:" + root + "/b4"}, []string{"success"}, false},
+		{[]string{"volume", "create", "dv", "localhost:" + root + "/b4", "force"}, []string{"success"}, false},
 		{[]string{"volume", "heal", "rv"}, []string{"volume heal: rv: failed: volume rv is not started (mortar volume start rv)"}, true},
 		{[]string{"volume", "start", "rv"}, []string{"success"}, false},
 		{[]string{"volume", "start", "dv"}, []string{"success"}, false},

@@ -60,7 +60,7 @@ func TestMountFollowsSpec(t *testing.T) {
 		}
 		bricks = append(bricks, "127.0.0.1:"+d)
 	}
-	if _, err := c.CreateVolume(ctx, mgmt.CreateVolumeRequest{Name: "gv0", Bricks: bricks}); err != nil {
+	if _, err := c.CreateVolume(ctx, mgmt.CreateVolumeRequest{Name: "gv0", Bricks: bricks, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Start(ctx, "gv0", false); err != nil {

@@ -154,8 +154,11 @@ volume's id, on its node, before anything else changes. Refused even with
 also through a symlink), the node's data directory and anything in it, pseudo,
 network and FUSE file systems (proc, sysfs, NFS, a mortar mount...), and file
 systems without trusted xattrs. Refused unless "force" is given: a directory
-that is not empty (its files would become the volume's). Every host must be
-a node of this cluster (mortar peer probe adds one).
+that is not empty (its files would become the volume's), and a directory on
+the root file system (the one "/" is on: a brick filling up would fill the
+disk the machine runs from; give bricks a disk or partition of their own,
+or say "force" on a one-disk machine). Every host must be a node of this
+cluster (mortar peer probe adds one).
 
 The volume is created stopped: start it with "mortar volume start".`,
 		Example: `  mortar volume create gv0 server1:/data/b1 server1:/data/b2
@@ -163,7 +166,7 @@ The volume is created stopped: start it with "mortar volume start".`,
   mortar volume create gv2 replica 3 arbiter 1 server1:/data/a1 server1:/data/a2 server1:/data/a3
   mortar volume create ec0 disperse 6 redundancy 2 server1:/data/e{1..6}
   mortar volume create ec1 disperse-data 4 redundancy 2 server1:/data/f{1..12}
-  mortar volume create scratch localhost:/srv/scratch`,
+  mortar volume create scratch localhost:/srv/scratch force   # on the root file system`,
 		Args: usageArgs(2, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := parseCreateArgs(args)

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/mortarfs/mortar/mgmt"
@@ -50,7 +51,7 @@ func TestVolumeCommands(t *testing.T) {
 
 	steps := []cliStep{
 		{[]string{"volume", "list", srv}, []string{"No volumes present"}, false},
-		{[]string{"volume", "create", "gv0", "localhost:" + b1, "127.0.0.1:" + b2, srv}, []string{"volume create: gv0: success: please start the volume"}, false},
+		{[]string{"volume", "create", "gv0", "localhost:" + b1, "127.0.0.1:" + b2, "force", srv}, []string{"volume create: gv0: success: please start the volume"}, false},
 		{[]string{"volume", "create", "gv1", "replica", "3", "localhost:" + b1, srv}, []string{"volume create: gv1: failed: replica sets of 3 need a multiple of 3 bricks, not 1"}, true},
 		{[]string{"volume", "create", "gv1", "disperse", "3", "localhost:" + b1, srv}, []string{"volume create: gv1: failed: 1 bricks do not make disperse sets of 3"}, true},
 		{[]string{"volume", "start", "gv0", srv}, []string{"volume start: gv0: success"}, false},
@@ -128,6 +129,25 @@ func TestUnknownSubcommands(t *testing.T) {
 	}
 }
 
+// TestCreateOnRootFSNeedsForce: a brick directory on the root file system
+// (a temp dir here) is refused without force, saying why and what to do;
+// nothing is created; force takes it.
+func TestCreateOnRootFSNeedsForce(t *testing.T) {
+	_, srv := startNode(t)
+	b1 := filepath.Join(t.TempDir(), "b1")
+	os.Mkdir(b1, 0o755)
+	var st, root syscall.Stat_t
+	if syscall.Stat(b1, &st) != nil || syscall.Stat("/", &root) != nil || st.Dev != root.Dev {
+		t.Skipf("%s is not on the root file system", b1)
+	}
+	steps := []cliStep{
+		{[]string{"volume", "create", "gv0", "localhost:" + b1, srv}, []string{"volume create: gv0: failed: ", b1 + " is on the root file system: ", "use a directory on a disk or partition of its own, or force"}, true},
+		{[]string{"volume", "list", srv}, []string{"No volumes present"}, false},
+		{[]string{"volume", "create", "gv0", "localhost:" + b1, "force", srv}, []string{"volume create: gv0: success"}, false},
+	}
+	runSteps(t, steps)
+}
+
 // A replicated volume with an arbiter, through the CLI: info shows the
 // sets and the arbiter, status the bricks and why one is offline.
 func TestReplicatedVolumeCommands(t *testing.T) {
@@ -139,7 +159,7 @@ func TestReplicatedVolumeCommands(t *testing.T) {
 		os.Mkdir(b, 0o755)
 		args = append(args, "localhost:"+b)
 	}
-	if out, err := run(t, append(args, srv)...); err != nil {
+	if out, err := run(t, append(args, "force", srv)...); err != nil {
 		t.Fatalf("create: %v\n%s", err, out)
 	}
 	out, err := run(t, "volume", "info", "rv", srv)
@@ -218,7 +238,7 @@ func TestDispersedVolumeCommands(t *testing.T) {
 		}
 		return out
 	}
-	out, err := run(t, append(append([]string{"volume", "create", "ec", "disperse-data", "4", "redundancy", "2"}, brickArgs(1, 12)...), srv)...)
+	out, err := run(t, append(append([]string{"volume", "create", "ec", "disperse-data", "4", "redundancy", "2"}, brickArgs(1, 12)...), "force", srv)...)
 	if err != nil || out != "volume create: ec: success: please start the volume to access data\n" {
 		t.Fatalf("create: %v\n%s", err, out)
 	}
@@ -238,7 +258,7 @@ func TestDispersedVolumeCommands(t *testing.T) {
 		t.Errorf("info --json has warnings:\n%s", out)
 	}
 	// 5 data bricks: created, with a warning.
-	out, err = run(t, append(append([]string{"volume", "create", "ec7", "disperse", "7", "redundancy", "2"}, brickArgs(13, 7)...), srv)...)
+	out, err = run(t, append(append([]string{"volume", "create", "ec7", "disperse", "7", "redundancy", "2"}, brickArgs(13, 7)...), "force", srv)...)
 	if err != nil || !strings.Contains(out, "volume create: ec7: warning: disperse 7 redundancy 2: 5 data bricks is not a power of two") ||
 		!strings.Contains(out, "volume create: ec7: success") {
 		t.Errorf("create 5+2: %v\n%s", err, out)
@@ -305,7 +325,7 @@ func TestVolumeGetReset(t *testing.T) {
 	b1 := filepath.Join(t.TempDir(), "b1")
 	os.Mkdir(b1, 0o755)
 	steps := []cliStep{
-		{[]string{"volume", "create", "gv0", "localhost:" + b1, srv}, []string{"success"}, false},
+		{[]string{"volume", "create", "gv0", "localhost:" + b1, "force", srv}, []string{"success"}, false},
 		{[]string{"volume", "set", "gv0", "network.ping-timeout", "3", srv}, []string{"success"}, false},
 		{[]string{"volume", "set", "gv0", "performance.attr-timeout", "7", srv}, []string{"success"}, false},
 		{[]string{"volume", "set", "gv0", "encryption", "on", srv}, []string{"success"}, false},

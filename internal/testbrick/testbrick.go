@@ -29,12 +29,13 @@ type Brick struct {
 	Store *posix.Store // the storage while started
 }
 
-// New marks a fresh temporary directory as a brick of volume and starts
-// it; it is stopped when the test ends.
+// New marks a fresh temporary directory as a brick of volume (with force:
+// temporary directories are most likely on the root file system) and
+// starts it; it is stopped when the test ends.
 func New(t testing.TB, id, volume string, opts posix.Options) *Brick {
 	t.Helper()
 	b := &Brick{T: t, ID: id, Dir: t.TempDir(), Volume: volume, Opts: opts}
-	if err := posix.Mark(b.Dir, volume, false); err != nil {
+	if err := posix.Mark(b.Dir, volume, true); err != nil {
 		t.Fatal(err)
 	}
 	b.Start()

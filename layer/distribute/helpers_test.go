@@ -30,7 +30,7 @@ type rig struct {
 func newStore(t *testing.T) (*posix.Store, string) {
 	t.Helper()
 	root := t.TempDir()
-	if err := posix.Mark(root, testVolume, false); err != nil {
+	if err := posix.Mark(root, testVolume, true); err != nil {
 		t.Fatal(err)
 	}
 	s, err := posix.New(root, posix.Options{VolumeID: testVolume})

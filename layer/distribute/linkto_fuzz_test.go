@@ -27,7 +27,7 @@ func FuzzLinkto(f *testing.F) {
 	var children []Child
 	for i := range n {
 		root := f.TempDir()
-		if err := posix.Mark(root, testVolume, false); err != nil {
+		if err := posix.Mark(root, testVolume, true); err != nil {
 			f.Fatal(err)
 		}
 		s, err := posix.New(root, posix.Options{VolumeID: testVolume})

@@ -13,7 +13,7 @@ import (
 
 func newStore(t *testing.T) layer.Layer {
 	dir := t.TempDir()
-	if err := posix.Mark(dir, "v", false); err != nil {
+	if err := posix.Mark(dir, "v", true); err != nil {
 		t.Fatal(err)
 	}
 	s, err := posix.New(dir, posix.Options{VolumeID: "v"})

@@ -18,7 +18,7 @@ import (
 
 func newStack(t *testing.T) layer.Layer {
 	dir := t.TempDir()
-	if err := posix.Mark(dir, "vol", false); err != nil {
+	if err := posix.Mark(dir, "vol", true); err != nil {
 		t.Fatal(err)
 	}
 	s, err := posix.New(dir, posix.Options{VolumeID: "vol"})

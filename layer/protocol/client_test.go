@@ -32,7 +32,7 @@ type testBrick struct {
 func newTestBrick(t *testing.T) *testBrick {
 	t.Helper()
 	b := &testBrick{t: t, root: t.TempDir()}
-	if err := posix.Mark(b.root, testVolume, false); err != nil {
+	if err := posix.Mark(b.root, testVolume, true); err != nil {
 		t.Fatal(err)
 	}
 	store, err := posix.New(b.root, posix.Options{VolumeID: testVolume})
@@ -284,7 +284,7 @@ func handshake() []byte {
 	return append(append([]byte(wire.Magic), b[:]...), e.B...)
 }
 
-func posixMark(dir string) error { return posix.Mark(dir, testVolume, false) }
+func posixMark(dir string) error { return posix.Mark(dir, testVolume, true) }
 
 func posixNew(dir string) (*posix.Store, error) {
 	return posix.New(dir, posix.Options{VolumeID: testVolume})

@@ -41,7 +41,7 @@ func (f countingFile) Read(ctx context.Context, p []byte, off int64) (int, error
 func newStore(t *testing.T) *posix.Store {
 	t.Helper()
 	dir := t.TempDir()
-	if err := posix.Mark(dir, vol, false); err != nil {
+	if err := posix.Mark(dir, vol, true); err != nil {
 		t.Fatal(err)
 	}
 	st, err := posix.New(dir, posix.Options{VolumeID: vol})
