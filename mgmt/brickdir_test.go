@@ -145,3 +145,31 @@ func TestOptionsMatchVolumeType(t *testing.T) {
 		t.Fatalf("an option for every type: %v", err)
 	}
 }
+
+// TestFailedAddBrickChangesNothing: an add-brick whose last new brick
+// cannot be one fails, volume info is byte for byte what it was, and the
+// new bricks it had already marked are unmarked (usable at once).
+func TestFailedAddBrickChangesNothing(t *testing.T) {
+	_, c := startNode(t, t.TempDir())
+	ctx := ctxT(t)
+	replicaVolume(t, c, "rv", 3, 0, 3)
+	before := infoJSON(t, c, "rv")
+	fresh := brickDirs(t, 2)
+	for _, bad := range []string{"/proc/self", "/etc"} {
+		req := AddBrickRequest{Bricks: append(bricksOn(fresh), "localhost:"+bad), Force: true}
+		if _, err := c.AddBrick(ctx, "rv", req); !errors.Is(err, ErrInvalid) {
+			t.Errorf("add-brick with %s: %v, want refused", bad, err)
+		}
+		if after := infoJSON(t, c, "rv"); !bytes.Equal(before, after) {
+			t.Fatalf("volume info changed by a failed add-brick with %s:\n%s\n%s", bad, before, after)
+		}
+		for _, d := range fresh {
+			if names, _ := listXattrs(d); strings.Contains(names, "trusted.mortar.") {
+				t.Errorf("add-brick with %s left marks on %s: %s", bad, d, names)
+			}
+		}
+	}
+	if _, err := c.AddBrick(ctx, "rv", AddBrickRequest{Bricks: append(bricksOn(fresh), bricksOn(brickDirs(t, 1))...), Force: true}); err != nil {
+		t.Fatalf("add-brick of the same directories once valid: %v", err)
+	}
+}
