@@ -197,9 +197,10 @@ func volPath(name, sub string) string {
 // answer into out (if not nil).
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
 	var rd io.Reader
+	var data []byte
 	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if data, err = json.Marshal(body); err != nil {
 			return fmt.Errorf("encode request: %w", err)
 		}
 		rd = bytes.NewReader(data)
@@ -219,14 +220,14 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		req.Header.Set(viaHeader, c.via)
 	}
 	if c.secret != "" {
-		req.Header.Set(secretHeader, secretScheme+c.secret)
+		SignRequest(req, data, c.secret)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return c.transportError(err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	data, err = io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
 		return fmt.Errorf("mortar server %s: reading answer: %w", c.addr, err)
 	}
