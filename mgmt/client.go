@@ -24,13 +24,14 @@ type Client struct {
 	via  string // set on requests between nodes: the sender's id
 	// scheme is "http", or "https" for a TLS cluster.
 	scheme string
-	// secret is the cluster secret sent with every request, if set.
+	// secret is the cluster secret every request is signed with, if set.
 	secret string
 }
 
-// WithSecret returns a copy of c that sends the cluster secret s with
-// every request, as a node without TLS requires of callers on other
-// machines (see SecretFileEnv).
+// WithSecret returns a copy of c that signs every request with the
+// cluster secret s (SignRequest; the secret itself is never sent), as a
+// node without TLS requires of callers on other machines (see
+// SecretFileEnv).
 func (c *Client) WithSecret(s string) *Client {
 	cc := *c
 	cc.secret = s
