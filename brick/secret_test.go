@@ -5,27 +5,13 @@ import (
 	"encoding/hex"
 	"net"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
+	"github.com/mortarfs/mortar/internal/wiretap"
 	"github.com/mortarfs/mortar/tlsconf"
 	"github.com/mortarfs/mortar/wire"
 )
-
-// recConn keeps what is written on a connection.
-type recConn struct {
-	net.Conn
-	mu   sync.Mutex
-	sent bytes.Buffer
-}
-
-func (c *recConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	c.sent.Write(p)
-	c.mu.Unlock()
-	return c.Conn.Write(p)
-}
 
 // hello sends the first handshake on a new connection to ts and returns
 // the connection and the brick's challenge.
@@ -70,15 +56,12 @@ func TestHandshakeProvesSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &recConn{Conn: nc}
+	tap := &wiretap.Tap{}
 	t.Cleanup(func() { nc.Close() })
-	if h, msg, err := ShakeHands(rec, testVolume, testBrick, secret); err != nil || h.Errno != 0 {
+	if h, msg, err := ShakeHands(tap.Wrap(nc), testVolume, testBrick, secret); err != nil || h.Errno != 0 {
 		t.Fatalf("the volume's secret refused: %v %d %s", err, h.Errno, msg)
 	}
-	raw, _ := hex.DecodeString(secret)
-	if sent := rec.sent.Bytes(); bytes.Contains(sent, []byte(secret)) || bytes.Contains(sent, raw) {
-		t.Fatalf("the secret crossed the wire: %q", sent)
-	}
+	tap.MustNotShow(t, secret)
 	good := &rawClient{t: t, nc: nc}
 	if errno, _ := good.call(&wire.Request{Op: wire.OpLookup, Path: "/"}); errno != 0 {
 		t.Fatalf("lookup on the admitted connection: %v", errno)

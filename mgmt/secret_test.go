@@ -3,8 +3,6 @@ package mgmt
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -15,12 +13,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mortarfs/mortar/internal/proof"
+	"github.com/mortarfs/mortar/internal/wiretap"
 	"github.com/mortarfs/mortar/layer/protocol"
 	"github.com/mortarfs/mortar/volume"
 )
@@ -148,14 +146,14 @@ func TestBrickNeedsVolumeSecret(t *testing.T) {
 			t.Fatalf("a client with secret %q was admitted", wrong)
 		}
 	}
-	rec := &recorder{}
+	rec := &wiretap.Tap{}
 	cfg := volume.BrickClientConfig(spec, spec.Bricks[0])
-	cfg.Dial = rec.dial
+	cfg.Dial = rec.Dial
 	good := newTestClient(t, cfg)
 	if _, err := good.Lookup(ctx, "/"); err != nil {
 		t.Fatalf("a client with the volume's secret: %v", err)
 	}
-	rec.mustNotShow(t, spec.Secret)
+	rec.MustNotShow(t, spec.Secret)
 	if _, err := c.Set(ctx, "gv0", OptAuthAllow, "10.1.1.1"); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +193,7 @@ func TestRaftNeedsSecret(t *testing.T) {
 		{"replayed", func([]byte) []byte { return recorded }},
 	} {
 		if c.name == "replayed" {
-			recorded = raftAnswerOf(t, n, secret, true).sent.Bytes()
+			recorded = raftAnswerOf(t, n, secret, true).Sent()
 		}
 		conn, challenge := raftChallengeOf(t, n)
 		conn.Write(c.answer(challenge))
@@ -230,14 +228,15 @@ func raftChallengeOf(t *testing.T, n *Node) (net.Conn, []byte) {
 // raftAnswerOf answers n's challenge as a node's dialer does, on a
 // recorded connection, checks that n keeps it open (or not, unless ok),
 // and that the secret is not in what was sent.
-func raftAnswerOf(t *testing.T, n *Node, secret string, ok bool) *recConn {
+func raftAnswerOf(t *testing.T, n *Node, secret string, ok bool) *wiretap.Tap {
 	t.Helper()
 	conn, err := net.Dial("tcp", n.raftAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	rc := &recConn{Conn: conn}
+	tap := &wiretap.Tap{}
+	rc := tap.Wrap(conn)
 	if err := raftAnswer(rc, secret, time.Now().Add(10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -247,83 +246,8 @@ func raftAnswerOf(t *testing.T, n *Node, secret string, ok bool) *recConn {
 	if open := errors.As(err, &ne) && ne.Timeout(); open != ok {
 		t.Fatalf("answered with secret %.8s…: open %v (%v), want %v", secret, open, err, ok)
 	}
-	rc.mustNotShow(t, secret)
-	return rc
-}
-
-// recConn records what is written on a connection.
-type recConn struct {
-	net.Conn
-	mu   sync.Mutex
-	sent bytes.Buffer
-}
-
-func (c *recConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	c.sent.Write(p)
-	c.mu.Unlock()
-	return c.Conn.Write(p)
-}
-
-// mustNotShow fails t if secret, in hex or raw, is in what was sent.
-func (c *recConn) mustNotShow(t *testing.T, secret string) {
-	t.Helper()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	mustNotShow(t, c.sent.Bytes(), secret)
-}
-
-// mustNotShow fails t if sent is empty or holds one of secrets, in hex or
-// raw.
-func mustNotShow(t *testing.T, sent []byte, secrets ...string) {
-	t.Helper()
-	if len(sent) == 0 {
-		t.Fatal("nothing was recorded")
-	}
-	for _, s := range secrets {
-		raw, _ := hex.DecodeString(s)
-		if bytes.Contains(sent, []byte(s)) || bytes.Contains(sent, raw) {
-			t.Fatalf("the secret %.8s… is in what crossed the wire (%d bytes): %q", s, len(sent), sent)
-		}
-	}
-}
-
-// recorder dials through recConns it keeps.
-type recorder struct {
-	mu    sync.Mutex
-	conns []*recConn
-}
-
-func (r *recorder) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	rc := &recConn{Conn: c}
-	r.mu.Lock()
-	r.conns = append(r.conns, rc)
-	r.mu.Unlock()
-	return rc, nil
-}
-
-// mustNotShow checks everything recorded.
-func (r *recorder) mustNotShow(t *testing.T, secrets ...string) {
-	t.Helper()
-	mustNotShow(t, r.sent(), secrets...)
-}
-
-// sent returns everything written, in order.
-func (r *recorder) sent() []byte {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var all []byte
-	for _, c := range r.conns {
-		c.mu.Lock()
-		all = append(all, c.sent.Bytes()...)
-		c.mu.Unlock()
-	}
-	return all
+	tap.MustNotShow(t, secret)
+	return tap
 }
 
 // TestRaftAnswerProvesSecret: a dialer holding the cluster secret is
@@ -341,14 +265,14 @@ func TestRaftAnswerProvesSecret(t *testing.T) {
 func TestSignedRequests(t *testing.T) {
 	n, _ := startNode(t, t.TempDir())
 	secret := n.secret()
-	rec := &recorder{}
+	rec := &wiretap.Tap{}
 	cl := NewClient(n.ListenAddr()).WithSecret(secret)
-	cl.http = &http.Client{Transport: &http.Transport{DialContext: rec.dial}}
+	cl.http = &http.Client{Transport: &http.Transport{DialContext: rec.Dial}}
 	if _, err := cl.Node(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	rec.mustNotShow(t, secret)
-	recorded, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(rec.sent())))
+	rec.MustNotShow(t, secret)
+	recorded, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(rec.Sent())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,11 +381,11 @@ func TestProbeSealsSecrets(t *testing.T) {
 		lone.start(t)
 		t.Cleanup(lone.stop)
 		own := lone.n.secret()
-		rec := &recorder{}
-		leader.n.peerHTTP = &http.Client{Transport: &http.Transport{DialContext: rec.dial}}
-		via.n.peerHTTP = &http.Client{Transport: &http.Transport{DialContext: rec.dial}}
+		rec := &wiretap.Tap{}
+		leader.n.peerHTTP = &http.Client{Transport: &http.Transport{DialContext: rec.Dial}}
+		via.n.peerHTTP = &http.Client{Transport: &http.Transport{DialContext: rec.Dial}}
 		if cl.http == nil {
-			cl.http = &http.Client{Transport: &http.Transport{DialContext: rec.dial}}
+			cl.http = &http.Client{Transport: &http.Transport{DialContext: rec.Dial}}
 		}
 		if _, err := cl.ProbeNode(ctx, ProbeRequest{Host: lone.api, Secret: own}); err != nil {
 			t.Fatalf("probe %s through %s: %v", host, via.host, err)
@@ -469,7 +393,7 @@ func TestProbeSealsSecrets(t *testing.T) {
 		if got := lone.n.secret(); got != cluster {
 			t.Fatalf("the probed node's secret is %.8s…, not the cluster's", got)
 		}
-		rec.mustNotShow(t, own, cluster)
+		rec.MustNotShow(t, own, cluster)
 	}
 	signing := NewClient(leader.api).WithSecret(cluster)
 	signing.http = nil
