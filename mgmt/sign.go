@@ -71,7 +71,7 @@ func signedParts(r *http.Request, ts, nonce string, body []byte) []string {
 // signature is a parsed Mortar-HMAC header.
 type signature struct {
 	ts, nonce string
-	sig       []byte
+	raw, sig  []byte // the nonce's bytes, the signature's
 }
 
 // parseSignature parses the value of a Mortar-HMAC header.
@@ -84,11 +84,12 @@ func parseSignature(v string) (signature, error) {
 			s.ts = val
 		case "nonce":
 			s.nonce = val
+			s.raw, _ = hex.DecodeString(val)
 		case "sig":
 			s.sig, _ = hex.DecodeString(val)
 		}
 	}
-	if s.ts == "" || len(s.nonce) < 16 || len(s.sig) != proof.Size {
+	if s.ts == "" || len(s.raw) < 16 || len(s.raw) > 64 || len(s.sig) != proof.Size {
 		return s, errors.New("malformed Mortar-HMAC signature (want ts=UNIX,nonce=HEX,sig=HEX)")
 	}
 	return s, nil
@@ -123,17 +124,17 @@ func (n *Node) verify(r *http.Request, s signature) error {
 	if err != nil {
 		return fmt.Errorf("reading the body: %w", err)
 	}
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
 	if len(body) > maxRequestBody {
 		return fmt.Errorf("the body is over %d bytes", maxRequestBody)
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	if !proof.Valid(s.sig, n.secret(), signLabel, signedParts(r, s.ts, s.nonce, body)...) {
 		return errors.New("the request's signature is not of this cluster's secret (or the request was altered)")
 	}
 	if !n.ownHost(r.Context(), r.Host) {
 		return fmt.Errorf("the request was signed for %s, which is not this node (%s)", r.Host, n.addr)
 	}
-	if err := n.signed.Check(time.Unix(unix, 0), s.nonce); err != nil {
+	if err := n.signed.Check(time.Unix(unix, 0), string(s.raw)); err != nil {
 		return fmt.Errorf("signed request refused: %w", err)
 	}
 	return nil
