@@ -44,11 +44,12 @@ other machines only when they prove they may:
     MORTAR_SECRET_FILE, and a mount with -o secret-file, or else its address
     must be named by the volume's auth.allow. Bricks admit only clients holding the volume's own
     secret, handed out with the volume's spec, and check auth.allow and
-    auth.reject by address. Neither secret crosses the network itself:
-    requests are signed with the cluster secret, and Raft and the bricks
-    challenge callers to prove theirs. But the traffic is in clear (data,
-    the cluster state with the volumes' secrets, specs) and can be altered
-    in the middle: on a network you do not trust, use TLS.
+    auth.reject by address. Requests and handshakes prove the secrets
+    without carrying them: requests are signed with the cluster secret,
+    and Raft and the bricks challenge callers to prove theirs. But the
+    traffic is in clear (data, specs, and the cluster state, which holds
+    the volumes' secrets) and can be altered in the middle: on a network
+    you do not trust, use TLS.
   - with TLS (below), with certificates of the cluster's CA.
 Root on this machine (loopback, or one of its own addresses) may administer
 it without a secret; other users of this machine may not.
