@@ -122,14 +122,43 @@ func dial(t *testing.T, addr string) *rawClient {
 	}
 	t.Cleanup(func() { nc.Close() })
 	c := &rawClient{t: t, nc: nc}
-	if _, err := nc.Write([]byte(wire.Magic)); err != nil {
-		t.Fatal(err)
-	}
-	c.send(0, &wire.Request{Op: wire.OpHandshake, Version: wire.Version, VolumeID: testVolume, BrickID: testBrick})
-	if h, p := c.recv(); h.Errno != 0 {
-		t.Fatalf("handshake refused: %s", p)
+	h, p, err := ShakeHands(nc, testVolume, testBrick, "")
+	if err != nil || h.Errno != 0 {
+		t.Fatalf("handshake refused: %v %s", err, p)
 	}
 	return c
+}
+
+// ShakeHands (for tls_test.go too) speaks the handshake as protocol.Client does: the magic and
+// a hello, then, if the brick answers with a challenge, the proof of
+// secret. It returns the brick's last answer.
+func ShakeHands(nc net.Conn, volumeID, brickID, secret string) (wire.Header, []byte, error) {
+	req := wire.Request{Op: wire.OpHandshake, Version: wire.Version, VolumeID: volumeID, BrickID: brickID}
+	h, challenge, err := handshakeFrame(nc, wire.Magic, &req)
+	if err != nil || h.Errno != 0 {
+		return h, challenge, err
+	}
+	req.Proof = wire.HandshakeProof(secret, volumeID, brickID, challenge)
+	return handshakeFrame(nc, "", &req)
+}
+
+// handshakeFrame sends prefix and a handshake request, and reads the
+// answer.
+func handshakeFrame(nc net.Conn, prefix string, req *wire.Request) (wire.Header, []byte, error) {
+	var body wire.Enc
+	req.Encode(&body)
+	var hb [wire.HeaderSize]byte
+	(&wire.Header{Kind: wire.KindRequest, Op: wire.OpHandshake, Len: uint32(len(body.B))}).Put(hb[:])
+	if _, err := nc.Write(append(append([]byte(prefix), hb[:]...), body.B...)); err != nil {
+		return wire.Header{}, nil, err
+	}
+	h, err := wire.ReadHeader(nc, &hb)
+	if err != nil {
+		return h, nil, err
+	}
+	p := make([]byte, h.Len)
+	_, err = io.ReadFull(nc, p)
+	return h, p, err
 }
 
 // send writes one request frame (with r.Data after its fields).

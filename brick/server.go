@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mortarfs/mortar/internal/proof"
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/tlsconf"
 	"github.com/mortarfs/mortar/wire"
@@ -128,16 +129,6 @@ func (s *Server) Add(id, volumeID string, l layer.Layer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.bricks[id] = &brick{volumeID: volumeID, l: l, entries: &entryLocks{}}
-}
-
-// entriesOf returns the held directories of brick id (nil if not served).
-func (s *Server) entriesOf(id string) *entryLocks {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if b := s.bricks[id]; b != nil {
-		return b.entries
-	}
-	return nil
 }
 
 // Remove stops serving brick id and closes its connections.
@@ -300,62 +291,109 @@ func (s *Server) secure(nc net.Conn) (*peer, net.Conn, error) {
 	return p, tc, nil
 }
 
-// handshake reads the magic and the handshake request and answers it. On
-// success, release gives back the connection's place in its client's
-// connection limit.
+// handshake reads the magic and the two handshake requests (wire/msgs.go)
+// and answers them: a challenge to the first, if the brick it names is
+// here; admission to the second, if it proves the volume's secret and the
+// volume's rules permit the client. On success, release gives back the
+// connection's place in its client's connection limit.
 func (s *Server) handshake(nc net.Conn, p *peer) (c *conn, release func(), err error) {
-	var magic [len(wire.Magic)]byte
-	if _, err := io.ReadFull(nc, magic[:]); err != nil {
-		return nil, nil, fmt.Errorf("reading magic: %w", err)
-	}
-	if string(magic[:]) != wire.Magic {
-		if p.needTLS {
-			return nil, nil, fmt.Errorf("TLS handshake failed: not TLS (and not mortar: %q)", magic[:])
-		}
-		return nil, nil, fmt.Errorf("bad magic %q", magic[:])
-	}
-	var hb [wire.HeaderSize]byte
-	h, err := wire.ReadHeader(nc, &hb)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading handshake: %w", err)
-	}
-	if h.Kind != wire.KindRequest || h.Op != wire.OpHandshake || h.Len > 4096 {
-		return nil, nil, fmt.Errorf("expected a handshake, got kind %d op %s", h.Kind, wire.OpName(h.Op))
-	}
-	payload := make([]byte, h.Len)
-	if _, err := io.ReadFull(nc, payload); err != nil {
-		return nil, nil, fmt.Errorf("reading handshake: %w", err)
-	}
-	req, err := wire.DecodeRequest(wire.OpHandshake, payload)
-	if err != nil {
+	if err := readMagic(nc, p); err != nil {
 		return nil, nil, err
 	}
 	w := wire.NewWriter(nc, writeTimeout)
-	l, release, herr := s.admit(req, p)
-	resp := wire.Header{Kind: wire.KindResponse, Op: wire.OpHandshake, ID: h.ID}
-	if herr != nil {
-		resp.Errno = uint32(syscall.EACCES)
-		w.Send(resp, []byte(herr.Error()))
-		return nil, nil, herr
+	hello, id, err := readHandshake(nc)
+	if err != nil {
+		return nil, nil, err
 	}
-	if err := w.Send(resp); err != nil {
+	b, src, err := s.introduce(hello, p)
+	if err != nil {
+		return nil, nil, refuse(w, id, err)
+	}
+	a := &admission{volumeID: hello.VolumeID, brickID: hello.BrickID, peer: p, challenge: proof.Nonce(wire.ChallengeSize)}
+	if err := w.Send(handshakeAnswer(id, 0), a.challenge); err != nil {
+		return nil, nil, err
+	}
+	if a.proof, id, err = readProof(nc, hello); err != nil {
+		return nil, nil, refuse(w, id, err)
+	}
+	if release, err = s.admit(src, a); err != nil {
+		return nil, nil, refuse(w, id, err)
+	}
+	if err := w.Send(handshakeAnswer(id, 0)); err != nil {
 		release()
 		return nil, nil, err
 	}
-	c = newConn(nc, w, req.BrickID, l)
-	c.entries = s.entriesOf(req.BrickID)
-	c.admitted = &admission{volumeID: req.VolumeID, peer: p, secret: req.Secret}
+	c = newConn(nc, w, a.brickID, b.l)
+	c.entries = b.entries
+	c.admitted = a
 	return c, release, nil
+}
+
+// readMagic reads wire.Magic.
+func readMagic(nc net.Conn, p *peer) error {
+	var magic [len(wire.Magic)]byte
+	if _, err := io.ReadFull(nc, magic[:]); err != nil {
+		return fmt.Errorf("reading magic: %w", err)
+	}
+	if string(magic[:]) == wire.Magic {
+		return nil
+	}
+	if p.needTLS {
+		return fmt.Errorf("TLS handshake failed: not TLS (and not mortar: %q)", magic[:])
+	}
+	return fmt.Errorf("bad magic %q", magic[:])
+}
+
+// readHandshake reads a handshake request and returns it with its id.
+func readHandshake(nc net.Conn) (*wire.Request, uint64, error) {
+	var hb [wire.HeaderSize]byte
+	h, err := wire.ReadHeader(nc, &hb)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading handshake: %w", err)
+	}
+	if h.Kind != wire.KindRequest || h.Op != wire.OpHandshake || h.Len > 4096 {
+		return nil, 0, fmt.Errorf("expected a handshake, got kind %d op %s", h.Kind, wire.OpName(h.Op))
+	}
+	payload := make([]byte, h.Len)
+	if _, err := io.ReadFull(nc, payload); err != nil {
+		return nil, 0, fmt.Errorf("reading handshake: %w", err)
+	}
+	req, err := wire.DecodeRequest(wire.OpHandshake, payload)
+	return req, h.ID, err
+}
+
+// readProof reads the second handshake, which must name what the first
+// did, and returns its proof.
+func readProof(nc net.Conn, hello *wire.Request) ([]byte, uint64, error) {
+	req, id, err := readHandshake(nc)
+	if err != nil {
+		return nil, id, err
+	}
+	if req.VolumeID != hello.VolumeID || req.BrickID != hello.BrickID || len(req.Proof) == 0 {
+		return nil, id, fmt.Errorf("the second handshake does not answer the challenge for volume %s, brick %s", hello.VolumeID, hello.BrickID)
+	}
+	return req.Proof, id, nil
+}
+
+// handshakeAnswer is the header of an answer to handshake id.
+func handshakeAnswer(id uint64, errno syscall.Errno) wire.Header {
+	return wire.Header{Kind: wire.KindResponse, Op: wire.OpHandshake, ID: id, Errno: uint32(errno)}
+}
+
+// refuse answers handshake id with EACCES and err's message, and returns
+// err.
+func refuse(w *wire.Writer, id uint64, err error) error {
+	w.Send(handshakeAnswer(id, syscall.EACCES), []byte(err.Error()))
+	return err
 }
 
 // errNeedTLS answers a plain client of a TLS server.
 var errNeedTLS = errors.New("TLS handshake failed: not TLS: this brick accepts only TLS connections with a certificate of the cluster's CA (give the client --tls-dir and --tls-name)")
 
-// admit decides whether a handshake may use the brick it names: the
-// brick must be served here for the volume the client expects, the
-// volume's rules must permit the client, and the client must be under its
-// connection limit, where admit takes a place (release gives it back).
-func (s *Server) admit(req *wire.Request, p *peer) (l layer.Layer, release func(), err error) {
+// introduce decides whether a first handshake may go on to the challenge:
+// the brick it names must be served here for the volume the client
+// expects. It returns the brick and its volume's rules.
+func (s *Server) introduce(req *wire.Request, p *peer) (*brick, AuthSource, error) {
 	if p.needTLS {
 		return nil, nil, errNeedTLS
 	}
@@ -372,31 +410,35 @@ func (s *Server) admit(req *wire.Request, p *peer) (l layer.Layer, release func(
 	if b.volumeID != req.VolumeID {
 		return nil, nil, fmt.Errorf("brick %s belongs to volume %s, not %s", req.BrickID, b.volumeID, req.VolumeID)
 	}
-	if err := permit(src, b.volumeID, p, req.Secret); err != nil {
-		return nil, nil, err
-	}
-	if release, err = s.takeConnSlot(p); err != nil {
-		return nil, nil, err
-	}
-	return b.l, release, nil
+	return b, src, nil
 }
 
-// permit applies the volume's access rules from src (nil: none) to p,
-// which presented secret: its address or certificate must be admitted and
-// the secret must be the volume's. Node certificates always pass.
-func permit(src AuthSource, volumeID string, p *peer, secret string) error {
-	if src == nil || p.kind == tlsconf.KindNode {
+// admit decides whether a client that answered the challenge may use the
+// brick: the volume's rules must permit it, and it must be under its
+// connection limit, where admit takes a place (release gives it back).
+func (s *Server) admit(src AuthSource, a *admission) (release func(), err error) {
+	if err := permit(src, a); err != nil {
+		return nil, err
+	}
+	return s.takeConnSlot(a.peer)
+}
+
+// permit applies the volume's access rules from src (nil: none) to a:
+// the client's address or certificate must be admitted and its proof must
+// be of the volume's secret. Node certificates always pass.
+func permit(src AuthSource, a *admission) error {
+	if src == nil || a.peer.kind == tlsconf.KindNode {
 		return nil
 	}
 	rules, err := src.Rules()
 	if err != nil {
-		return fmt.Errorf("volume %s: access rules unreadable, so every client is refused: %w", volumeID, err)
+		return fmt.Errorf("volume %s: access rules unreadable, so every client is refused: %w", a.volumeID, err)
 	}
-	if err := rules.Permit(p.name, p.kind, p.addr); err != nil {
-		return fmt.Errorf("volume %s: %w", volumeID, err)
+	if err := rules.Permit(a.peer.name, a.peer.kind, a.peer.addr); err != nil {
+		return fmt.Errorf("volume %s: %w", a.volumeID, err)
 	}
-	if err := rules.CheckSecret(secret); err != nil {
-		return fmt.Errorf("volume %s: %w", volumeID, err)
+	if err := rules.CheckSecret(a.proves); err != nil {
+		return fmt.Errorf("volume %s: %w", a.volumeID, err)
 	}
 	return nil
 }
@@ -413,7 +455,7 @@ func (s *Server) Recheck() {
 		if c.admitted == nil {
 			continue
 		}
-		if err := permit(s.auth[c.admitted.volumeID], c.admitted.volumeID, c.admitted.peer, c.admitted.secret); err != nil {
+		if err := permit(s.auth[c.admitted.volumeID], c.admitted); err != nil {
 			c.log.Warn("closing a connection the access rules now refuse", "err", err)
 			refused = append(refused, c)
 		}
@@ -424,11 +466,17 @@ func (s *Server) Recheck() {
 	}
 }
 
-// admission is what a connection was admitted with, for Recheck.
+// admission is what a connection was admitted with, for Recheck: its
+// proof is checked again against the volume's secret of the moment.
 type admission struct {
-	volumeID string
-	peer     *peer
-	secret   string
+	volumeID, brickID string
+	peer              *peer
+	challenge, proof  []byte
+}
+
+// proves reports whether the client's proof is of secret.
+func (a *admission) proves(secret string) bool {
+	return wire.ValidProof(a.proof, secret, a.volumeID, a.brickID, a.challenge)
 }
 
 // takeConnSlot counts a new connection of p's client against its limit.

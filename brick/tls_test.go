@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -187,24 +186,8 @@ func (b *tlsBrickServer) handshake(t *testing.T, dial func(context.Context, stri
 		return answer{err: err}
 	}
 	nc.SetDeadline(time.Now().Add(10 * time.Second))
-	req := wire.Request{Op: wire.OpHandshake, Version: wire.Version, VolumeID: tlsVolume, BrickID: tlsBrick}
-	var body wire.Enc
-	req.Encode(&body)
-	var hb [wire.HeaderSize]byte
-	hello := wire.Header{Kind: wire.KindRequest, Op: wire.OpHandshake, Len: uint32(len(body.B))}
-	hello.Put(hb[:])
-	msg := append(append([]byte(wire.Magic), hb[:]...), body.B...)
-	if _, err := nc.Write(msg); err != nil {
-		nc.Close()
-		return answer{err: err}
-	}
-	h, err := wire.ReadHeader(nc, &hb)
+	h, text, err := brick.ShakeHands(nc, tlsVolume, tlsBrick, "")
 	if err != nil {
-		nc.Close()
-		return answer{err: err}
-	}
-	text := make([]byte, h.Len)
-	if _, err := io.ReadFull(nc, text); err != nil {
 		nc.Close()
 		return answer{err: err}
 	}

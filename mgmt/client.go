@@ -24,13 +24,14 @@ type Client struct {
 	via  string // set on requests between nodes: the sender's id
 	// scheme is "http", or "https" for a TLS cluster.
 	scheme string
-	// secret is the cluster secret sent with every request, if set.
+	// secret is the cluster secret every request is signed with, if set.
 	secret string
 }
 
-// WithSecret returns a copy of c that sends the cluster secret s with
-// every request, as a node without TLS requires of callers on other
-// machines (see SecretFileEnv).
+// WithSecret returns a copy of c that signs every request with the
+// cluster secret s (SignRequest; the secret itself is never sent), as a
+// node without TLS requires of callers on other machines (see
+// SecretFileEnv).
 func (c *Client) WithSecret(s string) *Client {
 	cc := *c
 	cc.secret = s
@@ -197,9 +198,10 @@ func volPath(name, sub string) string {
 // answer into out (if not nil).
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
 	var rd io.Reader
+	var data []byte
 	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if data, err = json.Marshal(body); err != nil {
 			return fmt.Errorf("encode request: %w", err)
 		}
 		rd = bytes.NewReader(data)
@@ -219,14 +221,14 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		req.Header.Set(viaHeader, c.via)
 	}
 	if c.secret != "" {
-		req.Header.Set(secretHeader, secretScheme+c.secret)
+		SignRequest(req, data, c.secret)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return c.transportError(err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	data, err = io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
 		return fmt.Errorf("mortar server %s: reading answer: %w", c.addr, err)
 	}

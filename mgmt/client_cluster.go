@@ -12,10 +12,16 @@ func (c *Client) Probe(ctx context.Context, host string) (PeerInfo, error) {
 }
 
 // ProbeNode adds the node req names to the cluster, proving with
-// req.Secret (that node's own secret) that the caller controls it.
+// req.Secret (that node's own secret) that the caller controls it. Without
+// TLS, the secret is sent sealed under the client's cluster secret, or, to
+// a node on this machine only, in clear.
 func (c *Client) ProbeNode(ctx context.Context, req ProbeRequest) (PeerInfo, error) {
 	var out PeerInfo
-	err := c.do(ctx, http.MethodPost, "/v1/peers", req, &out)
+	req, err := c.sealProbe(ctx, req)
+	if err != nil {
+		return out, err
+	}
+	err = c.do(ctx, http.MethodPost, "/v1/peers", req, &out)
 	return out, err
 }
 

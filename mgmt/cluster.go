@@ -41,9 +41,11 @@ const nodeCallTimeout = 30 * time.Second
 // added to the cluster of node Leader.
 type JoinRequest struct {
 	Leader string `json:"leader"` // id of the node that probes
-	// Secret is the cluster's secret, which the joining node takes over
-	// (nodes without TLS).
-	Secret string `json:"secret,omitempty"`
+	// SealedSecret is the cluster's secret, which the joining node takes
+	// over (nodes without TLS), sealed under the joining node's own secret
+	// (join.go); Secret is it in clear, sent only over loopback.
+	SealedSecret []byte `json:"sealed_secret,omitempty"`
+	Secret       string `json:"secret,omitempty"`
 }
 
 // LocalStartRequest asks a node to start its bricks of Volume.
@@ -193,13 +195,17 @@ func (n *Node) proxy(w http.ResponseWriter, r *http.Request, id string, body []b
 	}
 	u := *r.URL
 	u.Scheme, u.Host = n.peerClient(node.Addr).scheme, node.Addr
+	body = n.sealForward(r, body)
 	out, err := http.NewRequestWithContext(r.Context(), r.Method, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	out.Header = r.Header.Clone()
-	out.Header.Del(secretHeader) // this node's own, from peerHTTP
+	out.Header.Del(authHeader) // the caller's signature, for this node
 	out.Header.Set(viaHeader, n.id)
+	if n.tls == nil {
+		SignRequest(out, body, n.secret())
+	}
 	resp, err := n.peerHTTP.Do(out)
 	if err != nil {
 		return errorf(ErrNoQuorum, "node %s (%s), which must answer this request, is unreachable: %v", id, node.Addr, err)

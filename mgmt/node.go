@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mortarfs/mortar/tlsconf"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,6 +14,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mortarfs/mortar/internal/proof"
+	"github.com/mortarfs/mortar/tlsconf"
 )
 
 // shutdownTimeout bounds how long Close waits for HTTP requests in flight.
@@ -36,6 +38,7 @@ type Node struct {
 	dial     dialFunc               // connects to bricks (nil: plain TCP)
 	tls      *tlsconf.Identity      // nil: plain TCP everywhere
 	secretV  atomic.Pointer[string] // the cluster secret (secret.go)
+	signed   *proof.Replays         // nonces of the signed requests accepted (sign.go)
 	done     chan struct{}          // closed when the node closes
 	kick     chan struct{}          // wakes reconcile
 	kickOnce sync.Once
@@ -121,6 +124,7 @@ func (n *Node) open(cfg Config) error {
 		return err
 	}
 	n.secretV.Store(&secret)
+	n.signed = proof.NewReplays(signWindow, maxSigned)
 	if n.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -128,8 +132,6 @@ func (n *Node) open(cfg Config) error {
 		n.ln = tlsconf.WrapListener(n.ln, n.tls, n.log)
 		n.peerHTTP = &http.Client{Transport: tlsTransport(n.tls.ClientConfig())}
 		n.dial = n.tls.Dialer(5 * time.Second)
-	} else {
-		n.peerHTTP.Transport = secretTransport{next: n.peerHTTP.Transport, secret: n.secret}
 	}
 	n.addr = cfg.Advertise
 	if n.addr == "" {

@@ -35,8 +35,11 @@ type ProbeRequest struct {
 	// which a node without TLS requires of a caller on another machine:
 	// the probe proves with it that the operator controls that node, and
 	// hands the node this cluster's secret. Not needed with TLS, nor for
-	// a node on this machine's loopback.
+	// a node on this machine's loopback. Without TLS it crosses the
+	// network only as SealedSecret (join.go); ProbeNode seals it.
 	Secret string `json:"secret,omitempty"`
+	// SealedSecret is Secret sealed under the cluster secret.
+	SealedSecret []byte `json:"sealed_secret,omitempty"`
 }
 
 // PeerInfo describes one node of the cluster.
@@ -117,16 +120,15 @@ func (n *Node) probe(ctx context.Context, req ProbeRequest) (PeerInfo, error) {
 	if strings.TrimSpace(host) == "" || strings.ContainsAny(host, "/ ") {
 		return PeerInfo{}, errorf(ErrInvalid, "peer probe: want a host or host:port, not %q", host)
 	}
-	if req.Secret != "" {
-		if err := checkSecret(req.Secret); err != nil {
-			return PeerInfo{}, errorf(ErrInvalid, "peer probe %s: --secret: %v", host, err)
-		}
+	proving, err := n.provingSecret(req)
+	if err != nil {
+		return PeerInfo{}, err
 	}
 	h, port := splitHostPortDefault(host)
 	addr := net.JoinHostPort(h, port)
 	target := n.peerClient(addr)
-	if req.Secret != "" {
-		target = target.WithSecret(req.Secret)
+	if proving != "" {
+		target = target.WithSecret(proving)
 	}
 	var ni NodeInfo
 	if err := target.do(ctx, http.MethodGet, "/v1/node", nil, &ni); err != nil {
@@ -144,10 +146,7 @@ func (n *Node) probe(ctx context.Context, req ProbeRequest) (PeerInfo, error) {
 		return PeerInfo{}, errorf(ErrState, "peer probe %s: node %s already has %d volume(s) and %d node(s) in its cluster; only a node with no volumes and no peers can join (detach it from its cluster first)", host, ni.ID, ni.Volumes, ni.Peers)
 	}
 	var joined NodeInfo
-	join := JoinRequest{Leader: n.id}
-	if n.tls == nil {
-		join.Secret = n.secret()
-	}
+	join := n.joinRequest(ctx, h, proving)
 	if err := target.do(ctx, http.MethodPost, "/v1/cluster/join", join, &joined); err != nil {
 		return PeerInfo{}, fmt.Errorf("peer probe %s: %w", host, err)
 	}
@@ -171,8 +170,12 @@ func (n *Node) join(req JoinRequest) (NodeInfo, error) {
 	if len(st.Volumes) > 0 || len(st.Nodes) > 1 {
 		return NodeInfo{}, errorf(ErrState, "node %s has volumes or peers and cannot join another cluster", n.id)
 	}
-	if req.Secret != "" {
-		if err := n.adoptSecret(req.Secret); err != nil {
+	secret, err := n.joinSecret(req)
+	if err != nil {
+		return NodeInfo{}, err
+	}
+	if secret != "" {
+		if err := n.adoptSecret(secret); err != nil {
 			return NodeInfo{}, err
 		}
 	}

@@ -230,8 +230,8 @@ func openRaftStore(dataDir, id string, ln net.Listener, advertise string, secure
 }
 
 // transport makes the Raft transport over ln: TLS with node
-// certificates, or plain TCP where every connection opens with the
-// cluster secret (raftPreamble).
+// certificates, or plain TCP where every connection opens with a
+// challenge the dialer answers with the cluster secret (raftauth.go).
 func (s *raftStore) transport(ln net.Listener) *raft.NetworkTransport {
 	log := s.log.With("component", "raft")
 	rs := &raftStream{ln: ln, adv: s.adv}
@@ -553,7 +553,7 @@ type raftStream struct {
 	ln     net.Listener
 	adv    net.Addr
 	tls    *tls.Config   // the node's client side, nil: plain TCP
-	secret func() string // without TLS: sent first on every connection
+	secret func() string // without TLS: answers the listener's challenge
 }
 
 func (r *raftStream) Accept() (net.Conn, error) { return r.ln.Accept() }
@@ -567,7 +567,7 @@ func (r *raftStream) Dial(address raft.ServerAddress, timeout time.Duration) (ne
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.Write(raftPreamble(r.secret())); err != nil {
+	if err := raftAnswer(c, r.secret(), time.Now().Add(timeout)); err != nil {
 		c.Close()
 		return nil, err
 	}

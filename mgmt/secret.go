@@ -2,28 +2,25 @@ package mgmt
 
 import (
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"time"
 )
 
 // A node without TLS authenticates callers with the cluster secret: 32
 // random bytes made at the node's first start and kept in DATA/secret
 // (0600), which a node takes over from the cluster it joins (peer probe
-// hands it over). Every request between nodes carries it (secretHeader),
-// and so does every Raft connection (raftPreamble); an operator's CLI on
-// another machine presents it with --secret-file or MORTAR_SECRET_FILE.
+// hands it over, sealed: join.go). The secret itself never crosses the
+// network: every request between nodes is signed with it (sign.go), and
+// every Raft connection answers a challenge with it (raftauth.go); an
+// operator's CLI on another machine signs with it too, given --secret-file
+// or MORTAR_SECRET_FILE, and so does a mount given -o secret-file.
 //
 // Without the secret, a plain node serves only:
 //   - root on its own machine: callers from its loopback interface or from
@@ -35,12 +32,6 @@ import (
 //
 // Spec fetches by anyone but another node (or an operator holding the
 // secret) meet the volume's auth.allow and auth.reject, by address.
-
-// secretHeader carries the cluster secret: "Authorization: Mortar HEX".
-const (
-	secretHeader = "Authorization"
-	secretScheme = "Mortar "
-)
 
 // SecretFileEnv names the environment variable that points the CLI at a
 // cluster secret file.
@@ -109,11 +100,6 @@ func checkSecret(s string) error {
 	return nil
 }
 
-// sameSecret compares two secrets in constant time.
-func sameSecret(a, b string) bool {
-	return len(a) == len(b) && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
-}
-
 // secret returns the node's current cluster secret.
 func (n *Node) secret() string { return *n.secretV.Load() }
 
@@ -127,15 +113,10 @@ func (n *Node) adoptSecret(s string) error {
 	return nil
 }
 
-// hasSecret reports whether r carries the cluster secret.
-func (n *Node) hasSecret(r *http.Request) bool {
-	v, ok := strings.CutPrefix(r.Header.Get(secretHeader), secretScheme)
-	return ok && sameSecret(v, n.secret())
-}
-
 // authorizePlain decides what a caller of a node without TLS may do.
 func (n *Node) authorizePlain(r *http.Request) error {
-	if n.hasSecret(r) {
+	claimed, bad := n.checkSignature(r)
+	if claimed && bad == nil {
 		return nil
 	}
 	local := isLocalIP(remoteIP(r))
@@ -150,6 +131,8 @@ func (n *Node) authorizePlain(r *http.Request) error {
 		return n.permitSpec(r, v, "", "", local)
 	case local:
 		return nil
+	case claimed:
+		return errorf(ErrUnauthenticated, "%v", bad)
 	}
 	return errorf(ErrUnauthenticated, "this node answers requests from other machines only with the cluster secret "+
 		"(give the CLI --secret-file, or set %s, to a copy of DATA/secret of a node of the cluster; "+
@@ -197,83 +180,3 @@ func isLocalIP(ip net.IP) bool {
 	}
 	return false
 }
-
-// secretTransport adds the node's cluster secret to every request it
-// sends to other nodes.
-type secretTransport struct {
-	next   http.RoundTripper
-	secret func() string
-}
-
-func (t secretTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	if r.Header.Get(secretHeader) == "" {
-		r.Header.Set(secretHeader, secretScheme+t.secret())
-	}
-	return t.next.RoundTrip(r)
-}
-
-// raftMagic opens every Raft connection of a node without TLS, before
-// the cluster secret's 32 bytes.
-const raftMagic = "mortar-raft1"
-
-// raftPreamble is what a node sends first on a Raft connection.
-func raftPreamble(secret string) []byte {
-	b, _ := hex.DecodeString(secret)
-	return append([]byte(raftMagic), b...)
-}
-
-// secretListener accepts Raft connections that open with the cluster
-// secret: the check runs at the connection's first read, so that a slow
-// caller does not hold up Accept.
-type secretListener struct {
-	net.Listener
-	secret func() string
-	log    *slog.Logger
-}
-
-func (l secretListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &secretConn{Conn: c, l: l}, nil
-}
-
-// secretConn is a Raft connection whose preamble is checked before
-// anything else is read from it.
-type secretConn struct {
-	net.Conn
-	l    secretListener
-	once sync.Once
-	err  error
-}
-
-func (c *secretConn) Read(p []byte) (int, error) {
-	c.once.Do(c.check)
-	if c.err != nil {
-		return 0, c.err
-	}
-	return c.Conn.Read(p)
-}
-
-// check reads the preamble and closes the connection if it is wrong.
-func (c *secretConn) check() {
-	c.Conn.SetReadDeadline(time.Now().Add(handshakeWait))
-	want := raftPreamble(c.l.secret())
-	got := make([]byte, len(want))
-	_, err := io.ReadFull(c.Conn, got)
-	c.Conn.SetReadDeadline(time.Time{})
-	if err == nil && subtle.ConstantTimeCompare(got, want) != 1 {
-		err = errors.New("it did not present this cluster's secret")
-	}
-	if err != nil {
-		c.l.log.Warn("raft connection refused", "remote", c.RemoteAddr().String(), "err", err)
-		c.err = fmt.Errorf("raft connection from %s refused: %w", c.RemoteAddr(), err)
-		c.Conn.Close()
-	}
-}
-
-// handshakeWait bounds how long a new Raft connection may take to present
-// the secret.
-const handshakeWait = 10 * time.Second

@@ -1,6 +1,7 @@
 package mgmt
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mortarfs/mortar/internal/proof"
+	"github.com/mortarfs/mortar/internal/wiretap"
 	"github.com/mortarfs/mortar/layer/protocol"
 	"github.com/mortarfs/mortar/volume"
 )
@@ -28,8 +31,9 @@ const remote = "192.0.2.7:40000"
 func callAs(n *Node, addr, method, path, body, secret string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(method, path, strings.NewReader(body))
 	r.RemoteAddr = addr
+	r.Host = n.Addr()
 	if secret != "" {
-		r.Header.Set(secretHeader, secretScheme+secret)
+		SignRequest(r, []byte(body), secret)
 	}
 	w := httptest.NewRecorder()
 	n.handler().ServeHTTP(w, r)
@@ -123,8 +127,8 @@ func TestSpecByAddress(t *testing.T) {
 	}
 }
 
-// TestBrickNeedsVolumeSecret: a brick admits only clients presenting the
-// volume's secret; a change of auth.allow closes the connections it now
+// TestBrickNeedsVolumeSecret: a brick admits only clients proving the
+// volume's secret, which never crosses the wire; a change of auth.allow closes the connections it now
 // refuses (mounts already connected), and a client it admits again works.
 func TestBrickNeedsVolumeSecret(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
@@ -142,10 +146,14 @@ func TestBrickNeedsVolumeSecret(t *testing.T) {
 			t.Fatalf("a client with secret %q was admitted", wrong)
 		}
 	}
-	good := brickClient(t, spec, 0)
+	rec := &wiretap.Tap{}
+	cfg := volume.BrickClientConfig(spec, spec.Bricks[0])
+	cfg.Dial = rec.Dial
+	good := newTestClient(t, cfg)
 	if _, err := good.Lookup(ctx, "/"); err != nil {
 		t.Fatalf("a client with the volume's secret: %v", err)
 	}
+	rec.MustNotShow(t, spec.Secret)
 	if _, err := c.Set(ctx, "gv0", OptAuthAllow, "10.1.1.1"); err != nil {
 		t.Fatal(err)
 	}
@@ -167,29 +175,151 @@ func TestBrickNeedsVolumeSecret(t *testing.T) {
 	})
 }
 
-// TestRaftNeedsSecret: a connection to the Raft port that does not open
-// with the cluster secret is closed without an answer.
+// TestRaftNeedsSecret: a connection to the Raft port gets a challenge,
+// and is closed without an answer unless it answers it with the cluster
+// secret: not an HTTP request, not a wrong secret, not a valid answer
+// recorded on an earlier connection. A right answer, whose bytes hold
+// nothing of the secret, keeps it open.
 func TestRaftNeedsSecret(t *testing.T) {
 	n, _ := startNode(t, t.TempDir())
-	for _, pre := range [][]byte{
-		[]byte("GET / HTTP/1.0\r\n\r\n"),
-		raftPreamble(newSecret()),
+	secret := n.secret()
+	var recorded []byte
+	for _, c := range []struct {
+		name   string
+		answer func(challenge []byte) []byte
+	}{
+		{"http", func([]byte) []byte { return []byte("GET / HTTP/1.0\r\n\r\n" + strings.Repeat(" ", 64)) }},
+		{"wrong secret", func(ch []byte) []byte { return proof.MAC(newSecret(), raftLabel, string(ch)) }},
+		{"replayed", func([]byte) []byte { return recorded }},
 	} {
-		conn, err := net.Dial("tcp", n.raftAddr)
-		if err != nil {
-			t.Fatal(err)
+		if c.name == "replayed" {
+			recorded = raftAnswerOf(t, n, secret, true).Sent()
 		}
-		conn.Write(pre)
+		conn, challenge := raftChallengeOf(t, n)
+		conn.Write(c.answer(challenge))
 		conn.Write(bytes.Repeat([]byte{0}, 64)) // would be a Raft request
 		conn.SetReadDeadline(time.Now().Add(15 * time.Second))
 		b, err := io.ReadAll(conn)
-		conn.Close()
 		if errors.Is(err, syscall.ECONNRESET) {
 			err = nil // closed with our bytes unread
 		}
 		if len(b) != 0 || err != nil {
-			t.Fatalf("preamble %q: read %q, %v; want the connection closed", pre, b, err)
+			t.Fatalf("answer %s: read %q, %v; want the connection closed", c.name, b, err)
 		}
+	}
+}
+
+// raftChallengeOf opens a Raft connection to n and reads its challenge.
+func raftChallengeOf(t *testing.T, n *Node) (net.Conn, []byte) {
+	t.Helper()
+	conn, err := net.Dial("tcp", n.raftAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ch := make([]byte, len(raftMagic)+raftNonce)
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(conn, ch); err != nil || string(ch[:len(raftMagic)]) != raftMagic {
+		t.Fatalf("no challenge: %q, %v", ch, err)
+	}
+	return conn, ch[len(raftMagic):]
+}
+
+// raftAnswerOf answers n's challenge as a node's dialer does, on a
+// recorded connection, checks that n keeps it open (or not, unless ok),
+// and that the secret is not in what was sent.
+func raftAnswerOf(t *testing.T, n *Node, secret string, ok bool) *wiretap.Tap {
+	t.Helper()
+	conn, err := net.Dial("tcp", n.raftAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	tap := &wiretap.Tap{}
+	rc := tap.Wrap(conn)
+	if err := raftAnswer(rc, secret, time.Now().Add(10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	rc.SetReadDeadline(time.Now().Add(time.Second))
+	_, err = rc.Read(make([]byte, 1))
+	var ne net.Error
+	if open := errors.As(err, &ne) && ne.Timeout(); open != ok {
+		t.Fatalf("answered with secret %.8s…: open %v (%v), want %v", secret, open, err, ok)
+	}
+	tap.MustNotShow(t, secret)
+	return tap
+}
+
+// TestRaftAnswerProvesSecret: a dialer holding the cluster secret is
+// admitted, one holding another is not, and neither sends its secret.
+func TestRaftAnswerProvesSecret(t *testing.T) {
+	n, _ := startNode(t, t.TempDir())
+	raftAnswerOf(t, n, n.secret(), true)
+	raftAnswerOf(t, n, newSecret(), false)
+}
+
+// TestSignedRequests: a request from another machine signed with the
+// cluster secret is served once; the same bytes replayed are refused, as
+// are a wrong secret, a time over five minutes away, a signature for
+// another node, and a changed body; the secret never crosses the wire.
+func TestSignedRequests(t *testing.T) {
+	n, _ := startNode(t, t.TempDir())
+	secret := n.secret()
+	rec := &wiretap.Tap{}
+	cl := NewClient(n.ListenAddr()).WithSecret(secret)
+	cl.http = &http.Client{Transport: &http.Transport{DialContext: rec.Dial}}
+	if _, err := cl.Node(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	rec.MustNotShow(t, secret)
+	recorded, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(rec.Sent())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(r *http.Request) *httptest.ResponseRecorder {
+		r.RemoteAddr = remote
+		w := httptest.NewRecorder()
+		n.handler().ServeHTTP(w, r)
+		return w
+	}
+	if w := serve(recorded); w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), "replayed") {
+		t.Fatalf("the recorded request sent again from another machine: %d %s, want 401 replayed", w.Code, w.Body)
+	}
+	create := `{"name":"v","bricks":["localhost:/nonexistent"]}`
+	signed := func(host, body string, at time.Time) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/v1/volumes", strings.NewReader(body))
+		r.Host = host
+		signAt(r, []byte(create), secret, at)
+		return r
+	}
+	now := time.Now()
+	for _, c := range []struct {
+		name string
+		r    *http.Request
+		want string
+	}{
+		{"wrong secret", func() *http.Request {
+			r := signed(n.Addr(), create, now)
+			SignRequest(r, []byte(create), newSecret())
+			return r
+		}(), "not of this cluster's secret"},
+		{"too old", signed(n.Addr(), create, now.Add(-6*time.Minute)), "±5m0s"},
+		{"from the future", signed(n.Addr(), create, now.Add(6*time.Minute)), "±5m0s"},
+		{"before the node started", signed(n.Addr(), create, now.Add(-time.Minute)), "before this process started"},
+		{"another node", signed("127.0.0.1:1", create, now), "not this node"},
+		{"changed body", signed(n.Addr(), strings.Replace(create, `"v"`, `"w"`, 1), now), "altered"},
+		{"clear secret", func() *http.Request {
+			r := signed(n.Addr(), create, now)
+			r.Header.Set(authHeader, plainScheme+secret)
+			return r
+		}(), "signed requests"},
+	} {
+		if w := serve(c.r); w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), c.want) {
+			t.Errorf("%s: %d %s, want 401 %q", c.name, w.Code, w.Body, c.want)
+		}
+	}
+	if w := serve(signed(n.Addr(), create, now)); w.Code == http.StatusUnauthorized {
+		t.Fatalf("a request signed now: %d %s", w.Code, w.Body)
 	}
 }
 
@@ -227,5 +357,51 @@ func TestLocalNonRootRefused(t *testing.T) {
 		if got := get(0, path); !strings.Contains(got, " 200 ") {
 			t.Errorf("GET %s as root on this machine: %q, want 200", path, got)
 		}
+	}
+}
+
+// TestProbeSealsSecrets: a probe moves the probed node's secret and the
+// cluster's without either crossing the network in clear — from a CLI
+// holding the cluster secret, and from a CLI on a node's machine whose
+// node forwards the probe to the leader — and a CLI holding neither
+// refuses to send the probed node's secret to another machine.
+func TestProbeSealsSecrets(t *testing.T) {
+	nodes := startCluster(t, 2)
+	ctx := ctxT(t)
+	leader := leaderOf(t, nodes)
+	other := nodes[0]
+	if other == leader {
+		other = nodes[1]
+	}
+	cluster := leader.n.secret()
+	probe := func(via *clusterNode, host string, cl *Client) {
+		t.Helper()
+		lone := &clusterNode{dir: t.TempDir(), bricks: t.TempDir(), host: host}
+		lone.api, lone.raftA = freePort(t, host), freePort(t, host)
+		lone.start(t)
+		t.Cleanup(lone.stop)
+		own := lone.n.secret()
+		rec := &wiretap.Tap{}
+		leader.n.peerHTTP = &http.Client{Transport: &http.Transport{DialContext: rec.Dial}}
+		via.n.peerHTTP = &http.Client{Transport: &http.Transport{DialContext: rec.Dial}}
+		if cl.http == nil {
+			cl.http = &http.Client{Transport: &http.Transport{DialContext: rec.Dial}}
+		}
+		if _, err := cl.ProbeNode(ctx, ProbeRequest{Host: lone.api, Secret: own}); err != nil {
+			t.Fatalf("probe %s through %s: %v", host, via.host, err)
+		}
+		if got := lone.n.secret(); got != cluster {
+			t.Fatalf("the probed node's secret is %.8s…, not the cluster's", got)
+		}
+		rec.MustNotShow(t, own, cluster)
+	}
+	signing := NewClient(leader.api).WithSecret(cluster)
+	signing.http = nil
+	probe(leader, "127.0.0.7", signing)
+	probe(other, "127.0.0.8", NewClient(other.api)) // forwarded to the leader
+
+	far := NewClient("192.0.2.7:7420")
+	if _, err := far.ProbeNode(ctx, ProbeRequest{Host: "x", Secret: newSecret()}); err == nil || !strings.Contains(err.Error(), "must not cross the network in clear") {
+		t.Fatalf("a probe with a clear secret to another machine: %v, want refused", err)
 	}
 }

@@ -166,6 +166,8 @@ func (n *Node) peerClient(addr string) *Client {
 	c := &Client{addr: addr, http: n.peerHTTP, via: n.id, scheme: "http"}
 	if n.tls != nil {
 		c.scheme = "https"
+	} else {
+		c.secret = n.secret() // signs the requests (sign.go)
 	}
 	return c
 }

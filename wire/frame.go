@@ -17,7 +17,9 @@
 //
 // Integers are little-endian. The payload encodings are in codec.go and
 // msgs.go. A connection opens with Magic and a Handshake request naming the
-// volume and brick; a frame that does not parse closes the connection.
+// volume and brick, which the brick answers with a challenge, and a second
+// Handshake answering it with the volume's secret (msgs.go); a frame that
+// does not parse closes the connection.
 package wire
 
 import (

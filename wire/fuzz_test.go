@@ -22,6 +22,7 @@ func everyRequest() []*Request {
 		Lock: layer.Lock{Type: 1, Start: 2, End: 3, Pid: 4, Flock: true},
 		Wait: true, Value: []byte("v\x00v"), VolumeID: "vol", BrickID: "b1", Version: Version,
 		Pending: 1<<63 | 5, Size: 42, Gfid: g, Ctime: layer.Timespec{Sec: 14, Nsec: 15},
+		Proof: HandshakeProof("secret", "vol", "b1", make([]byte, ChallengeSize)),
 	}
 	var out []*Request
 	for op := OpHandshake; op < opMax; op++ {
@@ -40,7 +41,7 @@ var fieldNames = map[field]string{
 	fLen: "Len", fMode: "Mode", fOwner: "Owner", fSetattr: "Setattr", fRdev: "Rdev",
 	fLinkto: "Linkto", fTarget: "Target", fCookie: "Cookie", fMax: "Max", fLockOwner: "LockOwner",
 	fLock: "Lock", fWait: "Wait", fValue: "Value", fVolume: "VolumeID", fBrick: "BrickID",
-	fVersion: "Version", fPending: "Pending", fGfid: "Gfid", fCtime: "Ctime", fSize: "Size", fSecret: "Secret",
+	fVersion: "Version", fPending: "Pending", fGfid: "Gfid", fCtime: "Ctime", fSize: "Size", fProof: "Proof",
 	fLockDomain: "Lock", // Lock.Domain
 }
 
@@ -64,6 +65,9 @@ func normal(r *Request) *Request {
 	c := *r
 	if len(c.Value) == 0 {
 		c.Value = nil
+	}
+	if len(c.Proof) == 0 {
+		c.Proof = nil
 	}
 	if len(c.Data) == 0 {
 		c.Data = nil
@@ -196,6 +200,7 @@ func FuzzRequest(f *testing.F) {
 	f.Add(uint8(OpRename), "/a", "/b", "user.x", uint64(1), uint64(2), uint64(3), []byte("v"), true)
 	f.Add(uint8(OpWrite), "", "", "", uint64(1<<63), uint64(0), uint64(0), []byte("data"), false)
 	f.Add(uint8(OpHandshake), "vol", "brick", "", uint64(Version), uint64(0), uint64(0), []byte(nil), false)
+	f.Add(uint8(OpHandshake), "vol", "brick", "", uint64(Version), uint64(0), uint64(0), HandshakeProof("s", "vol", "brick", make([]byte, ChallengeSize)), false)
 	f.Fuzz(func(t *testing.T, op uint8, s1, s2, s3 string, n1, n2, n3 uint64, v []byte, b bool) {
 		op = OpHandshake + op%(opMax-OpHandshake)
 		g := layer.Gfid{byte(n1), byte(n2), byte(n3)}
@@ -206,7 +211,7 @@ func FuzzRequest(f *testing.F) {
 				Atime: layer.Timespec{Sec: int64(n2), Nsec: uint32(n3)}, Mtime: layer.Timespec{Sec: -int64(n1)}},
 			Rdev: n3, Linkto: s2, Target: s3, Cookie: n1, Max: uint32(n2), LockOwner: n3,
 			Lock: layer.Lock{Type: uint32(n1), Start: n2, End: n3, Pid: uint32(n1), Flock: b},
-			Wait: b, Value: v, VolumeID: s1, BrickID: s2, Version: uint32(n3),
+			Wait: b, Value: v, VolumeID: s1, BrickID: s2, Version: uint32(n3), Proof: v,
 			Pending: n1, Size: n2, Gfid: g, Ctime: layer.Timespec{Sec: int64(n3), Nsec: uint32(n2)},
 		}
 		want := project(r, op)

@@ -3,11 +3,33 @@ package wire
 import (
 	"fmt"
 
+	"github.com/mortarfs/mortar/internal/proof"
 	"github.com/mortarfs/mortar/layer"
 )
 
 // Version is the protocol version a client offers in its handshake.
-const Version = 3
+const Version = 4
+
+// The handshake: after Magic, the client sends a Handshake request naming
+// the volume and the brick (Proof empty); the brick answers it with
+// ChallengeSize random bytes as the answer's payload (or refuses, EACCES
+// and a message); the client sends the Handshake again, with Proof =
+// HandshakeProof(volume secret, ...) over that challenge; the brick admits
+// it (an empty answer) or refuses it. The volume's secret never crosses
+// the network, and a proof is good for its one challenge only.
+const ChallengeSize = 32
+
+// HandshakeProof is the proof, for a brick's challenge, that the client
+// holds secret, the volume's secret.
+func HandshakeProof(secret, volumeID, brickID string, challenge []byte) []byte {
+	return proof.MAC(secret, "mortar-brick", volumeID, brickID, string(challenge))
+}
+
+// ValidProof reports, in constant time, whether p is HandshakeProof of
+// the same arguments.
+func ValidProof(p []byte, secret, volumeID, brickID string, challenge []byte) bool {
+	return proof.Valid(p, secret, "mortar-brick", volumeID, brickID, string(challenge))
+}
 
 // Operations.
 const (
@@ -96,8 +118,9 @@ type Request struct {
 	Size  uint64
 	Gfid  layer.Gfid
 	Ctime layer.Timespec
-	// Secret is the volume's secret, presented in the handshake.
-	Secret string
+	// Proof answers the brick's challenge in the second handshake
+	// (HandshakeProof).
+	Proof []byte
 	// Data is the raw tail of a write request (not part of the schema).
 	Data []byte
 }
@@ -142,12 +165,12 @@ const (
 	fGfid
 	fCtime
 	fSize
-	fSecret
+	fProof
 	fLockDomain
 )
 
 var schema = [opMax][]field{
-	OpHandshake:     {fVersion, fVolume, fBrick, fSecret},
+	OpHandshake:     {fVersion, fVolume, fBrick, fProof},
 	OpLookup:        {fPath},
 	OpSetattr:       {fPath, fSetattr, fPending, fSize},
 	OpMknod:         {fPath, fOwner, fMode, fRdev, fLinkto, fPending},
@@ -239,8 +262,8 @@ func (r *Request) Encode(e *Enc) {
 			e.Time(r.Ctime)
 		case fSize:
 			e.U64(r.Size)
-		case fSecret:
-			e.Str(r.Secret)
+		case fProof:
+			e.Bytes(r.Proof)
 		case fLockDomain: // Lock's own encoding predates its Domain
 			e.U8(r.Lock.Domain)
 		}
@@ -321,8 +344,8 @@ func (r *Request) decodeField(d *Dec, f field) {
 		r.Ctime = d.Time()
 	case fSize:
 		r.Size = d.U64()
-	case fSecret:
-		r.Secret = d.Str()
+	case fProof:
+		r.Proof = d.Bytes()
 	case fLockDomain:
 		r.Lock.Domain = d.U8()
 	}

@@ -45,15 +45,19 @@ already a member changes nothing.
 Bricks on the new node are then named by the host written here, or by its
 advertised address (peer status shows it).
 
-Without TLS, a node answers other machines only when they present its
-cluster secret (DATA/secret, made at its first start). A new node has a
+Without TLS, a node answers other machines only when they prove they hold
+its cluster secret (DATA/secret, made at its first start). A new node has a
 secret of its own: copy that node's DATA/secret to this machine and give
 it as --peer-secret-file. The probe proves with it that you control the
 node, and hands the node this cluster's secret, which it keeps from then on
-(DATA/secret is replaced). With TLS, node certificates do this instead.`,
+(DATA/secret is replaced). Neither secret crosses the network in clear:
+the node's is sealed under the cluster's secret, so when --server is
+another machine, give the cluster's secret too (--secret-file), or run the
+probe on a node of the cluster. With TLS, node certificates do this
+instead.`,
 		Example: `  scp node2:/var/lib/mortar/secret /tmp/node2.secret
   mortar peer probe 10.0.0.2 --peer-secret-file /tmp/node2.secret
-  mortar peer probe node3.example.com:7420 --server node1.example.com --peer-secret-file node3.secret`,
+  mortar peer probe node3.example.com:7420 --server node1.example.com --secret-file cluster.secret --peer-secret-file node3.secret`,
 		Args: usageArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := v.ctx(cmd)

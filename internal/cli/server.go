@@ -40,15 +40,19 @@ bricks and Raft then listen on that host too. A node answers callers on
 other machines only when they prove they may:
   - without TLS, with the cluster secret (DATA/secret, 0600, made at the
     first start and handed to nodes that join by "peer probe"): other nodes
-    send it, the CLI sends it with --secret-file or MORTAR_SECRET_FILE, and a
-    mount with -o secret-file, or else its address must be named by the
-    volume's auth.allow. Bricks admit only clients holding the volume's own
+    sign their requests with it, the CLI with --secret-file or
+    MORTAR_SECRET_FILE, and a mount with -o secret-file, or else its address
+    must be named by the volume's auth.allow. Bricks admit only clients holding the volume's own
     secret, handed out with the volume's spec, and check auth.allow and
-    auth.reject by address. The secret crosses the network in clear:
-    on a network you do not trust, use TLS.
+    auth.reject by address. Requests and handshakes prove the secrets
+    without carrying them: requests are signed with the cluster secret,
+    and Raft and the bricks challenge callers to prove theirs. But the
+    traffic is in clear (data, specs, and the cluster state, which holds
+    the volumes' secrets) and can be altered in the middle: on a network
+    you do not trust, use TLS.
   - with TLS (below), with certificates of the cluster's CA.
-Callers on this machine (loopback, or one of its own addresses) may
-administer it without a secret.
+Root on this machine (loopback, or one of its own addresses) may administer
+it without a secret; other users of this machine may not.
 
 A new node is a cluster of its own; "mortar peer probe HOST" run on a node of
 a cluster adds the node at HOST to it. The cluster state is replicated with
@@ -105,7 +109,7 @@ func runServer(cmd *cobra.Command, cfg mgmt.Config) error {
 	fmt.Fprintf(cmd.ErrOrStderr(), "mortar server: node %s listening on %s, advertised as %s, state in %s\n",
 		n.ID(), n.ListenAddr(), n.Addr(), cfg.DataDir)
 	if !n.LoopbackOnly() && cfg.TLS == nil {
-		fmt.Fprintf(cmd.ErrOrStderr(), "mortar server: listening beyond loopback without TLS: callers on other machines need the cluster secret (%s), which crosses the network in clear; use --tls-dir on a network you do not trust\n",
+		fmt.Fprintf(cmd.ErrOrStderr(), "mortar server: listening beyond loopback without TLS: callers on other machines need the cluster secret (%s), which they prove without sending it, but the traffic itself is in clear and can be altered in the middle; use --tls-dir on a network you do not trust\n",
 			filepath.Join(cfg.DataDir, "secret"))
 	}
 	sig := <-sigs

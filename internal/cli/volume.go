@@ -56,9 +56,10 @@ func (v *volumeCmd) serverFlags(cmd *cobra.Command) {
 
 // loadSecretFlag reads the cluster secret named by --secret-file or
 // MORTAR_SECRET_FILE ("" if neither: enough for a node on this machine,
-// which answers its loopback callers). The secret is sent only where the
-// operator says, never read from a default place: a --server that is not
-// a node of the cluster must not receive it.
+// which answers its loopback callers). Requests are signed with it (the
+// secret itself is never sent) only where the operator says, never from a
+// default place: a --server that is not a node of the cluster should not
+// receive even a signature.
 func loadSecretFlag(path string) (string, error) {
 	if path == "" {
 		path = os.Getenv(mgmt.SecretFileEnv)

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mortarfs/mortar/mgmt"
 )
 
 // newLab makes a lab for a test, skipping the test where namespaces
@@ -249,7 +251,7 @@ func TestServerLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.Addr+"/v1/node", nil)
-		req.Header.Set("Authorization", "Mortar "+strings.TrimSpace(string(secret)))
+		mgmt.SignRequest(req, nil, strings.TrimSpace(string(secret)))
 		resp, err := l.Client.HTTPClient(5 * time.Second).Do(req)
 		if err != nil {
 			t.Fatalf("API from the client: %v (%s)", err, out)

@@ -28,7 +28,8 @@ type Config struct {
 	Addr     string // host:port of the node serving the brick
 	BrickID  string
 	VolumeID string
-	// Secret is the volume's secret, presented in the handshake.
+	// Secret is the volume's secret, which the client proves it holds in
+	// the handshake (never sending it).
 	Secret string
 	// PingInterval and PingTimeout bound how long a dead brick goes
 	// unnoticed (defaults 1s and 5s).

@@ -52,35 +52,48 @@ func newSession(nc net.Conn, gen uint64, onDead func(*session)) *session {
 	return s
 }
 
-// handshake introduces the client to the brick.
+// handshake introduces the client to the brick, and answers the brick's
+// challenge with the volume's secret (wire/msgs.go).
 func (s *session) handshake(volumeID, brickID, secret string) error {
-	var e wire.Enc
-	e.B = append(e.B, wire.Magic...)
-	req := wire.Request{Op: wire.OpHandshake, Version: wire.Version, VolumeID: volumeID, BrickID: brickID, Secret: secret}
+	req := wire.Request{Op: wire.OpHandshake, Version: wire.Version, VolumeID: volumeID, BrickID: brickID}
+	challenge, err := s.exchange([]byte(wire.Magic), &req)
+	if err != nil {
+		return err
+	}
+	if len(challenge) != wire.ChallengeSize {
+		return fmt.Errorf("the brick's challenge is %d bytes, not %d", len(challenge), wire.ChallengeSize)
+	}
+	req.Proof = wire.HandshakeProof(secret, volumeID, brickID, challenge)
+	_, err = s.exchange(nil, &req)
+	return err
+}
+
+// exchange sends a handshake request, after prefix, and returns the
+// payload of the brick's answer.
+func (s *session) exchange(prefix []byte, req *wire.Request) ([]byte, error) {
 	var body wire.Enc
 	req.Encode(&body)
 	h := wire.Header{Kind: wire.KindRequest, Op: wire.OpHandshake, ID: 0, Len: uint32(len(body.B))}
 	var hb [wire.HeaderSize]byte
 	h.Put(hb[:])
-	e.B = append(append(e.B, hb[:]...), body.B...)
-	if _, err := s.nc.Write(e.B); err != nil {
-		return err
+	if _, err := s.nc.Write(append(append(prefix, hb[:]...), body.B...)); err != nil {
+		return nil, err
 	}
 	resp, err := wire.ReadHeader(s.nc, &hb)
 	if err != nil {
-		return fmt.Errorf("reading handshake answer: %w", err)
+		return nil, fmt.Errorf("reading handshake answer: %w", err)
 	}
 	if resp.Kind != wire.KindResponse || resp.Op != wire.OpHandshake || resp.Len > 4096 {
-		return fmt.Errorf("unexpected handshake answer (kind %d op %d)", resp.Kind, resp.Op)
+		return nil, fmt.Errorf("unexpected handshake answer (kind %d op %d)", resp.Kind, resp.Op)
 	}
 	msg := make([]byte, resp.Len)
 	if _, err := io.ReadFull(s.nc, msg); err != nil {
-		return err
+		return nil, err
 	}
 	if resp.Errno != 0 {
-		return fmt.Errorf("refused: %s", msg)
+		return nil, fmt.Errorf("refused: %s", msg)
 	}
-	return nil
+	return msg, nil
 }
 
 // fail ends the session and every call in it.
