@@ -45,6 +45,7 @@ const (
 	OpClearPending
 	OpDropHealEntry
 	OpEntrylk
+	OpLookupData
 	opMax
 )
 
@@ -52,7 +53,7 @@ var opNames = [...]string{"", "handshake", "lookup", "setattr", "mknod", "mkdir"
 	"readlink", "unlink", "rmdir", "rename", "link", "create", "open", "readdir", "statfs",
 	"getxattr", "setxattr", "listxattr", "removexattr", "read", "write", "fgetattr",
 	"fsetattr", "fsync", "fallocate", "flush", "getlk", "setlk", "release",
-	"healindex", "markpending", "clearpending", "drophealentry", "entrylk"}
+	"healindex", "markpending", "clearpending", "drophealentry", "entrylk", "lookupdata"}
 
 // OpName names an operation for logs and metrics.
 func OpName(op uint8) string {
@@ -181,6 +182,7 @@ var schema = [opMax][]field{
 	OpClearPending:  {fPath, fGfid, fPending, fCtime},
 	OpDropHealEntry: {fGfid},
 	OpEntrylk:       {fPath, fFlags}, // Flags: EntrylkLock or EntrylkUnlock
+	OpLookupData:    {fPath, fMax},   // answer: EncodeLookupData
 }
 
 // Encode appends the request's schema fields (not Data) to e.
