@@ -46,9 +46,10 @@ func (c *conn) lookupData(ctx context.Context, r *wire.Request, e *wire.Enc) err
 }
 
 // readSmall reads the file at path from its start into p, through the
-// brick's own layers (so that it sees what their locks and caches see).
+// brick's own layers (so that it sees what their locks and caches see),
+// without touching its atime: a lookup must not change what stat shows.
 func (c *conn) readSmall(ctx context.Context, path string, p []byte) (int, error) {
-	f, err := c.l.Open(ctx, path, syscall.O_RDONLY)
+	f, err := c.l.Open(ctx, path, syscall.O_RDONLY|syscall.O_NOATIME)
 	if err != nil {
 		return 0, err
 	}

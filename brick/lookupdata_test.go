@@ -131,3 +131,22 @@ func TestLookupDataChangedMeanwhile(t *testing.T) {
 		t.Fatalf("got size %d, %q (nil %v), errno %v; want the new size and no content", a.Size, data, data == nil, errno)
 	}
 }
+
+// Reading the content for a lookup leaves the file's atime alone: a stat
+// must not change what the next stat shows.
+func TestLookupDataKeepsAtime(t *testing.T) {
+	store, _ := newStore(t)
+	ctx := context.Background()
+	putFile(t, store, "/f", []byte("content"))
+	at := layer.Timespec{Sec: 1_500_000_000}
+	if _, err := store.Setattr(ctx, "/f", layer.SetattrIn{Valid: layer.SetAtime, Atime: at}); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, startServer(t, store, Limits{}).addr)
+	if _, data, errno := c.lookupData("/f", 1024); errno != 0 || string(data) != "content" {
+		t.Fatalf("lookupdata: %q, %v", data, errno)
+	}
+	if a, err := store.Lookup(ctx, "/f"); err != nil || a.Atime != at {
+		t.Fatalf("atime after lookupdata: %+v, %v; want %+v", a.Atime, err, at)
+	}
+}
