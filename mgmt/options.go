@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mortarfs/mortar/layer/quickread"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -60,6 +61,17 @@ const (
 	// certificates are always admitted).
 	OptAuthAllow  = "auth.allow"
 	OptAuthReject = "auth.reject"
+	// OptQuickRead ("on"/"off") stacks the quick-read layer on clients:
+	// a small file's content comes with its lookup, and the open and
+	// reads that follow cost no round trip (never on encrypted volumes).
+	OptQuickRead = volume.OptQuickRead
+	// OptQuickReadMaxFileSize is the size in bytes of the largest file
+	// quick-read serves (at most 1 MiB).
+	OptQuickReadMaxFileSize = volume.OptQuickReadMaxFileSize
+	// OptQuickReadCacheTimeout is how many seconds after its lookup a
+	// small file's content may serve an open: a change made through
+	// another client may be missed for that long.
+	OptQuickReadCacheTimeout = volume.OptQuickReadCacheTimeout
 )
 
 var knownOptions = []Option{
@@ -76,6 +88,9 @@ var knownOptions = []Option{
 	{OptEncryption, "off", "on or off: clients encrypt file contents with the volume key (set before the first start)", oneOf("on", "off")},
 	{OptAuthAllow, "", "certificate names (globs) and addresses/CIDRs allowed to use the volume (empty: all)", authList},
 	{OptAuthReject, "", "certificate names (globs) and addresses/CIDRs refused (wins over auth.allow)", authList},
+	{OptQuickRead, "on", "on or off: a small file's content comes with its lookup, so that reading it costs one round trip (not on encrypted volumes)", oneOf("on", "off")},
+	{OptQuickReadMaxFileSize, strconv.Itoa(quickread.DefaultMaxFileSize), "bytes: the largest file quick-read serves (at most 1048576)", between(1, quickread.FileSizeLimit)},
+	{OptQuickReadCacheTimeout, strconv.FormatFloat(quickread.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a small file's content from a lookup may serve an open (a change through another client may be missed for that long)", seconds(0.01)},
 }
 
 // authList accepts a comma-separated list of non-empty entries without
@@ -129,6 +144,17 @@ func atLeast(min int) func(string) string {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < min {
 			return "must be an integer of at least " + strconv.Itoa(min)
+		}
+		return ""
+	}
+}
+
+// between accepts an integer from min to max.
+func between(min, max int) func(string) string {
+	return func(v string) string {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < min || n > max {
+			return "must be an integer from " + strconv.Itoa(min) + " to " + strconv.Itoa(max)
 		}
 		return ""
 	}
