@@ -169,6 +169,11 @@ var optionVolumeTypes = map[string][]string{
 	OptFavoriteChildPolicy: {volume.Replicate},
 	OptHealInterval:        {volume.Replicate, volume.Disperse},
 	OptDisperseQuiet:       {volume.Disperse},
+	// Quick-read serves whole files: a dispersed volume's bricks hold
+	// fragments.
+	OptQuickRead:             {volume.Distribute, volume.Replicate},
+	OptQuickReadMaxFileSize:  {volume.Distribute, volume.Replicate},
+	OptQuickReadCacheTimeout: {volume.Distribute, volume.Replicate},
 }
 
 // typeAdjective names the volumes of a type as the errors say it.
@@ -185,7 +190,10 @@ func checkVolumeType(v *VolumeState, key string) error {
 		names = append(names, typeAdjective[t])
 	}
 	why := "where it would mean nothing"
-	if v.Type == volume.Disperse {
+	switch {
+	case v.Type == volume.Disperse && strings.HasPrefix(key, OptQuickRead):
+		why = "whose bricks hold fragments of files, not whole files"
+	case v.Type == volume.Disperse:
 		why = fmt.Sprintf("whose sets write while %d of its %d bricks are up (disperse %d redundancy %d), and that is fixed",
 			v.Disperse-v.Redundancy, v.Disperse, v.Disperse, v.Redundancy)
 	}

@@ -97,9 +97,9 @@ func (g *Graph) Connected() bool {
 //
 // With the option encryption on, the crypt layer goes on top of
 // distribute: it sees whole files, and everything below it is ciphertext.
-// Otherwise the quick-read layer goes there (unless the option
-// performance.quick-read is off): it serves small files from their
-// lookups, and must not keep ciphertext.
+// Otherwise, on a distribute or replicated volume, the quick-read layer
+// goes there (unless the option performance.quick-read is off): it serves
+// small files from their lookups, and must not keep ciphertext.
 //
 // Connections are made in the background; Build does not fail because a
 // brick is down (its operations fail with ENOTCONN until it is back).
@@ -181,10 +181,17 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 			return nil, fmt.Errorf("volume %s: %w", spec.Name, err)
 		}
 		g.Top = c
-	} else if spec.Option(OptQuickRead, "on") == "on" && !opts.Ciphertext {
+	} else if quickRead(spec, opts) {
 		g.Top = quickread.New(top, quickReadOptions(spec))
 	}
 	return g, nil
+}
+
+// quickRead reports whether the graph gets the quick-read layer: if the
+// option is on, the bricks hold whole files (not disperse fragments), and
+// the graph is not one that moves files (Ciphertext).
+func quickRead(spec Spec, opts BuildOptions) bool {
+	return spec.Option(OptQuickRead, "on") == "on" && spec.Type != Disperse && !opts.Ciphertext
 }
 
 // quickReadOptions reads the quick-read options of spec; what is unset or

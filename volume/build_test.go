@@ -32,8 +32,9 @@ func TestBuildDisperse(t *testing.T) {
 }
 
 // Quick-read goes on top of distribute unless it is off, the volume is
-// encrypted (it would keep ciphertext), or the graph moves files
-// (Ciphertext: rebalance wants distribute on top).
+// encrypted (it would keep ciphertext) or dispersed (its bricks hold
+// fragments), or the graph moves files (Ciphertext: rebalance wants
+// distribute on top).
 func TestBuildQuickRead(t *testing.T) {
 	bs := bricks(3)
 	for i := range bs {
@@ -60,6 +61,18 @@ func TestBuildQuickRead(t *testing.T) {
 		}
 		g.Close()
 	}
+	bs = bricks(6)
+	for i := range bs {
+		bs[i].Addr = "127.0.0.1:1"
+	}
+	g, err := Build(Spec{Name: "ec", ID: "id", Type: Disperse, Bricks: bs, Disperse: 6, Redundancy: 2}, BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprintf("%T", g.Top); got != "*distribute.Distribute" {
+		t.Errorf("dispersed: top is %s", got)
+	}
+	g.Close()
 }
 
 func TestQuickReadOptions(t *testing.T) {
