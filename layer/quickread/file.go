@@ -64,6 +64,7 @@ func (f *file) child(ctx context.Context) (layer.File, error) {
 		return nil, err
 	}
 	f.real, f.mem = r, nil
+	f.l.mem.remove(f)
 	return r, nil
 }
 
@@ -204,6 +205,7 @@ func (f *file) Release(ctx context.Context) error {
 	r := f.real
 	f.real, f.mem = nil, nil
 	f.mu.Unlock()
+	f.l.mem.remove(f)
 	if r == nil {
 		return nil
 	}

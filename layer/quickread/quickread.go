@@ -41,9 +41,18 @@
 // files can do that. Open files served from memory then open the child's
 // file at Flush.
 //
+// An open file served from memory opens the child's file by path when it
+// needs it. An unlink or rename through the layer of its name first opens
+// it, so that the file still reaches its inode afterwards (as POSIX has
+// it: reads of an unlinked open file go on); if another client renamed or
+// removed the name, the file is stale (ESTALE) once it needs the child —
+// the limit of path-based opens that reopening after a reconnect has too.
+//
 // Not handled: the attributes an open of another name of a hard-linked
 // file answers may miss a link count or ctime change made through this
-// layer, for at most Timeout.
+// layer, for at most Timeout; and on a mount whose graph was rebuilt (an
+// option or brick changed), a write through a file opened before the
+// rebuild is not seen by the new graph's entries, for at most Timeout.
 //
 // The layer goes on top of distribute. It must not go above the crypt
 // layer's child (it would keep ciphertext): volumes with encryption on do
@@ -108,6 +117,7 @@ type Layer struct {
 	layer.Base
 	opts  Options
 	cache *cache
+	mem   inMemory    // open files served from memory
 	locks atomic.Bool // a lock was taken through the layer
 }
 
@@ -148,7 +158,9 @@ func changes(flags uint32) bool {
 func (l *Layer) Open(ctx context.Context, path string, flags uint32) (layer.File, error) {
 	if fromMemory(flags) && !l.locks.Load() {
 		if e := l.cache.take(path, l.opts.Now()); e != nil {
-			return &file{l: l, path: path, flags: flags, mem: e, gfid: e.attr.Gfid}, nil
+			f := &file{l: l, path: path, flags: flags, mem: e, gfid: e.attr.Gfid}
+			l.mem.add(f)
+			return f, nil
 		}
 	}
 	var f layer.File
@@ -250,8 +262,13 @@ func (l *Layer) Symlink(ctx context.Context, path string, in layer.SymlinkIn) (l
 	return l.attrChange(path, func() (layer.Attr, error) { return l.Child.Symlink(ctx, path, in) })
 }
 
+// Unlink first opens the child's file of the files open from memory at
+// path (see pin).
 func (l *Layer) Unlink(ctx context.Context, path string) error {
-	return l.changing(func() error { return l.Child.Unlink(ctx, path) }, path)
+	return l.changing(func() error {
+		l.pin(ctx, path)
+		return l.Child.Unlink(ctx, path)
+	}, path)
 }
 
 func (l *Layer) Rmdir(ctx context.Context, path string) error {
@@ -259,10 +276,12 @@ func (l *Layer) Rmdir(ctx context.Context, path string) error {
 }
 
 // Rename forgets the entries of both names and of the names below them
-// (a directory moves its whole tree).
+// (a directory moves its whole tree), and first opens the child's file of
+// the files open from memory there (see pin).
 func (l *Layer) Rename(ctx context.Context, oldpath, newpath string, flags uint32) error {
 	l.cache.dropTrees(oldpath, newpath)
 	defer l.cache.dropTrees(oldpath, newpath)
+	l.pin(ctx, oldpath, newpath)
 	return l.Child.Rename(ctx, oldpath, newpath, flags)
 }
 

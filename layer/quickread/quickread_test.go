@@ -278,3 +278,48 @@ func TestBounds(t *testing.T) {
 	r.cat("/big")
 	r.wantOpens(1, "entries over the byte bound")
 }
+
+// An unlink or a rename through the layer of a file open from memory
+// leaves the open file on its inode: past the timeout its reads come from
+// the inode (POSIX: an unlinked or renamed open file reads on).
+func TestUnlinkAndRenameOfAnOpenFile(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		apply func(r *rig)
+		now   string // where the inode is afterwards ("": nowhere)
+	}{
+		{"unlink", func(r *rig) { r.ok(r.l.Unlink(r.ctx, "/f"), "unlink") }, ""},
+		{"rename", func(r *rig) { r.ok(r.l.Rename(r.ctx, "/f", "/g", 0), "rename") }, "/g"},
+		{"rename of its directory", func(r *rig) { r.ok(r.l.Rename(r.ctx, "/d", "/e", 0), "rename") }, "/e/f"},
+		{"rename over it", func(r *rig) {
+			r.put(r.l, "/other", "another inode")
+			r.ok(r.l.Rename(r.ctx, "/other", "/f", 0), "rename")
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, Options{})
+			p := "/f"
+			if tc.name == "rename of its directory" {
+				_, err := r.l.Mkdir(r.ctx, "/d", layer.MkdirIn{Mode: 0o755})
+				r.ok(err, "mkdir")
+				p = "/d/f"
+			}
+			r.put(r.l, p, "content")
+			r.lookup(p)
+			f := r.open(p)
+			defer f.Release(r.ctx)
+			tc.apply(r)
+			if tc.now != "" {
+				r.put(r.store, tc.now, "new content") // another client writes the inode where it is now
+			}
+			r.clock.advance(time.Hour)
+			want := "content"
+			if tc.now != "" {
+				want = "new content"
+			}
+			if got := r.read(f); got != want {
+				t.Errorf("read after the %s: %q, want %q", tc.name, got, want)
+			}
+		})
+	}
+}
