@@ -24,12 +24,17 @@ func (k kernel) Open(ctx context.Context, path string, flags uint32) (layer.File
 }
 
 // replicated is quick-read as a volume stacks it: on distribute over a
-// replica set of three real bricks over the network.
-func replicated(t *testing.T) layer.Layer {
+// replica set of three real bricks over the network; wrap, if not nil,
+// wraps each brick's client.
+func replicated(t *testing.T, wrap func(layer.Layer) layer.Layer) *Layer {
 	set := testbrick.NewSet(t, 3, testVolume, func(int) posix.Options { return posix.Options{} })
 	var members []replicate.Child
 	for i, c := range set.Clients {
-		members = append(members, replicate.Child{Name: set.Name(i), Layer: c, Up: c.Connected})
+		var l layer.Layer = c
+		if wrap != nil {
+			l = wrap(c)
+		}
+		members = append(members, replicate.Child{Name: set.Name(i), Layer: l, Up: c.Connected})
 	}
 	r, err := replicate.New(members, replicate.Options{})
 	if err != nil {
@@ -39,7 +44,7 @@ func replicated(t *testing.T) layer.Layer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return kernel{New(d, Options{})}
+	return New(d, Options{})
 }
 
 // The whole contract holds with every open served from memory that can be.
@@ -48,34 +53,23 @@ func TestConformance(t *testing.T) {
 }
 
 func TestConformanceReplicated(t *testing.T) {
-	layertest.Run(t, replicated)
+	layertest.Run(t, func(t *testing.T) layer.Layer { return kernel{replicated(t, nil)} })
 }
 
 func TestLocksConformanceReplicated(t *testing.T) {
-	layertest.RunLocks(t, replicated)
+	layertest.RunLocks(t, func(t *testing.T) layer.Layer { return kernel{replicated(t, nil)} })
 }
 
 // On a replica set, the lookup asks one brick for the content and the
 // others for attributes, in one round trip; the open that follows, its
 // reads and its close reach no brick.
 func TestReplicatedCatCostsOneLookup(t *testing.T) {
-	set := testbrick.NewSet(t, 3, testVolume, func(int) posix.Options { return posix.Options{} })
-	var members []replicate.Child
 	var counts []*layertest.Counting
-	for i, c := range set.Clients {
+	l := replicated(t, func(c layer.Layer) layer.Layer {
 		counted := layertest.NewCounting(c)
 		counts = append(counts, counted)
-		members = append(members, replicate.Child{Name: set.Name(i), Layer: counted, Up: c.Connected})
-	}
-	r, err := replicate.New(members, replicate.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := distribute.New([]distribute.Child{{ID: set.Bricks[0].ID, Layer: r}}, distribute.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := New(d, Options{})
+		return counted
+	})
 	ctx := context.Background()
 	f, _, err := l.Create(ctx, "/small", layer.CreateIn{Flags: syscall.O_WRONLY, Mode: 0o644})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/brick/posix"
+	"github.com/mortarfs/mortar/internal/testbrick"
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/layer/layertest"
 	"github.com/mortarfs/mortar/layer/locks"
@@ -73,15 +74,7 @@ type rig struct {
 
 func newRig(t *testing.T, opts Options) *rig {
 	t.Helper()
-	root := t.TempDir()
-	if err := posix.Mark(root, testVolume, true); err != nil {
-		t.Fatal(err)
-	}
-	s, err := posix.New(root, posix.Options{VolumeID: testVolume})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := testbrick.NewStore(t, testVolume)
 	r := &rig{t: t, ctx: context.Background(), store: s, looker: &looker{Layer: locks.New(s)}, clock: &clock{now: time.Unix(1e9, 0)}}
 	r.counts = layertest.NewCounting(r.looker)
 	opts.Now = r.clock.Now
@@ -133,6 +126,17 @@ func (r *rig) read(f layer.File) string {
 		}
 		out = append(out, buf[:n]...)
 	}
+}
+
+// served writes path with data through the layer, looks it up and opens
+// it for reading (from memory); it is released when the test ends.
+func (r *rig) served(path, data string) layer.File {
+	r.t.Helper()
+	r.put(r.l, path, data)
+	r.lookup(path)
+	f := r.open(path)
+	r.t.Cleanup(func() { f.Release(r.ctx) })
+	return f
 }
 
 // cat opens path for reading, reads it whole and closes it.

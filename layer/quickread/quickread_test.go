@@ -180,10 +180,7 @@ func TestChangesThroughTheLayer(t *testing.T) {
 // open file) reads the change.
 func TestOpenFileSeesChangesThroughTheLayer(t *testing.T) {
 	r := newRig(t, Options{})
-	r.put(r.l, "/f", "before")
-	r.lookup("/f")
-	f := r.open("/f")
-	defer f.Release(r.ctx)
+	f := r.served("/f", "before")
 	w, err := r.l.Open(r.ctx, "/f", syscall.O_WRONLY)
 	r.ok(err, "open for writing")
 	_, err = w.Write(r.ctx, []byte("AFTER!"), 0)
@@ -215,10 +212,7 @@ func TestLookupDuringChangeKeepsNothing(t *testing.T) {
 // served from memory (closing them must drop the process's locks).
 func TestLockOpensTheChild(t *testing.T) {
 	r := newRig(t, Options{})
-	r.put(r.l, "/f", "old")
-	r.lookup("/f")
-	f := r.open("/f")
-	defer f.Release(r.ctx)
+	f := r.served("/f", "old")
 	r.counts.Reset()
 	r.ok(f.Setlk(r.ctx, 1, layer.Lock{Type: syscall.F_RDLCK, End: ^uint64(0), Pid: 1}, false), "setlk")
 	r.wantOpens(1, "setlk")
@@ -244,10 +238,7 @@ func TestLockOpensTheChild(t *testing.T) {
 // when it needs the child's file.
 func TestReplacedNameIsStale(t *testing.T) {
 	r := newRig(t, Options{})
-	r.put(r.l, "/f", "old")
-	r.lookup("/f")
-	f := r.open("/f")
-	defer f.Release(r.ctx)
+	f := r.served("/f", "old")
 	r.ok(r.store.Unlink(r.ctx, "/f"), "unlink")
 	r.put(r.store, "/f", "another inode")
 	if err := f.Fsync(r.ctx, false); err != syscall.ESTALE {
@@ -304,10 +295,7 @@ func TestUnlinkAndRenameOfAnOpenFile(t *testing.T) {
 				r.ok(err, "mkdir")
 				p = "/d/f"
 			}
-			r.put(r.l, p, "content")
-			r.lookup(p)
-			f := r.open(p)
-			defer f.Release(r.ctx)
+			f := r.served(p, "content")
 			tc.apply(r)
 			if tc.now != "" {
 				r.put(r.store, tc.now, "new content") // another client writes the inode where it is now
