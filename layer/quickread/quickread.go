@@ -30,8 +30,8 @@
 // rename, set/remove xattr, an open for writing or truncating) forgets the
 // entries of the names it touches, before and after it runs, and a lookup
 // that ran while anything changed keeps no content. A change to an inode's
-// content or attributes (a write, truncate, fallocate or setattr, by path
-// or through an open file) makes every entry and open file of that inode
+// content or attributes (a write, truncate, fallocate, setattr or link,
+// by path or through an open file) makes every entry and open file of that inode
 // stale; where the layer does not know the inode (a file opened for
 // writing by path), every entry and open file is.
 //
@@ -54,9 +54,9 @@
 // option or brick changed), a write through a file opened before the
 // rebuild is not seen by the new graph's entries, for at most Timeout.
 //
-// The layer goes on top of distribute. It must not go above the crypt
-// layer's child (it would keep ciphertext): volumes with encryption on do
-// not get it.
+// The layer goes on top of distribute. It must not go under the crypt
+// layer (it would keep ciphertext): volumes with encryption on do not get
+// it, nor do dispersed ones (no content comes from fragments).
 package quickread
 
 import (
