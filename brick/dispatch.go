@@ -73,6 +73,8 @@ func (c *conn) dispatch(ctx context.Context, r *wire.Request, e *wire.Enc) error
 		return c.l.Rmdir(ctx, r.Path)
 	case wire.OpRename:
 		return c.l.Rename(ctx, r.Path, r.Path2, r.Flags)
+	case wire.OpLookupData:
+		return c.lookupData(ctx, r, e)
 	}
 	if isXattrOp(r.Op) {
 		return c.xattrOp(ctx, r, e)

@@ -115,7 +115,8 @@ func TestCreateDispersed(t *testing.T) {
 	}
 }
 
-// The quorum options are replicate's; the others apply.
+// The quorum options are replicate's, quick-read's are for volumes whose
+// bricks hold whole files; the others apply.
 func TestDisperseOptions(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
@@ -125,6 +126,12 @@ func TestDisperseOptions(t *testing.T) {
 	for _, kv := range [][2]string{{OptQuorumType, "none"}, {OptQuorumType, "auto"}, {OptQuorumCount, "2"}} {
 		_, err := c.Set(ctx, "ec", kv[0], kv[1])
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "applies to replicated volumes only") || !strings.Contains(err.Error(), "4 of its 6 bricks") {
+			t.Errorf("set %s %s on a disperse volume: %v", kv[0], kv[1], err)
+		}
+	}
+	for _, kv := range [][2]string{{OptQuickRead, "on"}, {OptQuickReadCacheTimeout, "1"}, {OptQuickReadMaxFileSize, "4096"}} {
+		_, err := c.Set(ctx, "ec", kv[0], kv[1])
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "applies to distribute and replicated volumes only") || !strings.Contains(err.Error(), "fragments") {
 			t.Errorf("set %s %s on a disperse volume: %v", kv[0], kv[1], err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mortarfs/mortar/layer/quickread"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -60,6 +61,17 @@ const (
 	// certificates are always admitted).
 	OptAuthAllow  = "auth.allow"
 	OptAuthReject = "auth.reject"
+	// OptQuickRead ("on"/"off") stacks the quick-read layer on clients:
+	// a small file's content comes with its lookup, and the open and
+	// reads that follow cost no round trip (never on encrypted volumes).
+	OptQuickRead = volume.OptQuickRead
+	// OptQuickReadMaxFileSize is the size in bytes of the largest file
+	// quick-read serves (at most 1 MiB).
+	OptQuickReadMaxFileSize = volume.OptQuickReadMaxFileSize
+	// OptQuickReadCacheTimeout is how many seconds after its lookup a
+	// small file's content may serve an open: a change made through
+	// another client may be missed for that long.
+	OptQuickReadCacheTimeout = volume.OptQuickReadCacheTimeout
 )
 
 var knownOptions = []Option{
@@ -76,6 +88,9 @@ var knownOptions = []Option{
 	{OptEncryption, "off", "on or off: clients encrypt file contents with the volume key (set before the first start)", oneOf("on", "off")},
 	{OptAuthAllow, "", "certificate names (globs) and addresses/CIDRs allowed to use the volume (empty: all)", authList},
 	{OptAuthReject, "", "certificate names (globs) and addresses/CIDRs refused (wins over auth.allow)", authList},
+	{OptQuickRead, "on", "on or off: a small file's content comes with its lookup, so that reading it costs one round trip (not on encrypted volumes)", oneOf("on", "off")},
+	{OptQuickReadMaxFileSize, strconv.Itoa(quickread.DefaultMaxFileSize), "bytes: the largest file quick-read serves (at most 1048576)", between(1, quickread.FileSizeLimit)},
+	{OptQuickReadCacheTimeout, strconv.FormatFloat(quickread.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a small file's content from a lookup may serve an open (a change through another client may be missed for that long)", seconds(0.01)},
 }
 
 // authList accepts a comma-separated list of non-empty entries without
@@ -134,6 +149,17 @@ func atLeast(min int) func(string) string {
 	}
 }
 
+// between accepts an integer from min to max.
+func between(min, max int) func(string) string {
+	return func(v string) string {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < min || n > max {
+			return "must be an integer from " + strconv.Itoa(min) + " to " + strconv.Itoa(max)
+		}
+		return ""
+	}
+}
+
 // optionVolumeTypes are the volume types an option means something for;
 // an option not listed applies to every volume. (A disperse set's quorum
 // is its data brick count, fixed; a distribute volume has one copy.)
@@ -143,6 +169,11 @@ var optionVolumeTypes = map[string][]string{
 	OptFavoriteChildPolicy: {volume.Replicate},
 	OptHealInterval:        {volume.Replicate, volume.Disperse},
 	OptDisperseQuiet:       {volume.Disperse},
+	// Quick-read serves whole files: a dispersed volume's bricks hold
+	// fragments.
+	OptQuickRead:             {volume.Distribute, volume.Replicate},
+	OptQuickReadMaxFileSize:  {volume.Distribute, volume.Replicate},
+	OptQuickReadCacheTimeout: {volume.Distribute, volume.Replicate},
 }
 
 // typeAdjective names the volumes of a type as the errors say it.
@@ -159,7 +190,10 @@ func checkVolumeType(v *VolumeState, key string) error {
 		names = append(names, typeAdjective[t])
 	}
 	why := "where it would mean nothing"
-	if v.Type == volume.Disperse {
+	switch {
+	case v.Type == volume.Disperse && strings.HasPrefix(key, OptQuickRead):
+		why = "whose bricks hold fragments of files, not whole files"
+	case v.Type == volume.Disperse:
 		why = fmt.Sprintf("whose sets write while %d of its %d bricks are up (disperse %d redundancy %d), and that is fixed",
 			v.Disperse-v.Redundancy, v.Disperse, v.Disperse, v.Redundancy)
 	}

@@ -237,4 +237,15 @@ func TestCheckOption(t *testing.T) {
 	if err := checkOption(OptEntryTimeout, "soon"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("entry-timeout soon: %v", err)
 	}
+	for _, ok := range [][2]string{{OptQuickRead, "off"}, {OptQuickReadMaxFileSize, "1048576"}, {OptQuickReadMaxFileSize, "1"}, {OptQuickReadCacheTimeout, "0.2"}} {
+		if err := checkOption(ok[0], ok[1]); err != nil {
+			t.Errorf("%s %s: %v", ok[0], ok[1], err)
+		}
+	}
+	for _, bad := range [][2]string{{OptQuickRead, "yes"}, {OptQuickReadMaxFileSize, "1048577"}, {OptQuickReadMaxFileSize, "0"},
+		{OptQuickReadMaxFileSize, "64KB"}, {OptQuickReadCacheTimeout, "0"}, {OptQuickReadCacheTimeout, "-1"}} {
+		if err := checkOption(bad[0], bad[1]); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s %s: %v, want ErrInvalid", bad[0], bad[1], err)
+		}
+	}
 }

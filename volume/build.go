@@ -13,6 +13,7 @@ import (
 	"github.com/mortarfs/mortar/layer/disperse"
 	"github.com/mortarfs/mortar/layer/distribute"
 	"github.com/mortarfs/mortar/layer/protocol"
+	"github.com/mortarfs/mortar/layer/quickread"
 	"github.com/mortarfs/mortar/layer/replicate"
 )
 
@@ -26,12 +27,29 @@ type BuildOptions struct {
 	Key []byte
 	// Ciphertext builds an encrypted volume's graph without the crypt
 	// layer, for servers that move files without reading them
-	// (rebalance): they see and copy ciphertext, and need no key.
+	// (rebalance): they see and copy ciphertext, and need no key. Such a
+	// graph has no read cache (quick-read) either, on any volume: its top
+	// is distribute.
 	Ciphertext bool
 }
 
 // OptEncryption is the volume option that stacks the crypt layer.
 const OptEncryption = "encryption"
+
+// The volume options of the quick-read layer (layer/quickread), with
+// GlusterFS's names where it has them (it has no volume option for the
+// size: its translator's max-file-size).
+const (
+	// OptQuickRead "on" (the default) or "off" stacks the layer.
+	OptQuickRead = "performance.quick-read"
+	// OptQuickReadMaxFileSize is the size in bytes of the largest file
+	// whose content lookups bring.
+	OptQuickReadMaxFileSize = "performance.quick-read-max-file-size"
+	// OptQuickReadCacheTimeout is how many seconds after its lookup the
+	// content may serve an open (GlusterFS's performance.qr-cache-timeout
+	// before it was renamed).
+	OptQuickReadCacheTimeout = "performance.quick-read-cache-timeout"
+)
 
 // Encrypted reports whether the spec's volume encrypts file contents.
 func (s *Spec) Encrypted() bool { return s.Option(OptEncryption, "off") == "on" }
@@ -79,6 +97,9 @@ func (g *Graph) Connected() bool {
 //
 // With the option encryption on, the crypt layer goes on top of
 // distribute: it sees whole files, and everything below it is ciphertext.
+// Otherwise, on a distribute or replicated volume, the quick-read layer
+// goes there (unless the option performance.quick-read is off): it serves
+// small files from their lookups, and must not keep ciphertext.
 //
 // Connections are made in the background; Build does not fail because a
 // brick is down (its operations fail with ENOTCONN until it is back).
@@ -160,8 +181,30 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 			return nil, fmt.Errorf("volume %s: %w", spec.Name, err)
 		}
 		g.Top = c
+	} else if quickRead(spec, opts) {
+		g.Top = quickread.New(top, quickReadOptions(spec))
 	}
 	return g, nil
+}
+
+// quickRead reports whether the graph gets the quick-read layer: if the
+// option is on, the bricks hold whole files (not disperse fragments), and
+// the graph is not one that moves files (Ciphertext).
+func quickRead(spec Spec, opts BuildOptions) bool {
+	return spec.Option(OptQuickRead, "on") == "on" && spec.Type != Disperse && !opts.Ciphertext
+}
+
+// quickReadOptions reads the quick-read options of spec; what is unset or
+// malformed takes the layer's default.
+func quickReadOptions(spec Spec) quickread.Options {
+	size, err := strconv.Atoi(spec.Option(OptQuickReadMaxFileSize, ""))
+	if err != nil {
+		size = quickread.DefaultMaxFileSize
+	}
+	return quickread.Options{
+		MaxFileSize: size,
+		Timeout:     spec.DurationOption(OptQuickReadCacheTimeout, quickread.DefaultTimeout),
+	}
 }
 
 // toRanges converts a spec layout for distribute (nil stays nil).

@@ -1,7 +1,12 @@
 package volume
 
 import (
+	"fmt"
 	"testing"
+	"time"
+
+	"github.com/mortarfs/mortar/layer/crypt"
+	"github.com/mortarfs/mortar/layer/quickread"
 )
 
 // A dispersed spec builds (one disperse layer per set, under distribute);
@@ -23,5 +28,60 @@ func TestBuildDisperse(t *testing.T) {
 	}
 	if _, err := Build(Spec{Name: "ec", ID: "id", Type: Disperse, Bricks: bricks(6), Disperse: 6, Redundancy: 3}, BuildOptions{}); err == nil {
 		t.Error("disperse 6 redundancy 3 built")
+	}
+}
+
+// Quick-read goes on top of distribute unless it is off, the volume is
+// encrypted (it would keep ciphertext) or dispersed (its bricks hold
+// fragments), or the graph moves files (Ciphertext: rebalance wants
+// distribute on top).
+func TestBuildQuickRead(t *testing.T) {
+	bs := bricks(3)
+	for i := range bs {
+		bs[i].Addr = "127.0.0.1:1"
+	}
+	for _, tc := range []struct {
+		name    string
+		options map[string]string
+		opts    BuildOptions
+		want    string
+	}{
+		{"default", nil, BuildOptions{}, "*quickread.Layer"},
+		{"off", map[string]string{OptQuickRead: "off"}, BuildOptions{}, "*distribute.Distribute"},
+		{"encrypted", map[string]string{OptEncryption: "on"}, BuildOptions{Key: make([]byte, crypt.KeySize)}, "*crypt.Layer"},
+		{"rebalance", nil, BuildOptions{Ciphertext: true}, "*distribute.Distribute"},
+		{"encrypted rebalance", map[string]string{OptEncryption: "on"}, BuildOptions{Ciphertext: true}, "*distribute.Distribute"},
+	} {
+		g, err := Build(Spec{Name: "r", ID: "id", Type: Replicate, Replica: 3, Bricks: bs, Options: tc.options}, tc.opts)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := fmt.Sprintf("%T", g.Top); got != tc.want {
+			t.Errorf("%s: top is %s, want %s", tc.name, got, tc.want)
+		}
+		g.Close()
+	}
+	bs = bricks(6)
+	for i := range bs {
+		bs[i].Addr = "127.0.0.1:1"
+	}
+	g, err := Build(Spec{Name: "ec", ID: "id", Type: Disperse, Bricks: bs, Disperse: 6, Redundancy: 2}, BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprintf("%T", g.Top); got != "*distribute.Distribute" {
+		t.Errorf("dispersed: top is %s", got)
+	}
+	g.Close()
+}
+
+func TestQuickReadOptions(t *testing.T) {
+	got := quickReadOptions(Spec{Options: map[string]string{OptQuickReadMaxFileSize: "4096", OptQuickReadCacheTimeout: "0.25"}})
+	if got.MaxFileSize != 4096 || got.Timeout != 250*time.Millisecond {
+		t.Errorf("set: %+v", got)
+	}
+	got = quickReadOptions(Spec{Options: map[string]string{OptQuickReadMaxFileSize: "big"}})
+	if got.MaxFileSize != quickread.DefaultMaxFileSize || got.Timeout != quickread.DefaultTimeout {
+		t.Errorf("unset or malformed: %+v", got)
 	}
 }

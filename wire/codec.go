@@ -117,6 +117,17 @@ func (e *Enc) Strs(v []string) {
 	}
 }
 
+// LookupData encodes the answer of OpLookupData: the attributes, then
+// whether the content follows, then the content. nil data is "not given";
+// an empty file's content is given as empty, not nil.
+func (e *Enc) LookupData(a *layer.Attr, data []byte) {
+	e.Attr(a)
+	e.Bool(data != nil)
+	if data != nil {
+		e.Bytes(data)
+	}
+}
+
 // Dec reads fields written by Enc. The first error sticks: every later read
 // returns zero values, so a decoder checks Err once at the end.
 type Dec struct {
@@ -276,6 +287,20 @@ func (d *Dec) Strs() []string {
 		out = append(out, d.Str())
 	}
 	return out
+}
+
+// LookupData decodes what Enc.LookupData wrote. The content aliases the
+// message; it is nil when not given, and never nil when given.
+func (d *Dec) LookupData() (layer.Attr, []byte) {
+	a := d.Attr()
+	if !d.Bool() {
+		return a, nil
+	}
+	data := d.Bytes()
+	if data == nil && d.Err == nil {
+		data = []byte{}
+	}
+	return a, data
 }
 
 // Done reports the decoding error, or an error if bytes are left over.

@@ -120,6 +120,14 @@ var respDecoders = map[string]struct {
 	"setattr": {func(d *Dec) any { return d.Setattr() }, func(e *Enc, v any) { s := v.(layer.SetattrIn); e.Setattr(&s) }},
 	"bytes":   {func(d *Dec) any { return d.Bytes() }, func(e *Enc, v any) { e.Bytes(v.([]byte)) }},
 	"time":    {func(d *Dec) any { return d.Time() }, func(e *Enc, v any) { e.Time(v.(layer.Timespec)) }},
+	"lookupdata": {func(d *Dec) any { a, b := d.LookupData(); return lookupData{a, b} },
+		func(e *Enc, v any) { ld := v.(lookupData); e.LookupData(&ld.attr, ld.data) }},
+}
+
+// lookupData is an OpLookupData answer, for respDecoders.
+type lookupData struct {
+	attr layer.Attr
+	data []byte
 }
 
 // FuzzDecode feeds arbitrary frames to the header parser and to every
@@ -143,6 +151,12 @@ func FuzzDecode(f *testing.F) {
 	e.DirPage(&layer.DirPage{Next: 3, EOF: true, Entries: []layer.Entry{{Name: "a", Attr: layer.Attr{Mode: 0o40755, Linkto: "x"}}}})
 	(&Header{Len: uint32(len(e.B)), Kind: KindResponse, Op: OpReaddir}).Put(hb[:])
 	f.Add(append(hb[:], e.B...))
+	for _, data := range [][]byte{nil, {}, []byte("small file\n")} {
+		e = Enc{}
+		e.LookupData(&layer.Attr{Mode: 0o100644, Size: uint64(len(data))}, data)
+		(&Header{Len: uint32(len(e.B)), Kind: KindResponse, Op: OpLookupData}).Put(hb[:])
+		f.Add(append(hb[:], e.B...))
+	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		payload := frame[min(len(frame), HeaderSize):]
 		h, err := ParseHeader(frame)

@@ -67,6 +67,7 @@ const (
 	OpClearPending
 	OpDropHealEntry
 	OpEntrylk
+	OpLookupData
 	opMax
 )
 
@@ -74,7 +75,7 @@ var opNames = [...]string{"", "handshake", "lookup", "setattr", "mknod", "mkdir"
 	"readlink", "unlink", "rmdir", "rename", "link", "create", "open", "readdir", "statfs",
 	"getxattr", "setxattr", "listxattr", "removexattr", "read", "write", "fgetattr",
 	"fsetattr", "fsync", "fallocate", "flush", "getlk", "setlk", "release",
-	"healindex", "markpending", "clearpending", "drophealentry", "entrylk"}
+	"healindex", "markpending", "clearpending", "drophealentry", "entrylk", "lookupdata"}
 
 // OpName names an operation for logs and metrics.
 func OpName(op uint8) string {
@@ -204,6 +205,7 @@ var schema = [opMax][]field{
 	OpClearPending:  {fPath, fGfid, fPending, fCtime},
 	OpDropHealEntry: {fGfid},
 	OpEntrylk:       {fPath, fFlags}, // Flags: EntrylkLock or EntrylkUnlock
+	OpLookupData:    {fPath, fMax},   // answer: EncodeLookupData
 }
 
 // Encode appends the request's schema fields (not Data) to e.

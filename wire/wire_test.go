@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"reflect"
 	"testing"
 
@@ -13,6 +14,7 @@ func sampleRequests() []*Request {
 		{Op: OpHandshake, Version: Version, VolumeID: "vol", BrickID: "b1"},
 		{Op: OpHandshake, Version: Version, VolumeID: "vol", BrickID: "b1", Proof: HandshakeProof("s", "vol", "b1", make([]byte, ChallengeSize))},
 		{Op: OpLookup, Path: "/a/b"},
+		{Op: OpLookupData, Path: "/a/small", Max: 65536},
 		{Op: OpSetattr, Path: "/x", Setattr: layer.SetattrIn{Valid: layer.SetMode | layer.SetMtime, Mode: 0o644, Mtime: layer.Timespec{Sec: 5, Nsec: 7}}},
 		{Op: OpMknod, Path: "/p", Owner: layer.Owner{Uid: 1, Gid: 2, Gfid: g}, Mode: 0o10644, Rdev: 9, Linkto: "brick-2"},
 		{Op: OpRename, Path: "/a", Path2: "/b", Flags: layer.RenameNoReplace},
@@ -51,6 +53,29 @@ func TestWriteCarriesData(t *testing.T) {
 	r, err := DecodeRequest(OpWrite, e.B)
 	if err != nil || string(r.Data) != "payload" || r.Off != 2 {
 		t.Fatalf("got %+v, %v", r, err)
+	}
+}
+
+// A LookupData answer tells content not given (nil) from an empty file's
+// content (empty), and carries the content byte for byte.
+func TestLookupDataRoundTrip(t *testing.T) {
+	a := layer.Attr{Gfid: layer.NewGfid(), Mode: 0o100644, Nlink: 1, Size: 5, Mtime: layer.Timespec{Sec: 9, Nsec: 8}}
+	for _, data := range [][]byte{nil, {}, []byte("hello"), bytes.Repeat([]byte{0, 0xff}, 1<<19)} {
+		var e Enc
+		e.LookupData(&a, data)
+		d := Dec{B: e.B}
+		ga, gd := d.LookupData()
+		if err := d.Done(); err != nil {
+			t.Fatalf("%d bytes: %v", len(data), err)
+		}
+		if ga != a || (gd == nil) != (data == nil) || !bytes.Equal(gd, data) {
+			t.Errorf("%d bytes (nil %v): decoded %+v and %d bytes (nil %v)", len(data), data == nil, ga, len(gd), gd == nil)
+		}
+		d = Dec{B: e.B[:len(e.B)-1]}
+		d.LookupData()
+		if d.Done() == nil {
+			t.Errorf("%d bytes: truncated answer decoded without error", len(data))
+		}
 	}
 }
 

@@ -390,7 +390,9 @@ func (v *volumeCmd) setCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "set NAME KEY VALUE",
 		Short: "Set a volume option",
-		Long: `Set a volume option. Clients pick up the new value when they mount.
+		Long: `Set a volume option. Mounted clients rebuild their layers with it at once;
+the kernel's cache timeouts (performance.attr-, entry- and negative-timeout)
+take effect when a client mounts.
 
 Known options:
 ` + optionHelp(),
@@ -495,12 +497,16 @@ start).`,
 // optionHelp lists the known volume options, one a line.
 func optionHelp() string {
 	var b strings.Builder
+	width := 0
+	for _, o := range mgmt.KnownOptions() {
+		width = max(width, len(o.Key))
+	}
 	for _, o := range mgmt.KnownOptions() {
 		def := "default " + o.Default
 		if o.Default == "" {
 			def = "no default"
 		}
-		fmt.Fprintf(&b, "  %-30s %s (%s)\n", o.Key, o.Description, def)
+		fmt.Fprintf(&b, "  %-*s %s (%s)\n", width, o.Key, o.Description, def)
 	}
 	return b.String()
 }

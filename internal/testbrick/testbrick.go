@@ -1,6 +1,7 @@
 // Package testbrick runs real bricks on 127.0.0.1 for tests: posix
 // storage behind the locks layer and a brick server, which a test can stop
-// (as if the brick process were killed) and start again on the same port.
+// (as if the brick process were killed) and start again on the same port;
+// and, for tests of one layer, a brick's storage alone (NewStore).
 package testbrick
 
 import (
@@ -27,6 +28,23 @@ type Brick struct {
 	ln    net.Listener
 	srv   *brick.Server
 	Store *posix.Store // the storage while started
+}
+
+// NewStore marks a fresh temporary directory as a brick of volume (with
+// force, as New) and opens its storage alone, without a server; it is
+// closed when the test ends.
+func NewStore(t testing.TB, volume string) *posix.Store {
+	t.Helper()
+	dir := t.TempDir()
+	if err := posix.Mark(dir, volume, true); err != nil {
+		t.Fatal(err)
+	}
+	s, err := posix.New(dir, posix.Options{VolumeID: volume})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // New marks a fresh temporary directory as a brick of volume (with force:

@@ -132,7 +132,16 @@ var errDangling = fmt.Errorf("distribute: dangling pointer: %w", syscall.ENOENT)
 // not there either, once more on its hashed child, which the rebalance may
 // have moved it to in between.
 func (d *Distribute) locate(ctx context.Context, path string) (loc, error) {
-	l, err := d.locateHashed(ctx, path)
+	return d.locateFirst(ctx, path, nil)
+}
+
+// firstLook makes locate's first lookup, on the hashed child h, in place of
+// its Lookup (LookupData asks for a small file's content with it).
+type firstLook func(h int) (layer.Attr, error)
+
+// locateFirst is locate; first, if not nil, makes the first lookup.
+func (d *Distribute) locateFirst(ctx context.Context, path string, first firstLook) (loc, error) {
+	l, err := d.locateHashed(ctx, path, first)
 	if errors.Is(err, syscall.ENOTCONN) {
 		// The hashed child is down. A directory exists on every child:
 		// another one can answer for it (the root's child 0 being down
@@ -164,30 +173,34 @@ func (d *Distribute) dirElsewhere(ctx context.Context, path string, skip int) (l
 }
 
 // locateHashed is locate without the fallback for directories.
-func (d *Distribute) locateHashed(ctx context.Context, path string) (loc, error) {
+func (d *Distribute) locateHashed(ctx context.Context, path string, first firstLook) (loc, error) {
 	h, err := d.hashedChild(ctx, path)
 	if err != nil {
 		return loc{}, err
 	}
-	l, err := d.locateAt(ctx, path, h)
+	l, err := d.locateAt(ctx, path, h, first)
 	ph, ok := d.prevHashed(path)
 	if !ok || ph == h || !errors.Is(err, syscall.ENOENT) {
 		return l, err
 	}
-	pl, perr := d.locateAt(ctx, path, ph)
+	pl, perr := d.locateAt(ctx, path, ph, nil)
 	switch {
 	case perr == nil:
 		pl.prev = true
 		return pl, nil
 	case errors.Is(perr, syscall.ENOENT):
-		return d.locateAt(ctx, path, h)
+		return d.locateAt(ctx, path, h, nil)
 	}
 	return l, err
 }
 
-// locateAt is locate with h as the name's hashed child.
-func (d *Distribute) locateAt(ctx context.Context, path string, h int) (loc, error) {
-	a, err := d.child(h).Lookup(ctx, path)
+// locateAt is locate with h as the name's hashed child; first, if not
+// nil, makes the first lookup there.
+func (d *Distribute) locateAt(ctx context.Context, path string, h int, first firstLook) (loc, error) {
+	if first == nil {
+		first = func(h int) (layer.Attr, error) { return d.child(h).Lookup(ctx, path) }
+	}
+	a, err := first(h)
 	for try := 0; ; try++ {
 		if err != nil {
 			return loc{hashed: h, cached: h}, err

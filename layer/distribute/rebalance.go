@@ -366,7 +366,7 @@ func (r *rebalancer) dropPointers(ctx context.Context, dir string, lists [][]lay
 			if h == p {
 				continue
 			}
-			_, err := d.locateAt(ctx, path, h)
+			_, err := d.locateAt(ctx, path, h, nil)
 			if err != nil && err != errDangling && !r.dangles(ctx, path, e.Attr.Linkto) {
 				continue // still how the name is found until its data moves
 			}

@@ -7,9 +7,11 @@ import (
 )
 
 // Fault wraps a layer and makes chosen operations fail, for fault tests.
-// Operations are named by their method name: "Lookup", "Create", ... for
-// the layer and "Read", "Write", "Getattr", "FileSetattr" (File.Setattr),
-// "Fsync", "Fallocate", "Flush", "Getlk", "Setlk", "Release" for its Files.
+// Operations are named by their method name: "Lookup", "LookupData",
+// "Create", ... for the layer and "Read", "Write", "Getattr", "FileSetattr"
+// (File.Setattr), "Fsync", "Fallocate", "Flush", "Getlk", "Setlk",
+// "Release" for its Files. (LookupData of a child that has none is its
+// Lookup, content not given.)
 // A failed Release still releases the child's File.
 type Fault struct {
 	hooked
@@ -17,7 +19,10 @@ type Fault struct {
 	fails map[string]error
 }
 
-var _ layer.Layer = (*Fault)(nil)
+var (
+	_ layer.Layer      = (*Fault)(nil)
+	_ layer.DataLooker = (*Fault)(nil)
+)
 
 // NewFault wraps child; nothing fails until Fail is called.
 func NewFault(child layer.Layer) *Fault {
@@ -58,7 +63,10 @@ type Counting struct {
 	counts map[string]int
 }
 
-var _ layer.Layer = (*Counting)(nil)
+var (
+	_ layer.Layer      = (*Counting)(nil)
+	_ layer.DataLooker = (*Counting)(nil)
+)
 
 // NewCounting wraps child with all counts zero.
 func NewCounting(child layer.Layer) *Counting {

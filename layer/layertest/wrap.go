@@ -22,6 +22,15 @@ func (h *hooked) Lookup(ctx context.Context, path string) (layer.Attr, error) {
 	return h.child.Lookup(ctx, path)
 }
 
+// LookupData passes to the child's LookupData if it has one, else to its
+// Lookup (content not given): wrapping keeps a DataLooker one.
+func (h *hooked) LookupData(ctx context.Context, path string, max int) (layer.Attr, []byte, error) {
+	if err := h.before("LookupData"); err != nil {
+		return layer.Attr{}, nil, err
+	}
+	return layer.LookupData(ctx, h.child, path, max)
+}
+
 func (h *hooked) Setattr(ctx context.Context, path string, in layer.SetattrIn) (layer.Attr, error) {
 	if err := h.before("Setattr"); err != nil {
 		return layer.Attr{}, err

@@ -371,3 +371,27 @@ func TestUpDialsOnDemand(t *testing.T) {
 		t.Fatalf("reconnected %s after the brick came back although in use; the backoff was 1.6 s", d)
 	}
 }
+
+// LookupData brings a small file's content with its attributes, and only
+// the attributes of a larger one or of a directory.
+func TestLookupData(t *testing.T) {
+	b := newTestBrick(t)
+	c := b.client(t, Config{})
+	ctx := context.Background()
+	writeFile(t, c, "/small", "small").Release(ctx)
+	writeFile(t, c, "/empty", "").Release(ctx)
+	for _, tc := range []struct {
+		path, want string
+		given      bool
+		max        int
+	}{{"/small", "small", true, 5}, {"/small", "", false, 4}, {"/empty", "", true, 64 << 10}, {"/", "", false, 64 << 10}} {
+		a, data, err := c.LookupData(ctx, tc.path, tc.max)
+		want, _ := c.Lookup(ctx, tc.path)
+		if err != nil || a.Gfid != want.Gfid || (data != nil) != tc.given || string(data) != tc.want {
+			t.Errorf("%s max %d: %+v, %q (given %v), %v; want %q (given %v)", tc.path, tc.max, a, data, data != nil, err, tc.want, tc.given)
+		}
+	}
+	if _, _, err := c.LookupData(ctx, "/missing", 1024); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("missing: %v, want ENOENT", err)
+	}
+}

@@ -3,13 +3,17 @@ package protocol
 import (
 	"context"
 	"fmt"
+	"math"
 	"syscall"
 
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/wire"
 )
 
-var _ layer.Layer = (*Client)(nil)
+var (
+	_ layer.Layer      = (*Client)(nil)
+	_ layer.DataLooker = (*Client)(nil)
+)
 
 // decoded turns a response decoding failure into EIO.
 func decoded(d *wire.Dec) error {
@@ -35,6 +39,18 @@ func (c *Client) noReply(ctx context.Context, req *wire.Request) error {
 
 func (c *Client) Lookup(ctx context.Context, path string) (layer.Attr, error) {
 	return c.attrCall(ctx, &wire.Request{Op: wire.OpLookup, Path: path})
+}
+
+// LookupData asks the brick for the attributes and, for a regular file of
+// at most limit bytes, the content (see layer.DataLooker). The brick caps
+// max at 1 MiB.
+func (c *Client) LookupData(ctx context.Context, path string, limit int) (layer.Attr, []byte, error) {
+	d, err := c.call(ctx, &wire.Request{Op: wire.OpLookupData, Path: path, Max: uint32(min(max(limit, 0), math.MaxUint32))})
+	if err != nil {
+		return layer.Attr{}, nil, err
+	}
+	a, data := d.LookupData()
+	return a, data, decoded(d)
 }
 
 func (c *Client) Setattr(ctx context.Context, path string, in layer.SetattrIn) (layer.Attr, error) {

@@ -393,17 +393,24 @@ func parentOf(p string) string {
 // are good. If the replicas disagree on whether it exists, or on what it
 // is, the parent's marks decide whose view of the name is stale.
 func (r *Replicate) judge(ctx context.Context, path string) (Verdict, []Copy, error) {
-	return r.judgeAs(ctx, path, false)
+	return r.judgeAs(ctx, path, false, nil)
 }
 
+// lookFunc looks a path up on replica i of the replicas m that are up.
+type lookFunc func(m Mask, i int) (layer.Attr, error)
+
 // judgeAs is judge; with statOnly a directory's attributes may come from a
-// minority of the set (see answered).
-func (r *Replicate) judgeAs(ctx context.Context, path string, statOnly bool) (Verdict, []Copy, error) {
+// minority of the set (see answered). look, if not nil, asks each replica
+// in place of its Lookup.
+func (r *Replicate) judgeAs(ctx context.Context, path string, statOnly bool, look lookFunc) (Verdict, []Copy, error) {
 	m, err := r.readable(ctx)
 	if err != nil {
 		return Verdict{}, nil, err
 	}
-	copies := r.lookupAll(ctx, m, path)
+	if look == nil {
+		look = func(_ Mask, i int) (layer.Attr, error) { return r.children[i].Layer.Lookup(ctx, path) }
+	}
+	copies := r.lookupEach(m, func(i int) (layer.Attr, error) { return look(m, i) })
 	v := r.verdict(ctx, m, path, copies)
 	if err := r.answered(v); err != nil && !(statOnly && v.Err == nil && v.Attr.IsDir()) {
 		return Verdict{}, nil, err
@@ -438,12 +445,18 @@ func differ(copies []Copy, m Mask) bool {
 }
 
 func (r *Replicate) lookupAll(ctx context.Context, m Mask, path string) []Copy {
+	return r.lookupEach(m, func(i int) (layer.Attr, error) { return r.children[i].Layer.Lookup(ctx, path) })
+}
+
+// lookupEach runs look on every replica in m at once; the others count as
+// down.
+func (r *Replicate) lookupEach(m Mask, look func(i int) (layer.Attr, error)) []Copy {
 	copies := make([]Copy, len(r.children))
 	for i := range copies {
 		copies[i].Err = syscall.ENOTCONN
 	}
 	r.parallel(m, func(i int) error {
-		copies[i].Attr, copies[i].Err = r.children[i].Layer.Lookup(ctx, path)
+		copies[i].Attr, copies[i].Err = look(i)
 		return nil
 	})
 	return copies
@@ -453,7 +466,12 @@ func (r *Replicate) lookupAll(ctx context.Context, m Mask, path string) []Copy {
 // directories are answered (so that paths still resolve and a create fails
 // with EROFS rather than ENOTCONN); their listings are not.
 func (r *Replicate) Lookup(ctx context.Context, path string) (layer.Attr, error) {
-	v, _, err := r.judgeAs(ctx, path, true)
+	v, _, err := r.judgeAs(ctx, path, true, nil)
+	return r.lookedUp(path, v, err)
+}
+
+// lookedUp is Lookup's answer from the verdict on path's copies.
+func (r *Replicate) lookedUp(path string, v Verdict, err error) (layer.Attr, error) {
 	if err != nil {
 		return layer.Attr{}, err
 	}
