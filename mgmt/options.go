@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mortarfs/mortar/layer/nlcache"
 	"github.com/mortarfs/mortar/layer/quickread"
 	"github.com/mortarfs/mortar/volume"
 )
@@ -72,6 +73,14 @@ const (
 	// small file's content may serve an open: a change made through
 	// another client may be missed for that long.
 	OptQuickReadCacheTimeout = volume.OptQuickReadCacheTimeout
+	// OptNlCache ("on"/"off") stacks the negative-lookup cache on
+	// clients: a lookup of a name a directory the client made or listed
+	// lacks costs no round trip.
+	OptNlCache = volume.OptNlCache
+	// OptNlCacheTimeout is how many seconds a client trusts what it learnt
+	// of a directory's names: a name made through another client may be
+	// missed for that long.
+	OptNlCacheTimeout = volume.OptNlCacheTimeout
 )
 
 var knownOptions = []Option{
@@ -91,6 +100,8 @@ var knownOptions = []Option{
 	{OptQuickRead, "on", "on or off: a small file's content comes with its lookup, so that reading it costs one round trip (not on encrypted volumes)", oneOf("on", "off")},
 	{OptQuickReadMaxFileSize, strconv.Itoa(quickread.DefaultMaxFileSize), "bytes: the largest file quick-read serves (at most 1048576)", between(1, quickread.FileSizeLimit)},
 	{OptQuickReadCacheTimeout, strconv.FormatFloat(quickread.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a small file's content from a lookup may serve an open (a change through another client may be missed for that long)", seconds(0.01)},
+	{OptNlCache, "on", "on or off: a lookup of a name that a directory the client made or listed lacks fails at once, without a round trip", oneOf("on", "off")},
+	{OptNlCacheTimeout, strconv.FormatFloat(nlcache.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a client trusts what it knows of a directory's names (a name made through another client may be missed for that long)", seconds(0.01)},
 }
 
 // authList accepts a comma-separated list of non-empty entries without

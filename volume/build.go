@@ -12,6 +12,7 @@ import (
 	"github.com/mortarfs/mortar/layer/crypt"
 	"github.com/mortarfs/mortar/layer/disperse"
 	"github.com/mortarfs/mortar/layer/distribute"
+	"github.com/mortarfs/mortar/layer/nlcache"
 	"github.com/mortarfs/mortar/layer/protocol"
 	"github.com/mortarfs/mortar/layer/quickread"
 	"github.com/mortarfs/mortar/layer/replicate"
@@ -49,6 +50,16 @@ const (
 	// content may serve an open (GlusterFS's performance.qr-cache-timeout
 	// before it was renamed).
 	OptQuickReadCacheTimeout = "performance.quick-read-cache-timeout"
+)
+
+// The volume options of the negative-lookup cache (layer/nlcache), with
+// GlusterFS's names.
+const (
+	// OptNlCache "on" (the default) or "off" stacks the layer.
+	OptNlCache = "performance.nl-cache"
+	// OptNlCacheTimeout is how many seconds what a client learnt of a
+	// directory's names is trusted.
+	OptNlCacheTimeout = "performance.nl-cache-timeout"
 )
 
 // Encrypted reports whether the spec's volume encrypts file contents.
@@ -99,7 +110,9 @@ func (g *Graph) Connected() bool {
 // distribute: it sees whole files, and everything below it is ciphertext.
 // Otherwise, on a distribute or replicated volume, the quick-read layer
 // goes there (unless the option performance.quick-read is off): it serves
-// small files from their lookups, and must not keep ciphertext.
+// small files from their lookups, and must not keep ciphertext. On top of
+// all, the negative-lookup cache (unless performance.nl-cache is off)
+// answers lookups of names a directory it knows lacks.
 //
 // Connections are made in the background; Build does not fail because a
 // brick is down (its operations fail with ENOTCONN until it is back).
@@ -183,6 +196,9 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 		g.Top = c
 	} else if quickRead(spec, opts) {
 		g.Top = quickread.New(top, quickReadOptions(spec))
+	}
+	if spec.Option(OptNlCache, "on") == "on" && !opts.Ciphertext {
+		g.Top = nlcache.New(g.Top, nlcache.Options{Timeout: spec.DurationOption(OptNlCacheTimeout, nlcache.DefaultTimeout)})
 	}
 	return g, nil
 }

@@ -5,9 +5,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/layer/crypt"
+	"github.com/mortarfs/mortar/layer/nlcache"
 	"github.com/mortarfs/mortar/layer/quickread"
 )
+
+// stackOf names the layers from the top down to the first that is
+// neither the negative-lookup cache nor quick-read.
+func stackOf(top layer.Layer) string {
+	switch l := top.(type) {
+	case *nlcache.Layer:
+		return "nlcache " + stackOf(l.Child)
+	case *quickread.Layer:
+		return "quickread " + stackOf(l.Child)
+	}
+	return fmt.Sprintf("%T", top)
+}
 
 // A dispersed spec builds (one disperse layer per set, under distribute);
 // the bricks need not be up.
@@ -34,7 +48,8 @@ func TestBuildDisperse(t *testing.T) {
 // Quick-read goes on top of distribute unless it is off, the volume is
 // encrypted (it would keep ciphertext) or dispersed (its bricks hold
 // fragments), or the graph moves files (Ciphertext: rebalance wants
-// distribute on top).
+// distribute on top). The negative-lookup cache goes on top of all,
+// unless it is off or the graph moves files.
 func TestBuildQuickRead(t *testing.T) {
 	bs := bricks(3)
 	for i := range bs {
@@ -46,9 +61,10 @@ func TestBuildQuickRead(t *testing.T) {
 		opts    BuildOptions
 		want    string
 	}{
-		{"default", nil, BuildOptions{}, "*quickread.Layer"},
-		{"off", map[string]string{OptQuickRead: "off"}, BuildOptions{}, "*distribute.Distribute"},
-		{"encrypted", map[string]string{OptEncryption: "on"}, BuildOptions{Key: make([]byte, crypt.KeySize)}, "*crypt.Layer"},
+		{"default", nil, BuildOptions{}, "nlcache quickread *distribute.Distribute"},
+		{"off", map[string]string{OptQuickRead: "off"}, BuildOptions{}, "nlcache *distribute.Distribute"},
+		{"nl-cache off", map[string]string{OptNlCache: "off"}, BuildOptions{}, "quickread *distribute.Distribute"},
+		{"encrypted", map[string]string{OptEncryption: "on"}, BuildOptions{Key: make([]byte, crypt.KeySize)}, "nlcache *crypt.Layer"},
 		{"rebalance", nil, BuildOptions{Ciphertext: true}, "*distribute.Distribute"},
 		{"encrypted rebalance", map[string]string{OptEncryption: "on"}, BuildOptions{Ciphertext: true}, "*distribute.Distribute"},
 	} {
@@ -56,7 +72,7 @@ func TestBuildQuickRead(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if got := fmt.Sprintf("%T", g.Top); got != tc.want {
+		if got := stackOf(g.Top); got != tc.want {
 			t.Errorf("%s: top is %s, want %s", tc.name, got, tc.want)
 		}
 		g.Close()
@@ -69,7 +85,7 @@ func TestBuildQuickRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprintf("%T", g.Top); got != "*distribute.Distribute" {
+	if got := stackOf(g.Top); got != "nlcache *distribute.Distribute" {
 		t.Errorf("dispersed: top is %s", got)
 	}
 	g.Close()
