@@ -1,7 +1,9 @@
 // Package bench re-runs the seed papers' experiments (../shared/SEEDS.md)
-// on mortar, the local file system and GlusterFS, side by side in one run,
-// and writes a report: report.md (tables with mortar/GlusterFS and
-// mortar/local ratios), results.csv (tidy rows) and PNG plots.
+// on mortar, the local file system (directly, and through a FUSE loopback
+// mount: the FUSE ceiling) and GlusterFS, side by side in one run, and
+// writes a report: report.md (tables with mortar/GlusterFS, mortar/local
+// and mortar/FUSE passthrough ratios), results.csv (tidy rows) and PNG
+// plots.
 //
 // Every number is measured in the run that reports it; a target that
 // cannot be set up, or an experiment that fails on one target, is reported
@@ -102,8 +104,8 @@ func Unsupported(format string, args ...any) error {
 
 // Target is a file system under test.
 type Target interface {
-	// Name is one of TargetNames: "local", "mortar", "mortar-distribute"
-	// or "glusterfs".
+	// Name is one of TargetNames: "local", "fuse-passthrough", "mortar",
+	// "mortar-distribute" or "glusterfs".
 	Name() string
 	// Available checks (and installs, where it may) what the target needs;
 	// an error means every experiment reports the target as unavailable.

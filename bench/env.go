@@ -13,19 +13,20 @@ import (
 
 // Env describes the machine and the run, for the report's header.
 type Env struct {
-	Date      time.Time
-	Duration  time.Duration
-	CPU       string
-	Cores     int
-	Kernel    string
-	LocalFS   string // file system of the work directory: "ext4 on /dev/vda"
-	Work      string
-	Mortar    string // mortar's version and commit
-	GlusterFS string // "glusterfs 10.3", or why there is none
-	Quick     bool
-	Reps      int
-	Command   string
-	Load      string // load averages at the start and the end of the run
+	Date        time.Time
+	Duration    time.Duration
+	CPU         string
+	Cores       int
+	Kernel      string
+	LocalFS     string // file system of the work directory: "ext4 on /dev/vda"
+	Work        string
+	Mortar      string // mortar's version and commit
+	Passthrough string // what the fuse-passthrough target is ("go-fuse v2.12.1 loopback ..."), "" if not run
+	GlusterFS   string // "glusterfs 10.3", or why there is none
+	Quick       bool
+	Reps        int
+	Command     string
+	Load        string // load averages at the start and the end of the run
 }
 
 // collectEnv reads the machine's description.

@@ -78,8 +78,12 @@ func runSeed001(ctx context.Context, r *Runner) error {
 		max(r.Reps, 1))
 	return r.Each(ctx, layout, opts, func(ctx context.Context, t Target, m Mount) error {
 		link := topo.LinkMBps()
-		if t.Name() == "local" {
+		switch t.Name() {
+		case "local":
 			r.Note(t.Name(), labelFor(t.Name(), layout), "no network: the local disk is the baseline, not limited by the link")
+			link = 0
+		case FUSEPassthrough:
+			r.Note(t.Name(), labelFor(t.Name(), layout), "no network: the local disk through FUSE (the ceiling of FUSE), not limited by the link")
 			link = 0
 		}
 		return iozoneRun(ctx, r, t.Name(), labelFor(t.Name(), layout), m.Dir(), sizes, link)

@@ -81,13 +81,14 @@ func runSeed004(ctx context.Context, r *Runner) error {
 }
 
 // seed004Servers runs the servers dimension: a new topology and volume
-// per server count. The local disk has no servers and is reported so.
+// per server count. The local disk (also through FUSE passthrough) has no
+// servers and is reported so.
 func seed004Servers(ctx context.Context, r *Runner, p seed004Plan) error {
 	all := r.Targets
 	defer func() { r.Targets = all }()
 	var remote []Target
 	for _, t := range all {
-		if t.Name() == "local" {
+		if onLocalDisk(t.Name()) {
 			r.Fail(t.Name(), Layout{Kind: "distribute", Bricks: 1}, Unsupported("the local disk has no servers to add"))
 			continue
 		}

@@ -152,14 +152,16 @@ func plotScript(s plotSpec) string {
 }
 
 // seriesStyle gives a series the same look in every plot: the colour says
-// the target (local grey, mortar red, mortar-distribute orange, GlusterFS
-// blue), the point and dash the layout (distribute circle, replica square,
-// disperse triangle).
+// the target (local grey, FUSE passthrough purple, mortar red,
+// mortar-distribute orange, GlusterFS blue), the point and dash the layout
+// (distribute circle, replica square, disperse triangle).
 func seriesStyle(name string) string {
 	color := "'#2ca02c'"
 	switch {
 	case strings.HasPrefix(name, "local"):
 		color = "'#7f7f7f'"
+	case strings.HasPrefix(name, FUSEPassthrough):
+		color = "'#9467bd'"
 	case strings.HasPrefix(name, MortarDistribute):
 		color = "'#ff7f0e'"
 	case strings.HasPrefix(name, "mortar"):
@@ -262,9 +264,9 @@ func seed004Plot(results []Result) plotSpec {
 func targetName(r Result, _ map[string]string) string { return r.Target }
 
 // targetLayoutName names a series by target and layout; the local disk
-// has no layout.
+// (also through FUSE passthrough) has no layout.
 func targetLayoutName(r Result, _ map[string]string) string {
-	if r.Target == "local" {
+	if onLocalDisk(r.Target) {
 		return r.Target
 	}
 	return r.Target + " " + r.Layout

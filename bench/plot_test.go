@@ -126,6 +126,11 @@ func TestSeriesStyle(t *testing.T) {
 	if seriesStyle("local") == seriesStyle("mortar") {
 		t.Error("local and mortar look the same")
 	}
+	for _, other := range []string{"local", "mortar", "glusterfs"} {
+		if seriesStyle(FUSEPassthrough) == seriesStyle(other) {
+			t.Errorf("%s and %s look the same", FUSEPassthrough, other)
+		}
+	}
 	if seriesStyle("mortar distribute x6") == seriesStyle(MortarDistribute+" distribute x6") {
 		t.Error("mortar and mortar-distribute look the same")
 	}

@@ -22,8 +22,8 @@ type ReportInput struct {
 
 // Report renders report.md: the environment header, then per experiment
 // what the paper measured, a table (rows target × layout [× params],
-// columns the metrics as "mean (min–max)"), ratio rows mortar / GlusterFS
-// and mortar / local, footnotes for n/a and failed cells, notes and plots.
+// columns the metrics as "mean (min–max)"), ratio rows mortar / GlusterFS,
+// mortar / local and mortar / FUSE passthrough, footnotes for n/a and failed cells, notes and plots.
 func Report(in ReportInput) string {
 	var b strings.Builder
 	writeEnv(&b, in)
@@ -63,8 +63,9 @@ func writeEnv(b *strings.Builder, in ReportInput) {
 		{"date", e.Date.UTC().Format("2006-01-02 15:04 UTC")},
 		{"CPU", fmt.Sprintf("%s, %d cores", e.CPU, e.Cores)},
 		{"kernel", e.Kernel},
-		{"disk (bricks and local target)", fmt.Sprintf("%s, under %s", e.LocalFS, e.Work)},
+		{"disk (bricks, local and passthrough targets)", fmt.Sprintf("%s, under %s", e.LocalFS, e.Work)},
 		{"mortar", e.Mortar},
+		{"FUSE passthrough", e.Passthrough},
 		{"GlusterFS", e.GlusterFS},
 		{"run", fmt.Sprintf("%s, %d repetition(s), %s", mode, e.Reps, e.Duration.Round(1e9))},
 		{"load average (1 5 15 min)", e.Load},
@@ -172,8 +173,8 @@ type table struct {
 	hasParams bool
 }
 
-// targetRank orders rows: the baseline, mortar, mortar-distribute,
-// GlusterFS, then others.
+// targetRank orders rows: the baseline, FUSE passthrough, mortar,
+// mortar-distribute, GlusterFS, then others.
 func targetRank(t string) int {
 	for i, name := range TargetNames {
 		if t == name {
@@ -365,11 +366,13 @@ func (t *table) cell(k rowKey, metric string) string {
 	return "failed"
 }
 
-// ratioLines are the "mortar / GlusterFS", "mortar / local" and "mortar /
-// mortar-distribute" rows of a parameter group: for every mortar row with
-// values, against GlusterFS of the same layout (else GlusterFS
-// distribute), against the local disk, and (replicated and dispersed rows)
-// against mortar's distribute volume on the same bricks.
+// ratioLines are the "mortar / GlusterFS", "mortar / local", "mortar /
+// FUSE passthrough" and "mortar / mortar-distribute" rows of a parameter
+// group: for every mortar row with values, against GlusterFS of the same
+// layout (else GlusterFS distribute), against the local disk, against the
+// local disk through FUSE passthrough (the FUSE ceiling), and (replicated
+// and dispersed rows) against mortar's distribute volume on the same
+// bricks.
 func (t *table) ratioLines(params string) []string {
 	var lines []string
 	for _, m := range t.rows {
@@ -381,6 +384,9 @@ func (t *table) ratioLines(params string) []string {
 		}
 		if l, ok := t.comparable(m, "local"); ok {
 			lines = append(lines, t.ratioLine("mortar / local", m, l))
+		}
+		if p, ok := t.comparable(m, FUSEPassthrough); ok {
+			lines = append(lines, t.ratioLine("mortar / FUSE passthrough", m, p))
 		}
 		if d, ok := t.sameBricksRow(m); ok {
 			lines = append(lines, t.ratioLine("mortar / "+MortarDistribute, m, d))
@@ -439,7 +445,7 @@ func (t *table) comparable(m rowKey, other string) (rowKey, bool) {
 		if k.layout == m.layout {
 			return k, true
 		}
-		if fallback == nil && (other == "local" || strings.HasPrefix(k.layout, "distribute")) {
+		if fallback == nil && (onLocalDisk(other) || strings.HasPrefix(k.layout, "distribute")) {
 			fallback = &t.rows[i]
 		}
 	}

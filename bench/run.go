@@ -35,13 +35,14 @@ type Config struct {
 }
 
 // TargetNames are the targets in the order the suite runs them.
-// mortar-distribute is mortar with a distribute volume over the bricks a
-// replicated or dispersed layout would have (it measures nothing for
-// distribute layouts, which the mortar target has already).
-var TargetNames = []string{"local", "mortar", MortarDistribute, "glusterfs"}
+// fuse-passthrough is the local disk through a FUSE loopback mount (the
+// FUSE ceiling). mortar-distribute is mortar with a distribute volume over
+// the bricks a replicated or dispersed layout would have (it measures
+// nothing for distribute layouts, which the mortar target has already).
+var TargetNames = []string{"local", FUSEPassthrough, "mortar", MortarDistribute, "glusterfs"}
 
 // DefaultTargets are the targets of a run that names none.
-var DefaultTargets = []string{"local", "mortar", "glusterfs"}
+var DefaultTargets = []string{"local", FUSEPassthrough, "mortar", "glusterfs"}
 
 // MortarDistribute is the name of the target measuring mortar's
 // distribute volume on the bricks of the redundant layouts.
@@ -198,6 +199,8 @@ func (cfg *Config) makeTargets() ([]Target, error) {
 		case !want[n]:
 		case n == "local":
 			ts = append(ts, NewLocalTarget())
+		case n == FUSEPassthrough:
+			ts = append(ts, NewPassthroughTarget(cfg.Bin))
 		case n == "mortar":
 			ts = append(ts, NewMortarTarget(cfg.Bin, cfg.Log))
 		case n == MortarDistribute:
@@ -224,6 +227,11 @@ func checkTargets(ctx context.Context, r *Runner, targets []Target, exps []Exper
 		switch v := t.(type) {
 		case *mortarTarget:
 			env.Mortar = v.version
+		case *passthroughTarget:
+			env.Passthrough = v.version
+			if err != nil {
+				env.Passthrough = "unavailable: " + err.Error()
+			}
 		case *glusterTarget:
 			env.GlusterFS = v.version
 			if err != nil {

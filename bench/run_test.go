@@ -126,9 +126,9 @@ func TestPickExperiments(t *testing.T) {
 	if _, err := pickExperiments([]string{"seed999"}); err == nil || !strings.Contains(err.Error(), "seed002") {
 		t.Errorf("unknown experiment: %v", err)
 	}
-	cfg := Config{Targets: []string{"glusterfs", "local"}}
+	cfg := Config{Targets: []string{"glusterfs", "local", FUSEPassthrough}}
 	ts, err := cfg.makeTargets()
-	if err != nil || len(ts) != 2 || ts[0].Name() != "local" || ts[1].Name() != "glusterfs" {
+	if err != nil || len(ts) != 3 || ts[0].Name() != "local" || ts[1].Name() != FUSEPassthrough || ts[2].Name() != "glusterfs" {
 		t.Errorf("targets %v, %v", ts, err)
 	}
 	cfg.Targets = []string{"glusterfs", MortarDistribute, "mortar"}
@@ -145,11 +145,12 @@ func TestPickExperiments(t *testing.T) {
 // TestRunLayoutOverride: with Config.Layout (--disperse 6 --redundancy 2)
 // an experiment's own layouts give way to it on every target, the
 // mortar-distribute target measures distribute x6 on the same bricks, and
-// the report has the ratios mortar / GlusterFS, mortar / local and mortar /
-// mortar-distribute side by side. Without the override mortar-distribute
-// has no row (distribute layouts are the mortar target's).
+// the report has the ratios mortar / GlusterFS, mortar / local, mortar /
+// FUSE passthrough and mortar / mortar-distribute side by side. Without the
+// override mortar-distribute has no row (distribute layouts are the mortar
+// target's).
 func TestRunLayoutOverride(t *testing.T) {
-	value := map[string]float64{"local": 400, "mortar": 300, MortarDistribute: 600, "glusterfs": 50}
+	value := map[string]float64{"local": 400, FUSEPassthrough: 200, "mortar": 300, MortarDistribute: 600, "glusterfs": 50}
 	exp := Experiment{Name: "fz", Title: "layouts", Run: func(ctx context.Context, r *Runner) error {
 		return eachLayout(ctx, r, r.layouts(Layout{Kind: "distribute", Bricks: 3}), SetupOptions{},
 			func(ctx context.Context, t Target, l Layout, m Mount) error {
@@ -176,11 +177,13 @@ func TestRunLayoutOverride(t *testing.T) {
 	}
 	want := []string{
 		"| local | local disk | 400 |",
+		"| fuse-passthrough | FUSE passthrough | 200 |",
 		"| mortar | disperse 4+2 | 300 |",
 		"| mortar-distribute | distribute x6 | 600 |",
 		"| glusterfs | disperse 4+2 | 50.0 |",
 		"| **mortar / GlusterFS** | disperse 4+2 vs disperse 4+2 | **6.00×** |",
 		"| **mortar / local** | disperse 4+2 vs local disk | **0.75×** |",
+		"| **mortar / FUSE passthrough** | disperse 4+2 vs FUSE passthrough | **1.50×** |",
 		"| **mortar / mortar-distribute** | disperse 4+2 vs distribute x6 | **0.50×** |",
 	}
 	last := -1

@@ -87,6 +87,45 @@ func isMounted(dir string) bool {
 	return bytes.Contains(b, []byte(" "+dir+" "))
 }
 
+// waitMounted polls /proc/self/mounts until dir is a mount point, and
+// fails if done is closed first (the process that was to mount it
+// exited), ctx ends or limit passes.
+func waitMounted(ctx context.Context, dir string, done <-chan struct{}, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for !isMounted(dir) {
+		select {
+		case <-done:
+			return fmt.Errorf("exited before %s was mounted", dir)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not mounted after %v", dir, limit)
+		}
+	}
+	return nil
+}
+
+// canMountFUSE says why this process cannot make FUSE mounts, if it
+// cannot: it needs root and /dev/fuse.
+func canMountFUSE() error {
+	if os.Geteuid() != 0 {
+		return errors.New("mounting needs root")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		return fmt.Errorf("FUSE is missing: %w", err)
+	}
+	return nil
+}
+
+// fileTail is the last n lines of the file at path (a log), "" if it
+// cannot be read.
+func fileTail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	return lastLines(string(b), n)
+}
+
 // unmountUnder lazily unmounts every mount below dir (left by a target
 // whose tear-down failed), so that removing dir cannot reach into a
 // mounted volume.
@@ -137,17 +176,26 @@ func stopProcess(cmd *exec.Cmd, done <-chan struct{}, limit time.Duration) error
 	}
 }
 
-// labelFor is the layout column of a target's rows: the local disk has
-// no layout; mortar-distribute has a distribute volume on the layout's
-// bricks.
+// labelFor is the layout column of a target's rows: the local disk and
+// FUSE passthrough have no layout; mortar-distribute has a distribute
+// volume on the layout's bricks.
 func labelFor(target string, l Layout) string {
 	switch target {
 	case "local":
 		return "local disk"
+	case FUSEPassthrough:
+		return "FUSE passthrough"
 	case MortarDistribute:
 		return sameBricks(l).String()
 	}
 	return l.String()
+}
+
+// onLocalDisk says whether target keeps its files in one directory of the
+// local disk, directly or through FUSE: it has no layouts, no servers and
+// no network.
+func onLocalDisk(target string) bool {
+	return target == "local" || target == FUSEPassthrough
 }
 
 // measures says whether target measures layout at all (no row in the
@@ -173,14 +221,15 @@ func makeBricks(work string, n int) ([]string, error) {
 
 // eachLayout runs fn on every target for each layout in turn (target by
 // target), through Runner.Each so set-up failures are recorded; the local
-// target, which has no layouts, runs once, with the first.
+// and passthrough targets, which have no layouts, run once, with the
+// first.
 func eachLayout(ctx context.Context, r *Runner, layouts []Layout, opts SetupOptions,
 	fn func(ctx context.Context, t Target, l Layout, m Mount) error) error {
 	all := r.Targets
 	defer func() { r.Targets = all }()
 	for _, t := range all {
 		ls := layouts
-		if t.Name() == "local" {
+		if onLocalDisk(t.Name()) {
 			ls = layouts[:1]
 		}
 		for _, l := range ls {

@@ -58,11 +58,8 @@ func (t *mortarTarget) Name() string {
 }
 
 func (t *mortarTarget) Available(ctx context.Context) error {
-	if os.Geteuid() != 0 {
-		return errors.New("mounting needs root")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		return fmt.Errorf("FUSE is missing: %w", err)
+	if err := canMountFUSE(); err != nil {
+		return err
 	}
 	out, err := execOut(ctx, t.bin, "version")
 	if err != nil {
@@ -360,8 +357,7 @@ func (c *extraClient) Version() string { return c.version }
 func (c *extraClient) Close() error    { return unmount(c.dir) }
 
 func (m *mortarMount) logTail(name string) string {
-	b, _ := os.ReadFile(filepath.Join(m.work, name))
-	return lastLines(string(b), 5)
+	return fileTail(filepath.Join(m.work, name), 5)
 }
 
 // Close unmounts (which ends the mount process) and stops the servers,

@@ -18,7 +18,78 @@ import (
 var (
 	_ clientMounter = (*mortarMount)(nil)
 	_ clientMounter = (*glusterMount)(nil)
+	_ clientMounter = (*passthroughMount)(nil)
 )
+
+// buildMortar builds the mortar binary into a temporary directory.
+func buildMortar(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "mortar")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/mortar").CombinedOutput(); err != nil {
+		t.Fatalf("building mortar: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestPassthroughTarget mounts the fuse-passthrough target, writes and
+// reads a file through it (which lands in the backing directory) and
+// through a second client mount, and checks that Close unmounts both and
+// ends the processes. Needs root and FUSE.
+func TestPassthroughTarget(t *testing.T) {
+	if err := canMountFUSE(); err != nil {
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tg := NewPassthroughTarget(buildMortar(t))
+	if err := tg.Available(ctx); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	m, err := tg.Mount(ctx, work, Layout{Kind: "distribute", Bricks: 3}, SetupOptions{NoClientCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	pm := m.(*passthroughMount)
+	if !isMounted(m.Dir()) || !strings.Contains(m.Version(), "go-fuse") {
+		t.Fatalf("%s mounted: %v; version %q", m.Dir(), isMounted(m.Dir()), m.Version())
+	}
+	if err := os.WriteFile(filepath.Join(m.Dir(), "f"), []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(m.Dir(), "f")); err != nil || string(b) != "hello" {
+		t.Errorf("read back %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(pm.backing, "f")); err != nil || string(b) != "hello" {
+		t.Errorf("backing directory has %q, %v", b, err)
+	}
+	c, err := pm.MountClient(ctx, filepath.Join(work, "client2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(c.Dir(), "f")); err != nil || string(b) != "hello" {
+		t.Errorf("second client reads %q, %v", b, err)
+	}
+	procs := []*passthroughProc{pm.passthroughProc, c.(*passthroughProc)}
+	if err := c.Close(); err != nil {
+		t.Error(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		if isMounted(p.dir) || p.cmd.ProcessState == nil {
+			t.Errorf("%s: mounted %v, process state %v after Close", p.dir, isMounted(p.dir), p.cmd.ProcessState)
+		}
+	}
+	if _, err := os.Stat(pm.backing); !os.IsNotExist(err) {
+		t.Errorf("backing directory left after Close: %v", err)
+	}
+	if _, err := NewPassthroughTarget("x").Mount(ctx, work, Layout{}, SetupOptions{Encryption: true}); !IsUnsupported(err) {
+		t.Errorf("encryption: %v, want unsupported", err)
+	}
+}
 
 func TestLocalTarget(t *testing.T) {
 	work := t.TempDir()
@@ -159,10 +230,7 @@ func TestTargetsMount(t *testing.T) {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skip("needs /dev/fuse")
 	}
-	bin := filepath.Join(t.TempDir(), "mortar")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/mortar").CombinedOutput(); err != nil {
-		t.Fatalf("building mortar: %v\n%s", err, out)
-	}
+	bin := buildMortar(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	targets := []Target{NewMortarTarget(bin, slog.Default())}

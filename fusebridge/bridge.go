@@ -4,6 +4,10 @@
 // than its node API, because mortar needs the lock owner on FLUSH and
 // RELEASE, full control of readdir offsets and of inode numbers.
 //
+// MountLoopback mounts a plain directory with the same kernel settings
+// through go-fuse's loopback file system: the FUSE ceiling that `mortar
+// passthrough` and the benchmark's fuse-passthrough target measure.
+//
 // # Inodes
 //
 // The layer contract addresses inodes by path; the kernel addresses them by
@@ -168,7 +172,14 @@ func Mount(mountpoint string, top layer.Layer, opts Options) (*fuse.Server, erro
 }
 
 func (fs *bridge) mount(mountpoint string) (*fuse.Server, error) {
-	srv, err := fuse.NewServer(fs, mountpoint, fs.opts.mountOptions())
+	return serve(fs, mountpoint, fs.opts.mountOptions(), fs.opts)
+}
+
+// serve mounts raw at mountpoint with mo and starts serving it, then sets
+// the read-ahead of opts (with defaults) and keeps the FUSE connection from
+// children.
+func serve(raw fuse.RawFileSystem, mountpoint string, mo *fuse.MountOptions, opts Options) (*fuse.Server, error) {
+	srv, err := fuse.NewServer(raw, mountpoint, mo)
 	if err != nil {
 		return nil, err
 	}
@@ -178,12 +189,12 @@ func (fs *bridge) mount(mountpoint string) (*fuse.Server, error) {
 		return nil, err
 	}
 	closeOnExec()
-	if fs.opts.ReadAhead > 0 {
-		if err := setReadAhead(mountpoint, fs.opts.ReadAhead); err != nil {
-			fs.log.Info("cannot set read-ahead", "mountpoint", mountpoint, "err", err)
+	if opts.ReadAhead > 0 {
+		if err := setReadAhead(mountpoint, opts.ReadAhead); err != nil {
+			opts.Logger.Info("cannot set read-ahead", "mountpoint", mountpoint, "err", err)
 		}
 	}
-	fs.log.Debug("mounted", "mountpoint", mountpoint, "fsname", fs.opts.FsName)
+	opts.Logger.Debug("mounted", "mountpoint", mountpoint, "fsname", mo.FsName)
 	return srv, nil
 }
 

@@ -21,24 +21,31 @@ func newBenchCommand() *cobra.Command {
 	var list bool
 	var lf layoutFlags
 	cmd := &cobra.Command{
-		Use: "bench [--quick] [--targets local,mortar,mortar-distribute,glusterfs] [--replica N | --disperse N [--redundancy M]] " +
+		Use: "bench [--quick] [--targets local,fuse-passthrough,mortar,mortar-distribute,glusterfs] [--replica N | --disperse N [--redundancy M]] " +
 			"[--fio-corners] [--out DIR] [--work DIR] [--reps N] [EXPERIMENT...]",
-		Short: "Re-run the seed papers' experiments on mortar, the local disk and GlusterFS",
-		Long: `Run the seed papers' experiments on mortar, the local file system and
-GlusterFS, side by side in one run on this machine, with every target's bricks
-under the same parent directory (--work, on one disk), and write a report:
+		Short: "Re-run the seed papers' experiments on mortar, the local disk, FUSE passthrough and GlusterFS",
+		Long: `Run the seed papers' experiments on mortar, the local file system, the local
+file system through FUSE passthrough and GlusterFS, side by side in one run on
+this machine, with every target's bricks under the same parent directory
+(--work, on one disk), and write a report:
 
-  OUT/report.md     environment, one table per experiment with mortar / GlusterFS
-                    and mortar / local ratios, n/a cells with their reasons
+  OUT/report.md     environment, one table per experiment with mortar / GlusterFS,
+                    mortar / local and mortar / FUSE passthrough ratios, n/a
+                    cells with their reasons
   OUT/results.csv   one measured value per row: experiment, target, layout,
                     params, metric, value, unit, repetition
   OUT/*.png         plots where a curve says more than a table
 
 The suite sets every target up and tears it down itself: a mortar server and
-volume from this binary, a directory on the local disk, and GlusterFS from
-Debian's glusterfs-server (installed with apt-get if missing; glusterd started
-if not running, and stopped at the end only then). A target that cannot be set
-up is reported with the reason. No EXPERIMENT means all of them (see --list).
+volume from this binary, a directory on the local disk, another directory
+mounted through "mortar passthrough" (fuse-passthrough: go-fuse's loopback file
+system with mortar's kernel settings, so FUSE and nothing else: the ceiling any
+FUSE file system, mortar included, can reach on this machine; like the local
+disk, it has no layouts, servers or network), and GlusterFS
+from Debian's glusterfs-server (installed with apt-get if missing; glusterd
+started if not running, and stopped at the end only then). A target that
+cannot be set up is reported with the reason. No EXPERIMENT means all of them
+(see --list).
 
 Each experiment has its own volume layouts (seed002: replica 3 and
 distribute x3; seed003: distribute x4, replica 3 and disperse 4+2; seed000
@@ -59,6 +66,7 @@ how fast. Needs root (mounts, caches). Exits non-zero only if nothing at all
 could be measured (or on Ctrl-C, after writing the partial report).`,
 		Example: `  mortar bench --list
   mortar bench --quick --targets mortar,local
+  mortar bench --quick --targets local,fuse-passthrough,mortar metadata
   mortar bench --out /tmp/report seed002 metadata
   mortar bench --disperse 6 --redundancy 2 --fio-corners \
       --targets local,mortar,mortar-distribute,glusterfs seed002 seed003`,

@@ -82,7 +82,7 @@ func TestBenchFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"--disperse", "--redundancy", "--replica", "--fio-corners", "mortar-distribute"} {
+	for _, want := range []string{"--disperse", "--redundancy", "--replica", "--fio-corners", "mortar-distribute", "fuse-passthrough"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("bench --help lacks %s:\n%s", want, help)
 		}
