@@ -311,6 +311,14 @@ func (m *mortarMount) createArgs(layout Layout) ([]string, error) {
 
 func (m *mortarMount) mount(ctx context.Context, opts SetupOptions) error {
 	m.noCache = opts.NoClientCache
+	if m.noCache {
+		// The client layers too (quick-read, nl-cache); a binary from
+		// before the option has none of them.
+		if _, err := m.cli(ctx, "volume", "set", m.volume, "performance.client-cache", "off"); err != nil &&
+			!strings.Contains(err.Error(), "unknown option") {
+			return err
+		}
+	}
 	return m.mountAt(ctx, m.mnt, "mount.log")
 }
 

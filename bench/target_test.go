@@ -304,6 +304,12 @@ func checkTargetMount(ctx context.Context, t *testing.T, tg Target, servers int)
 		t.Fatal(err)
 	}
 	defer m.Close()
+	if mm, ok := m.(*mortarMount); ok {
+		out, err := mm.cli(ctx, "volume", "get", mm.volume, "performance.client-cache")
+		if err != nil || !strings.Contains(out, "off") {
+			t.Errorf("client caches off: volume get says %q, %v", out, err)
+		}
+	}
 	for i := 0; i < 8; i++ {
 		if err := os.WriteFile(filepath.Join(m.Dir(), "f"+string(rune('a'+i))), []byte("hello"), 0o644); err != nil {
 			t.Fatal(err)

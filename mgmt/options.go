@@ -81,6 +81,10 @@ const (
 	// of a directory's names: a name made through another client may be
 	// missed for that long.
 	OptNlCacheTimeout = volume.OptNlCacheTimeout
+	// OptClientCache "off" turns every client cache off (quick-read, the
+	// negative-lookup cache, the kernel's caches unless their timeouts
+	// are set), for measurements without them.
+	OptClientCache = volume.OptClientCache
 )
 
 var knownOptions = []Option{
@@ -100,6 +104,7 @@ var knownOptions = []Option{
 	{OptQuickRead, "on", "on or off: a small file's content comes with its lookup, so that reading it costs one round trip (not on encrypted volumes)", oneOf("on", "off")},
 	{OptQuickReadMaxFileSize, strconv.Itoa(quickread.DefaultMaxFileSize), "bytes: the largest file quick-read serves (at most 1048576)", between(1, quickread.FileSizeLimit)},
 	{OptQuickReadCacheTimeout, strconv.FormatFloat(quickread.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a small file's content from a lookup may serve an open (a change through another client may be missed for that long)", seconds(0.01)},
+	{OptClientCache, "on", "on or off: off turns every client cache off at once (quick-read, nl-cache, and the kernel's unless their timeouts are set), for measurements", oneOf("on", "off")},
 	{OptNlCache, "on", "on or off: a lookup of a name that a directory the client made or listed lacks fails at once, without a round trip", oneOf("on", "off")},
 	{OptNlCacheTimeout, strconv.FormatFloat(nlcache.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a client trusts what it knows of a directory's names (a name made through another client may be missed for that long)", seconds(0.01)},
 }

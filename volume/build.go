@@ -62,6 +62,14 @@ const (
 	OptNlCacheTimeout = "performance.nl-cache-timeout"
 )
 
+// OptClientCache "off" turns every client cache off at once, for honest
+// measurements (as seed 001 measured GlusterFS): no quick-read, no
+// negative-lookup cache, and kernel cache timeouts of 0 unless set.
+const OptClientCache = "performance.client-cache"
+
+// ClientCache reports whether the spec's clients may cache at all.
+func (s *Spec) ClientCache() bool { return s.Option(OptClientCache, "on") != "off" }
+
 // Encrypted reports whether the spec's volume encrypts file contents.
 func (s *Spec) Encrypted() bool { return s.Option(OptEncryption, "off") == "on" }
 
@@ -197,7 +205,7 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 	} else if quickRead(spec, opts) {
 		g.Top = quickread.New(top, quickReadOptions(spec))
 	}
-	if spec.Option(OptNlCache, "on") == "on" && !opts.Ciphertext {
+	if spec.Option(OptNlCache, "on") == "on" && spec.ClientCache() && !opts.Ciphertext {
 		g.Top = nlcache.New(g.Top, nlcache.Options{Timeout: spec.DurationOption(OptNlCacheTimeout, nlcache.DefaultTimeout)})
 	}
 	return g, nil
@@ -207,7 +215,7 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 // option is on, the bricks hold whole files (not disperse fragments), and
 // the graph is not one that moves files (Ciphertext).
 func quickRead(spec Spec, opts BuildOptions) bool {
-	return spec.Option(OptQuickRead, "on") == "on" && spec.Type != Disperse && !opts.Ciphertext
+	return spec.Option(OptQuickRead, "on") == "on" && spec.ClientCache() && spec.Type != Disperse && !opts.Ciphertext
 }
 
 // quickReadOptions reads the quick-read options of spec; what is unset or

@@ -64,6 +64,7 @@ func TestBuildQuickRead(t *testing.T) {
 		{"default", nil, BuildOptions{}, "nlcache quickread *distribute.Distribute"},
 		{"off", map[string]string{OptQuickRead: "off"}, BuildOptions{}, "nlcache *distribute.Distribute"},
 		{"nl-cache off", map[string]string{OptNlCache: "off"}, BuildOptions{}, "quickread *distribute.Distribute"},
+		{"client caches off", map[string]string{OptClientCache: "off"}, BuildOptions{}, "*distribute.Distribute"},
 		{"encrypted", map[string]string{OptEncryption: "on"}, BuildOptions{Key: make([]byte, crypt.KeySize)}, "nlcache *crypt.Layer"},
 		{"rebalance", nil, BuildOptions{Ciphertext: true}, "*distribute.Distribute"},
 		{"encrypted rebalance", map[string]string{OptEncryption: "on"}, BuildOptions{Ciphertext: true}, "*distribute.Distribute"},

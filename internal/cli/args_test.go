@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/volume"
 )
 
 func TestParseCreateArgs(t *testing.T) {
@@ -279,5 +280,20 @@ func TestBrickArgs(t *testing.T) {
 	_, err := run(t, "brick", "--volume-id", "v", "--brick-id", "b", "--path", t.TempDir(), "--listen", "127.0.0.1:0")
 	if err == nil || !strings.Contains(err.Error(), "mortar brick") {
 		t.Errorf("brick on an unmarked dir: %v", err)
+	}
+}
+
+// performance.client-cache off makes the kernel cache timeouts 0 unless
+// the volume or -o sets them.
+func TestFuseOptionsClientCacheOff(t *testing.T) {
+	spec := volume.Spec{Options: map[string]string{volume.OptClientCache: "off", "performance.entry-timeout": "2"}}
+	two := 3 * time.Second
+	o := fuseOptions(spec, mountRequest{Opts: mountOptions{NegativeTimeout: &two}}, nil)
+	if o.AttrTimeout >= 0 || o.EntryTimeout != 2*time.Second || o.NegativeTimeout != two {
+		t.Errorf("client caches off: attr %v entry %v negative %v; want off, 2s (set), 3s (-o)", o.AttrTimeout, o.EntryTimeout, o.NegativeTimeout)
+	}
+	o = fuseOptions(volume.Spec{}, mountRequest{}, nil)
+	if o.AttrTimeout != time.Second || o.EntryTimeout != time.Second || o.NegativeTimeout >= 0 {
+		t.Errorf("defaults: attr %v entry %v negative %v", o.AttrTimeout, o.EntryTimeout, o.NegativeTimeout)
 	}
 }

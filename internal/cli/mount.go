@@ -311,9 +311,12 @@ func (m *liveMount) Close() error {
 }
 
 // fuseOptions takes the cache timeouts from -o, else from the volume's
-// options.
+// options; with performance.client-cache off, they are 0 unless set.
 func fuseOptions(spec volume.Spec, req mountRequest, log *slog.Logger) fusebridge.Options {
 	pick := func(o *time.Duration, key string, def time.Duration) time.Duration {
+		if !spec.ClientCache() {
+			def = 0
+		}
 		d := spec.DurationOption(key, def)
 		if o != nil {
 			d = *o
