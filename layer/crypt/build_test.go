@@ -12,6 +12,7 @@ import (
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/layer/crypt"
 	"github.com/mortarfs/mortar/layer/distribute"
+	"github.com/mortarfs/mortar/layer/nlcache"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -49,8 +50,12 @@ func TestVolumeBuild(t *testing.T) {
 		return g
 	}
 	g := build(volume.BuildOptions{Key: key})
-	if _, ok := g.Top.(*crypt.Layer); !ok {
-		t.Fatalf("top of an encrypted volume is %T", g.Top)
+	under := g.Top
+	if nl, ok := under.(*nlcache.Layer); ok { // names only: above crypt
+		under = nl.Child
+	}
+	if _, ok := under.(*crypt.Layer); !ok {
+		t.Fatalf("an encrypted volume's stack is %T over %T, want crypt under the name cache", g.Top, under)
 	}
 	raw := build(volume.BuildOptions{Ciphertext: true})
 	if _, ok := raw.Top.(*distribute.Distribute); !ok {
