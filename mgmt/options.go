@@ -10,6 +10,7 @@ import (
 
 	"github.com/mortarfs/mortar/layer/nlcache"
 	"github.com/mortarfs/mortar/layer/quickread"
+	"github.com/mortarfs/mortar/layer/writebehind"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -85,6 +86,12 @@ const (
 	// negative-lookup cache, the kernel's caches unless their timeouts
 	// are set), for measurements without them.
 	OptClientCache = volume.OptClientCache
+	// OptWriteBehind ("on"/"off") stacks write-behind on clients: small
+	// sequential writes are acknowledged at once and sent aggregated;
+	// their errors come at close or fsync.
+	OptWriteBehind = volume.OptWriteBehind
+	// OptWriteBehindWindowSize is the bytes a file keeps unsent.
+	OptWriteBehindWindowSize = volume.OptWriteBehindWindowSize
 )
 
 var knownOptions = []Option{
@@ -104,7 +111,9 @@ var knownOptions = []Option{
 	{OptQuickRead, "on", "on or off: a small file's content comes with its lookup, so that reading it costs one round trip (not on encrypted volumes)", oneOf("on", "off")},
 	{OptQuickReadMaxFileSize, strconv.Itoa(quickread.DefaultMaxFileSize), "bytes: the largest file quick-read serves (at most 1048576)", between(1, quickread.FileSizeLimit)},
 	{OptQuickReadCacheTimeout, strconv.FormatFloat(quickread.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a small file's content from a lookup may serve an open (a change through another client may be missed for that long)", seconds(0.01)},
-	{OptClientCache, "on", "on or off: off turns every client cache off at once (quick-read, nl-cache, and the kernel's unless their timeouts are set), for measurements", oneOf("on", "off")},
+	{OptClientCache, "on", "on or off: off turns every client cache off at once (quick-read, write-behind, nl-cache, and the kernel's unless their timeouts are set), for measurements", oneOf("on", "off")},
+	{OptWriteBehind, "on", "on or off: small sequential writes are acknowledged at once and sent to the bricks aggregated (errors at close or fsync; O_DIRECT, O_SYNC and fsync exact)", oneOf("on", "off")},
+	{OptWriteBehindWindowSize, strconv.Itoa(writebehind.DefaultWindowSize), "bytes a file may keep acknowledged but unsent (at most 16777216)", between(4096, 16<<20)},
 	{OptNlCache, "on", "on or off: a lookup of a name that a directory the client made or listed lacks fails at once, without a round trip", oneOf("on", "off")},
 	{OptNlCacheTimeout, strconv.FormatFloat(nlcache.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a client trusts what it knows of a directory's names (a name made through another client may be missed for that long)", seconds(0.01)},
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/mortarfs/mortar/layer/protocol"
 	"github.com/mortarfs/mortar/layer/quickread"
 	"github.com/mortarfs/mortar/layer/replicate"
+	"github.com/mortarfs/mortar/layer/writebehind"
 )
 
 // BuildOptions tune the client-side graph.
@@ -60,6 +61,15 @@ const (
 	// OptNlCacheTimeout is how many seconds what a client learnt of a
 	// directory's names is trusted.
 	OptNlCacheTimeout = "performance.nl-cache-timeout"
+)
+
+// The volume options of write-behind (layer/writebehind), with GlusterFS's
+// names.
+const (
+	// OptWriteBehind "on" (the default) or "off" stacks the layer.
+	OptWriteBehind = "performance.write-behind"
+	// OptWriteBehindWindowSize is the bytes of one file's window.
+	OptWriteBehindWindowSize = "performance.write-behind-window-size"
 )
 
 // OptClientCache "off" turns every client cache off at once, for honest
@@ -118,8 +128,10 @@ func (g *Graph) Connected() bool {
 // distribute: it sees whole files, and everything below it is ciphertext.
 // Otherwise, on a distribute or replicated volume, the quick-read layer
 // goes there (unless the option performance.quick-read is off): it serves
-// small files from their lookups, and must not keep ciphertext. On top of
-// all, the negative-lookup cache (unless performance.nl-cache is off)
+// small files from their lookups, and must not keep ciphertext. Above
+// them write-behind (unless performance.write-behind is off) acknowledges
+// small sequential writes at once and sends them aggregated, and on top
+// of all the negative-lookup cache (unless performance.nl-cache is off)
 // answers lookups of names a directory it knows lacks.
 //
 // Connections are made in the background; Build does not fail because a
@@ -204,6 +216,10 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 		g.Top = c
 	} else if quickRead(spec, opts) {
 		g.Top = quickread.New(top, quickReadOptions(spec))
+	}
+	if spec.Option(OptWriteBehind, "on") == "on" && spec.ClientCache() && !opts.Ciphertext {
+		size, _ := strconv.Atoi(spec.Option(OptWriteBehindWindowSize, ""))
+		g.Top = writebehind.New(g.Top, writebehind.Options{WindowSize: size})
 	}
 	if spec.Option(OptNlCache, "on") == "on" && spec.ClientCache() && !opts.Ciphertext {
 		g.Top = nlcache.New(g.Top, nlcache.Options{Timeout: spec.DurationOption(OptNlCacheTimeout, nlcache.DefaultTimeout)})

@@ -9,6 +9,7 @@ import (
 	"github.com/mortarfs/mortar/layer/crypt"
 	"github.com/mortarfs/mortar/layer/nlcache"
 	"github.com/mortarfs/mortar/layer/quickread"
+	"github.com/mortarfs/mortar/layer/writebehind"
 )
 
 // stackOf names the layers from the top down to the first that is
@@ -19,6 +20,8 @@ func stackOf(top layer.Layer) string {
 		return "nlcache " + stackOf(l.Child)
 	case *quickread.Layer:
 		return "quickread " + stackOf(l.Child)
+	case *writebehind.Layer:
+		return "writebehind " + stackOf(l.Child)
 	}
 	return fmt.Sprintf("%T", top)
 }
@@ -61,11 +64,12 @@ func TestBuildQuickRead(t *testing.T) {
 		opts    BuildOptions
 		want    string
 	}{
-		{"default", nil, BuildOptions{}, "nlcache quickread *distribute.Distribute"},
-		{"off", map[string]string{OptQuickRead: "off"}, BuildOptions{}, "nlcache *distribute.Distribute"},
-		{"nl-cache off", map[string]string{OptNlCache: "off"}, BuildOptions{}, "quickread *distribute.Distribute"},
+		{"default", nil, BuildOptions{}, "nlcache writebehind quickread *distribute.Distribute"},
+		{"off", map[string]string{OptQuickRead: "off"}, BuildOptions{}, "nlcache writebehind *distribute.Distribute"},
+		{"nl-cache off", map[string]string{OptNlCache: "off"}, BuildOptions{}, "writebehind quickread *distribute.Distribute"},
+		{"write-behind off", map[string]string{OptWriteBehind: "off"}, BuildOptions{}, "nlcache quickread *distribute.Distribute"},
 		{"client caches off", map[string]string{OptClientCache: "off"}, BuildOptions{}, "*distribute.Distribute"},
-		{"encrypted", map[string]string{OptEncryption: "on"}, BuildOptions{Key: make([]byte, crypt.KeySize)}, "nlcache *crypt.Layer"},
+		{"encrypted", map[string]string{OptEncryption: "on"}, BuildOptions{Key: make([]byte, crypt.KeySize)}, "nlcache writebehind *crypt.Layer"},
 		{"rebalance", nil, BuildOptions{Ciphertext: true}, "*distribute.Distribute"},
 		{"encrypted rebalance", map[string]string{OptEncryption: "on"}, BuildOptions{Ciphertext: true}, "*distribute.Distribute"},
 	} {
@@ -86,7 +90,7 @@ func TestBuildQuickRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := stackOf(g.Top); got != "nlcache *distribute.Distribute" {
+	if got := stackOf(g.Top); got != "nlcache writebehind *distribute.Distribute" {
 		t.Errorf("dispersed: top is %s", got)
 	}
 	g.Close()

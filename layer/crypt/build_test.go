@@ -13,6 +13,7 @@ import (
 	"github.com/mortarfs/mortar/layer/crypt"
 	"github.com/mortarfs/mortar/layer/distribute"
 	"github.com/mortarfs/mortar/layer/nlcache"
+	"github.com/mortarfs/mortar/layer/writebehind"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -53,6 +54,9 @@ func TestVolumeBuild(t *testing.T) {
 	under := g.Top
 	if nl, ok := under.(*nlcache.Layer); ok { // names only: above crypt
 		under = nl.Child
+	}
+	if wb, ok := under.(*writebehind.Layer); ok { // plaintext writes, sent to crypt aggregated
+		under = wb.Child
 	}
 	if _, ok := under.(*crypt.Layer); !ok {
 		t.Fatalf("an encrypted volume's stack is %T over %T, want crypt under the name cache", g.Top, under)

@@ -1,0 +1,155 @@
+// Package writebehind is a client-side layer that acknowledges small
+// sequential writes at once and sends them to the bricks aggregated
+// (GlusterFS's write-behind): a program writing a file 4 KiB at a time
+// pays one round trip per window (1 MiB by default), not one per write.
+//
+// # What it does
+//
+// A write to a file opened for writing without O_DIRECT, O_SYNC, O_DSYNC
+// or O_APPEND is kept in the file's window when it continues the window's
+// bytes (its offset is where the window ends) and the window stays within
+// WindowSize; it is acknowledged at once. Any other write sends the
+// window first; a write that would not fit goes through as it is.
+//
+// # When the bricks get it
+//
+// Before anything could observe the file: every operation on any file of
+// the layer other than a write that joins a window (reads, getattr,
+// setattr, fsync, fallocate, locks, close, release), and every path
+// operation (lookup, open, create, setattr, readdir, xattrs, names), sends
+// every window the layer holds first. So a program sees its writes in
+// every read, size and listing, through any descriptor or name, as if
+// they had gone to the bricks at once.
+//
+// # Errors
+//
+// A window that fails to reach the bricks is lost, as a failed write is;
+// its error is returned by the file's next operation — at the latest its
+// close (Flush) or fsync — and then forgotten. A write acknowledged but
+// not yet sent is lost if the client dies, as an acknowledged write in the
+// kernel's page cache is lost when the machine does: fsync is the
+// promise, and fsync sends the window and then asks the bricks for it.
+package writebehind
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// DefaultWindowSize is the bytes of one file's window (GlusterFS's
+// performance.write-behind-window-size).
+const DefaultWindowSize = 1 << 20
+
+// Options tune the layer.
+type Options struct {
+	// WindowSize is the most a file keeps unsent (0: the default).
+	WindowSize int
+}
+
+// Layer keeps the windows of its files.
+type Layer struct {
+	layer.Base
+	window int
+
+	mu      sync.Mutex
+	pending map[*file]struct{} // files whose window holds data
+	count   atomic.Int32       // len(pending): 0 is the fast path
+}
+
+// New returns the layer over child.
+func New(child layer.Layer, opts Options) *Layer {
+	if opts.WindowSize <= 0 {
+		opts.WindowSize = DefaultWindowSize
+	}
+	return &Layer{Base: layer.Base{Child: child}, window: opts.WindowSize, pending: map[*file]struct{}{}}
+}
+
+// flushAll sends every window; their errors stay with their files.
+func (l *Layer) flushAll(ctx context.Context) {
+	if l.count.Load() == 0 {
+		return
+	}
+	l.mu.Lock()
+	files := make([]*file, 0, len(l.pending))
+	for f := range l.pending {
+		files = append(files, f)
+	}
+	l.mu.Unlock()
+	for _, f := range files {
+		f.mu.Lock()
+		f.send(ctx)
+		f.mu.Unlock()
+	}
+}
+
+// flushInode sends the windows of the files of inode g but f.
+func (l *Layer) flushInode(ctx context.Context, g layer.Gfid, f *file) {
+	if l.count.Load() == 0 {
+		return
+	}
+	l.mu.Lock()
+	var files []*file
+	for o := range l.pending {
+		if o != f && o.gfid == g {
+			files = append(files, o)
+		}
+	}
+	l.mu.Unlock()
+	for _, o := range files {
+		o.mu.Lock()
+		o.send(ctx)
+		o.mu.Unlock()
+	}
+}
+
+// held records whether f's window holds data.
+func (l *Layer) held(f *file, holds bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, was := l.pending[f]
+	switch {
+	case holds && !was:
+		l.pending[f] = struct{}{}
+		l.count.Add(1)
+	case !holds && was:
+		delete(l.pending, f)
+		l.count.Add(-1)
+	}
+}
+
+// behind reports whether writes of a file opened with flags may wait.
+func behind(flags uint32) bool {
+	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		return false
+	}
+	return flags&(syscall.O_DIRECT|syscall.O_SYNC|syscall.O_DSYNC|syscall.O_APPEND) == 0
+}
+
+// wrap gives f (of inode g, if known) a window if its writes may wait;
+// every file of the layer is wrapped, so that whatever it does first sends
+// the windows of the others.
+func (l *Layer) wrap(f layer.File, flags uint32, g layer.Gfid) layer.File {
+	return &file{File: f, l: l, behind: behind(flags), gfid: g}
+}
+
+func (l *Layer) Create(ctx context.Context, path string, in layer.CreateIn) (layer.File, layer.Attr, error) {
+	l.flushAll(ctx)
+	f, a, err := l.Child.Create(ctx, path, in)
+	if err != nil {
+		return nil, a, err
+	}
+	return l.wrap(f, in.Flags, a.Gfid), a, nil
+}
+
+func (l *Layer) Open(ctx context.Context, path string, flags uint32) (layer.File, error) {
+	l.flushAll(ctx)
+	f, err := l.Child.Open(ctx, path, flags)
+	if err != nil {
+		return nil, err
+	}
+	return l.wrap(f, flags, layer.Gfid{}), nil
+}
