@@ -41,7 +41,10 @@ func cacheCases() []cacheCase {
 			func(b string) bool { return gone(filepath.Join(b, "u")) }},
 		{"chmod", func(a string) error { return write(filepath.Join(a, "c"), "c") },
 			func(a string) error { return os.Chmod(filepath.Join(a, "c"), 0o600) },
-			func(b string) bool { st, err := os.Stat(filepath.Join(b, "c")); return err == nil && st.Mode().Perm() == 0o600 }},
+			func(b string) bool {
+				st, err := os.Stat(filepath.Join(b, "c"))
+				return err == nil && st.Mode().Perm() == 0o600
+			}},
 	}
 }
 

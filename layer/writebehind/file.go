@@ -98,6 +98,18 @@ func (f *file) flush(ctx context.Context) error {
 	return f.takeErr()
 }
 
+// closing sends the window and returns its error, or one kept, without
+// forgetting it: the kernel flushes at every close of a descriptor —
+// those a child inherited and closed at its exec too — and the program's
+// own close must hear the error all the same.
+func (f *file) closing(ctx context.Context) error {
+	f.l.flushAll(ctx)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.send(ctx)
+	return f.err
+}
+
 // before sends every window of the layer, and returns this file's error.
 func (f *file) before(ctx context.Context) error {
 	f.l.flushAll(ctx)
@@ -141,9 +153,10 @@ func (f *file) Fallocate(ctx context.Context, mode uint32, off, length int64) er
 	return f.File.Fallocate(ctx, mode, off, length)
 }
 
-// Flush (every close) sends the window: its error is the close's.
+// Flush (every close) sends the window: its error is the close's, and
+// every later close's until an fsync or a write reports it.
 func (f *file) Flush(ctx context.Context, owner uint64) error {
-	err := f.before(ctx)
+	err := f.closing(ctx)
 	if ferr := f.File.Flush(ctx, owner); err == nil {
 		err = ferr
 	}
@@ -164,7 +177,12 @@ func (f *file) Setlk(ctx context.Context, owner uint64, lk layer.Lock, wait bool
 	return f.File.Setlk(ctx, owner, lk, wait)
 }
 
+// Release sends the window too: a caller that closes without Flush (the
+// Go client library) hears its error here.
 func (f *file) Release(ctx context.Context) error {
-	f.before(ctx) //nolint:errcheck // nobody hears a release's error; the close (Flush) did
-	return f.File.Release(ctx)
+	err := f.closing(ctx)
+	if rerr := f.File.Release(ctx); err == nil {
+		err = rerr
+	}
+	return err
 }

@@ -25,7 +25,10 @@
 //
 // A window that fails to reach the bricks is lost, as a failed write is;
 // its error is returned by the file's next operation — at the latest its
-// close (Flush) or fsync — and then forgotten. A write acknowledged but
+// close (Flush) or fsync. A write or an fsync that returns it forgets
+// it; a close does not (the kernel flushes at every close of any
+// descriptor of the file, a child's too, and the program's own close must
+// still hear it). A write acknowledged but
 // not yet sent is lost if the client dies, as an acknowledged write in the
 // kernel's page cache is lost when the machine does: fsync is the
 // promise, and fsync sends the window and then asks the bricks for it.

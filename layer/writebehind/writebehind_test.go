@@ -186,8 +186,14 @@ func TestFailedWindowFailsClose(t *testing.T) {
 		t.Fatalf("close after a failed window: %v, want ENOSPC", err)
 	}
 	r.fault.Clear()
+	if err := f.Flush(bg, 1); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("second close: %v, want ENOSPC again (a child's close may have heard it first)", err)
+	}
+	if err := f.Fsync(bg, false); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("fsync: %v, want ENOSPC", err)
+	}
 	if err := f.Flush(bg, 1); err != nil {
-		t.Fatalf("second close: %v, want the error reported once", err)
+		t.Fatalf("close after the fsync reported it: %v, want nil", err)
 	}
 	// Failed by another operation's sending: the file's next one says so.
 	r.write(f, []byte("lost too"), 0)
@@ -222,4 +228,16 @@ func TestConformance(t *testing.T) {
 
 func TestLocksConformance(t *testing.T) {
 	layertest.RunLocks(t, func(t *testing.T) layer.Layer { return New(locks.New(newStore(t)), Options{}) })
+}
+
+// A caller that releases without Flush (the Go client library's Close)
+// gets a failed window's error from Release.
+func TestFailedWindowFailsRelease(t *testing.T) {
+	r := newRig(t, 1<<20)
+	f := r.create("/f", syscall.O_WRONLY)
+	r.write(f, []byte("lost"), 0)
+	r.fault.Fail("Write", syscall.ENOSPC)
+	if err := f.Release(bg); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("release after a failed window: %v, want ENOSPC", err)
+	}
 }
