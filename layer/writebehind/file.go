@@ -40,17 +40,17 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	if err := f.takeErr(); err != nil {
 		return 0, err
 	}
-	if len(f.buf) > 0 && off == f.off+int64(len(f.buf)) && len(f.buf)+len(p) <= f.l.window {
+	if len(f.buf) > 0 && off == f.off+int64(len(f.buf)) && len(f.buf)+len(p) <= f.l.window && f.l.room(len(p)) {
 		f.buf = append(f.buf, p...)
 		return len(p), nil
 	}
 	if err := f.flush(ctx); err != nil {
 		return 0, err
 	}
-	if len(p) >= f.l.window {
+	if len(p) >= f.l.window || !f.l.room(len(p)) {
 		return f.File.Write(ctx, p, off)
 	}
-	f.off, f.buf = off, append(f.buf[:0], p...)
+	f.off, f.buf = off, append(make([]byte, 0, min(f.l.window, 64<<10)), p...)
 	f.l.held(f, true)
 	return len(p), nil
 }
@@ -81,7 +81,8 @@ func (f *file) send(ctx context.Context) {
 	if err != nil && f.err == nil {
 		f.err = err
 	}
-	f.buf = f.buf[:0]
+	f.l.bytes.Add(-int64(len(f.buf)))
+	f.buf = nil // a file open long but written once keeps no memory
 	f.l.held(f, false)
 }
 

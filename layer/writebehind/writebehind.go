@@ -47,16 +47,24 @@ import (
 // performance.write-behind-window-size).
 const DefaultWindowSize = 1 << 20
 
+// DefaultMaxBytes bounds the bytes all windows of the layer hold: past it,
+// writes go through at once.
+const DefaultMaxBytes = 64 << 20
+
 // Options tune the layer.
 type Options struct {
 	// WindowSize is the most a file keeps unsent (0: the default).
 	WindowSize int
+	// MaxBytes is the most all files keep unsent (0: the default).
+	MaxBytes int
 }
 
 // Layer keeps the windows of its files.
 type Layer struct {
 	layer.Base
 	window int
+	max    int64
+	bytes  atomic.Int64 // held by all windows
 
 	mu      sync.Mutex
 	pending map[*file]struct{} // files whose window holds data
@@ -68,7 +76,10 @@ func New(child layer.Layer, opts Options) *Layer {
 	if opts.WindowSize <= 0 {
 		opts.WindowSize = DefaultWindowSize
 	}
-	return &Layer{Base: layer.Base{Child: child}, window: opts.WindowSize, pending: map[*file]struct{}{}}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMaxBytes
+	}
+	return &Layer{Base: layer.Base{Child: child}, window: opts.WindowSize, max: int64(opts.MaxBytes), pending: map[*file]struct{}{}}
 }
 
 // flushAll sends every window; their errors stay with their files.
@@ -122,6 +133,15 @@ func (l *Layer) held(f *file, holds bool) {
 		delete(l.pending, f)
 		l.count.Add(-1)
 	}
+}
+
+// room reports whether n more bytes may be held, and counts them in.
+func (l *Layer) room(n int) bool {
+	if l.bytes.Add(int64(n)) > l.max {
+		l.bytes.Add(-int64(n))
+		return false
+	}
+	return true
 }
 
 // behind reports whether writes of a file opened with flags may wait.

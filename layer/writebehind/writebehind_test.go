@@ -241,3 +241,21 @@ func TestFailedWindowFailsRelease(t *testing.T) {
 		t.Fatalf("release after a failed window: %v, want ENOSPC", err)
 	}
 }
+
+// Past MaxBytes held by all files, writes go through at once.
+func TestMaxBytesBound(t *testing.T) {
+	r := newRig(t, 1<<20)
+	r.l.max = 8192
+	a, b := r.create("/a", syscall.O_WRONLY), r.create("/b", syscall.O_WRONLY)
+	defer a.Release(bg)
+	defer b.Release(bg)
+	r.write(a, make([]byte, 6000), 0)
+	r.write(b, make([]byte, 6000), 0) // 12000 > 8192: through
+	if n := r.count.Count("Write"); n != 1 {
+		t.Fatalf("%d child writes, want 1 (b's, past the bound)", n)
+	}
+	a.Flush(bg, 1)
+	if got := r.l.bytes.Load(); got != 0 {
+		t.Fatalf("%d bytes counted as held after every window went", got)
+	}
+}
