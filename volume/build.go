@@ -33,6 +33,11 @@ type BuildOptions struct {
 	// graph has no read cache (quick-read) either, on any volume: its top
 	// is distribute.
 	Ciphertext bool
+
+	// windows are write-behind's, shared by the graphs a Live builds one
+	// after another (nil: Build makes them), so that an operation on the
+	// new graph sends the windows of files still open on an old one.
+	windows *writebehind.Windows
 }
 
 // OptEncryption is the volume option that stacks the crypt layer.
@@ -90,6 +95,7 @@ type Graph struct {
 	closers []func() error
 	idle    []func() // wait for work a layer finishes in the background
 	clients []*protocol.Client
+	windows *writebehind.Windows // write-behind's (see BuildOptions)
 }
 
 // Connected reports whether the graph is connected to every brick now.
@@ -217,9 +223,13 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 	} else if quickRead(spec, opts) {
 		g.Top = quickread.New(top, quickReadOptions(spec))
 	}
+	g.windows = opts.windows
+	if g.windows == nil {
+		g.windows = writebehind.NewWindows(0)
+	}
 	if spec.Option(OptWriteBehind, "on") == "on" && spec.ClientCache() && !opts.Ciphertext {
 		size, _ := strconv.Atoi(spec.Option(OptWriteBehindWindowSize, ""))
-		g.Top = writebehind.New(g.Top, writebehind.Options{WindowSize: size})
+		g.Top = writebehind.New(g.Top, writebehind.Options{WindowSize: size, Windows: g.windows})
 	}
 	if spec.Option(OptNlCache, "on") == "on" && spec.ClientCache() && !opts.Ciphertext {
 		g.Top = nlcache.New(g.Top, nlcache.Options{Timeout: spec.DurationOption(OptNlCacheTimeout, nlcache.DefaultTimeout)})

@@ -103,6 +103,7 @@ func NewLive(g *Graph, opts ...LiveOption) *Live {
 	if cfg.log == nil {
 		cfg.log = slog.New(slog.DiscardHandler)
 	}
+	cfg.build.windows = g.windows // every graph's write-behind sends every graph's windows
 	l := &Live{cfg: cfg, log: cfg.log, graphs: map[*liveGraph]struct{}{}}
 	l.cur.Store(l.track(g))
 	return l

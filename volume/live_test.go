@@ -444,3 +444,38 @@ func TestSpecChanges(t *testing.T) {
 		t.Fatalf("changes:\n%s\nwant\n%s", got, want)
 	}
 }
+
+// Writes acknowledged on a file open on an old graph (write-behind's
+// window) are sent before the new graph answers a lookup or a read: the
+// graphs of a Live share their windows. (Quick-read is off: its entries
+// are per graph, and its own bound, the timeout, would apply.)
+func TestLiveWritesBehindAcrossSwaps(t *testing.T) {
+	spec, _ := serveBricks(t, 1)
+	spec.Options[OptQuickRead] = "off"
+	l, _ := newLive(t, spec)
+	ctx := context.Background()
+	w := create(t, l, "/f", "first")
+	defer w.Release(ctx)
+	spec = next(spec, 0)
+	spec.Options[OptQuickRead] = "off"
+	if err := l.Swap(spec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(ctx, []byte(" second"), 5); err != nil { // into the old graph's window
+		t.Fatal(err)
+	}
+	if a, err := l.Lookup(ctx, "/f"); err != nil || a.Size != 12 {
+		t.Fatalf("lookup on the new graph: size %d, %v; want 12", a.Size, err)
+	}
+	r, err := l.Open(ctx, "/f", syscall.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release(ctx)
+	if _, err := w.Write(ctx, []byte("!"), 12); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readAll(ctx, r); err != nil || got != "first second!" {
+		t.Fatalf("read on the new graph: %q, %v", got, err)
+	}
+}

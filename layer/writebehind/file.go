@@ -34,24 +34,24 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 		return f.File.Write(ctx, p, off)
 	}
-	f.l.flushInode(ctx, f.gfid, f)
+	f.l.w.flushInode(ctx, f.gfid, f)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.takeErr(); err != nil {
 		return 0, err
 	}
-	if len(f.buf) > 0 && off == f.off+int64(len(f.buf)) && len(f.buf)+len(p) <= f.l.window && f.l.room(len(p)) {
+	if len(f.buf) > 0 && off == f.off+int64(len(f.buf)) && len(f.buf)+len(p) <= f.l.window && f.l.w.room(len(p)) {
 		f.buf = append(f.buf, p...)
 		return len(p), nil
 	}
 	if err := f.flush(ctx); err != nil {
 		return 0, err
 	}
-	if len(p) >= f.l.window || !f.l.room(len(p)) {
+	if len(p) >= f.l.window || !f.l.w.room(len(p)) {
 		return f.File.Write(ctx, p, off)
 	}
 	f.off, f.buf = off, append(make([]byte, 0, min(f.l.window, 64<<10)), p...)
-	f.l.held(f, true)
+	f.l.w.held(f, true)
 	return len(p), nil
 }
 
@@ -81,9 +81,9 @@ func (f *file) send(ctx context.Context) {
 	if err != nil && f.err == nil {
 		f.err = err
 	}
-	f.l.bytes.Add(-int64(len(f.buf)))
+	f.l.w.bytes.Add(-int64(len(f.buf)))
 	f.buf = nil // a file open long but written once keeps no memory
-	f.l.held(f, false)
+	f.l.w.held(f, false)
 }
 
 // takeErr returns and forgets the error of a window that failed.

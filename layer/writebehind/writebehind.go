@@ -47,28 +47,45 @@ import (
 // performance.write-behind-window-size).
 const DefaultWindowSize = 1 << 20
 
-// DefaultMaxBytes bounds the bytes all windows of the layer hold: past it,
-// writes go through at once.
+// DefaultMaxBytes bounds the bytes all windows hold: past it, writes go
+// through at once.
 const DefaultMaxBytes = 64 << 20
 
 // Options tune the layer.
 type Options struct {
 	// WindowSize is the most a file keeps unsent (0: the default).
 	WindowSize int
-	// MaxBytes is the most all files keep unsent (0: the default).
-	MaxBytes int
+	// Windows are the windows the layer's files join; nil: the layer's
+	// own (with DefaultMaxBytes). Layers that share them — the graphs a
+	// mount builds one after another as its volume changes — send each
+	// other's windows before their operations too.
+	Windows *Windows
 }
 
 // Layer keeps the windows of its files.
 type Layer struct {
 	layer.Base
 	window int
-	max    int64
-	bytes  atomic.Int64 // held by all windows
+	w      *Windows
+}
+
+// Windows are the files whose windows hold data, of one layer or of
+// several that share them.
+type Windows struct {
+	max   int64
+	bytes atomic.Int64 // held by all windows
 
 	mu      sync.Mutex
-	pending map[*file]struct{} // files whose window holds data
-	count   atomic.Int32       // len(pending): 0 is the fast path
+	pending map[*file]struct{}
+	count   atomic.Int32 // len(pending): 0 is the fast path
+}
+
+// NewWindows returns windows holding at most maxBytes (0: the default).
+func NewWindows(maxBytes int) *Windows {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	return &Windows{max: int64(maxBytes), pending: map[*file]struct{}{}}
 }
 
 // New returns the layer over child.
@@ -76,23 +93,35 @@ func New(child layer.Layer, opts Options) *Layer {
 	if opts.WindowSize <= 0 {
 		opts.WindowSize = DefaultWindowSize
 	}
-	if opts.MaxBytes <= 0 {
-		opts.MaxBytes = DefaultMaxBytes
+	if opts.Windows == nil {
+		opts.Windows = NewWindows(0)
 	}
-	return &Layer{Base: layer.Base{Child: child}, window: opts.WindowSize, max: int64(opts.MaxBytes), pending: map[*file]struct{}{}}
+	return &Layer{Base: layer.Base{Child: child}, window: opts.WindowSize, w: opts.Windows}
 }
 
 // flushAll sends every window; their errors stay with their files.
-func (l *Layer) flushAll(ctx context.Context) {
-	if l.count.Load() == 0 {
+func (w *Windows) flushAll(ctx context.Context) {
+	w.sendEach(ctx, func(*file) bool { return true })
+}
+
+// flushInode sends the windows of the files of inode g but f.
+func (w *Windows) flushInode(ctx context.Context, g layer.Gfid, f *file) {
+	w.sendEach(ctx, func(o *file) bool { return o != f && o.gfid == g })
+}
+
+// sendEach sends the windows of the files which.
+func (w *Windows) sendEach(ctx context.Context, which func(*file) bool) {
+	if w.count.Load() == 0 {
 		return
 	}
-	l.mu.Lock()
-	files := make([]*file, 0, len(l.pending))
-	for f := range l.pending {
-		files = append(files, f)
+	w.mu.Lock()
+	var files []*file
+	for f := range w.pending {
+		if which(f) {
+			files = append(files, f)
+		}
 	}
-	l.mu.Unlock()
+	w.mu.Unlock()
 	for _, f := range files {
 		f.mu.Lock()
 		f.send(ctx)
@@ -100,49 +129,32 @@ func (l *Layer) flushAll(ctx context.Context) {
 	}
 }
 
-// flushInode sends the windows of the files of inode g but f.
-func (l *Layer) flushInode(ctx context.Context, g layer.Gfid, f *file) {
-	if l.count.Load() == 0 {
-		return
-	}
-	l.mu.Lock()
-	var files []*file
-	for o := range l.pending {
-		if o != f && o.gfid == g {
-			files = append(files, o)
-		}
-	}
-	l.mu.Unlock()
-	for _, o := range files {
-		o.mu.Lock()
-		o.send(ctx)
-		o.mu.Unlock()
-	}
-}
-
 // held records whether f's window holds data.
-func (l *Layer) held(f *file, holds bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, was := l.pending[f]
+func (w *Windows) held(f *file, holds bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, was := w.pending[f]
 	switch {
 	case holds && !was:
-		l.pending[f] = struct{}{}
-		l.count.Add(1)
+		w.pending[f] = struct{}{}
+		w.count.Add(1)
 	case !holds && was:
-		delete(l.pending, f)
-		l.count.Add(-1)
+		delete(w.pending, f)
+		w.count.Add(-1)
 	}
 }
 
 // room reports whether n more bytes may be held, and counts them in.
-func (l *Layer) room(n int) bool {
-	if l.bytes.Add(int64(n)) > l.max {
-		l.bytes.Add(-int64(n))
+func (w *Windows) room(n int) bool {
+	if w.bytes.Add(int64(n)) > w.max {
+		w.bytes.Add(-int64(n))
 		return false
 	}
 	return true
 }
+
+// flushAll sends every window of the layer's Windows.
+func (l *Layer) flushAll(ctx context.Context) { l.w.flushAll(ctx) }
 
 // behind reports whether writes of a file opened with flags may wait.
 func behind(flags uint32) bool {

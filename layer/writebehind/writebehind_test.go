@@ -245,7 +245,7 @@ func TestFailedWindowFailsRelease(t *testing.T) {
 // Past MaxBytes held by all files, writes go through at once.
 func TestMaxBytesBound(t *testing.T) {
 	r := newRig(t, 1<<20)
-	r.l.max = 8192
+	r.l.w.max = 8192
 	a, b := r.create("/a", syscall.O_WRONLY), r.create("/b", syscall.O_WRONLY)
 	defer a.Release(bg)
 	defer b.Release(bg)
@@ -255,7 +255,7 @@ func TestMaxBytesBound(t *testing.T) {
 		t.Fatalf("%d child writes, want 1 (b's, past the bound)", n)
 	}
 	a.Flush(bg, 1)
-	if got := r.l.bytes.Load(); got != 0 {
+	if got := r.l.w.bytes.Load(); got != 0 {
 		t.Fatalf("%d bytes counted as held after every window went", got)
 	}
 }
