@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/brick/posix"
+	"github.com/mortarfs/mortar/internal/testbrick"
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/layer/layertest"
 )
@@ -17,54 +18,24 @@ const testVolume = "vol-nlcache-test"
 
 var bg = context.Background()
 
-// clock is a clock the test moves.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // rig is the layer over a brick in a temporary directory, reached through
 // a counter of the operations that get past the layer.
 type rig struct {
 	t     *testing.T
 	under layer.Layer // the child, as another client reaches it
 	count *layertest.Counting
-	clock *clock
+	clock *layertest.Clock
 	l     *Layer
 }
 
-func newStore(t *testing.T) *posix.Store {
-	t.Helper()
-	dir := t.TempDir()
-	if err := posix.Mark(dir, testVolume, true); err != nil {
-		t.Fatal(err)
-	}
-	s, err := posix.New(dir, posix.Options{VolumeID: testVolume})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
+func newStore(t *testing.T) *posix.Store { return testbrick.NewStore(t, testVolume) }
 
 func newRig(t *testing.T, child layer.Layer) *rig {
 	t.Helper()
 	if child == nil {
 		child = newStore(t)
 	}
-	r := &rig{t: t, under: child, count: layertest.NewCounting(child), clock: &clock{now: time.Unix(1e9, 0)}}
+	r := &rig{t: t, under: child, count: layertest.NewCounting(child), clock: layertest.NewClock()}
 	r.l = New(r.count, Options{Timeout: time.Second, Now: r.clock.Now})
 	return r
 }
@@ -123,7 +94,7 @@ func TestOtherClientsNamesAfterTimeout(t *testing.T) {
 	if err, _ := r.lookup("/d/other"); !errors.Is(err, syscall.ENOENT) {
 		t.Fatalf("within the timeout: %v, want ENOENT (the documented bound)", err)
 	}
-	r.clock.advance(time.Second)
+	r.clock.Advance(time.Second)
 	if err, asked := r.lookup("/d/other"); err != nil || !asked {
 		t.Fatalf("past the timeout: %v, asked %v; want the name found by the child", err, asked)
 	}

@@ -2,10 +2,8 @@ package quickread
 
 import (
 	"context"
-	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/mortarfs/mortar/brick/posix"
 	"github.com/mortarfs/mortar/internal/testbrick"
@@ -15,24 +13,6 @@ import (
 )
 
 const testVolume = "vol-quickread-test"
-
-// clock is a clock the test moves.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // looker gives the content of small regular files with lookups, as a
 // brick does (layer.DataLooker over storage that has none); hook, if set,
@@ -68,14 +48,14 @@ type rig struct {
 	store  *posix.Store // the brick, straight: another client's view
 	looker *looker
 	counts *layertest.Counting
-	clock  *clock
+	clock  *layertest.Clock
 	l      *Layer
 }
 
 func newRig(t *testing.T, opts Options) *rig {
 	t.Helper()
 	s := testbrick.NewStore(t, testVolume)
-	r := &rig{t: t, ctx: context.Background(), store: s, looker: &looker{Layer: locks.New(s)}, clock: &clock{now: time.Unix(1e9, 0)}}
+	r := &rig{t: t, ctx: context.Background(), store: s, looker: &looker{Layer: locks.New(s)}, clock: layertest.NewClock()}
 	r.counts = layertest.NewCounting(r.looker)
 	opts.Now = r.clock.Now
 	r.l = New(r.counts, opts)

@@ -94,7 +94,7 @@ func TestTimeout(t *testing.T) {
 	r := newRig(t, Options{Timeout: time.Second})
 	r.put(r.l, "/f", "old")
 	r.lookup("/f")
-	r.clock.advance(time.Second)
+	r.clock.Advance(time.Second)
 	r.counts.Reset()
 	if got := r.cat("/f"); got != "old" {
 		t.Errorf("cat: %q", got)
@@ -102,7 +102,7 @@ func TestTimeout(t *testing.T) {
 	r.wantOpens(1, "an open a timeout after the lookup")
 
 	r.lookup("/f")
-	r.clock.advance(999 * time.Millisecond)
+	r.clock.Advance(999 * time.Millisecond)
 	f := r.open("/f")
 	defer f.Release(r.ctx)
 	r.put(r.store, "/f", "new") // another client
@@ -110,7 +110,7 @@ func TestTimeout(t *testing.T) {
 		t.Errorf("read within the timeout: %q, want the content looked up", got)
 	}
 	r.counts.Reset()
-	r.clock.advance(time.Millisecond)
+	r.clock.Advance(time.Millisecond)
 	if got := r.read(f); got != "new" {
 		t.Errorf("read after the timeout: %q, want the brick's", got)
 	}
@@ -300,7 +300,7 @@ func TestUnlinkAndRenameOfAnOpenFile(t *testing.T) {
 			if tc.now != "" {
 				r.put(r.store, tc.now, "new content") // another client writes the inode where it is now
 			}
-			r.clock.advance(time.Hour)
+			r.clock.Advance(time.Hour)
 			want := "content"
 			if tc.now != "" {
 				want = "new content"

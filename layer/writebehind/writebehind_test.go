@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mortarfs/mortar/brick/posix"
+	"github.com/mortarfs/mortar/internal/testbrick"
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/layer/layertest"
 	"github.com/mortarfs/mortar/layer/locks"
@@ -18,19 +19,7 @@ const testVolume = "vol-writebehind-test"
 
 var bg = context.Background()
 
-func newStore(t *testing.T) *posix.Store {
-	t.Helper()
-	dir := t.TempDir()
-	if err := posix.Mark(dir, testVolume, true); err != nil {
-		t.Fatal(err)
-	}
-	s, err := posix.New(dir, posix.Options{VolumeID: testVolume})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
+func newStore(t *testing.T) *posix.Store { return testbrick.NewStore(t, testVolume) }
 
 // rig is the layer over a store, through a fault injector and a counter.
 type rig struct {
