@@ -82,9 +82,9 @@ const (
 	// of a directory's names: a name made through another client may be
 	// missed for that long.
 	OptNlCacheTimeout = volume.OptNlCacheTimeout
-	// OptClientCache "off" turns every client cache off (quick-read, the
-	// negative-lookup cache, the kernel's caches unless their timeouts
-	// are set), for measurements without them.
+	// OptClientCache "off" turns every client cache off (quick-read,
+	// write-behind, the negative-lookup cache, the kernel's caches unless
+	// their timeouts are set), for measurements without them.
 	OptClientCache = volume.OptClientCache
 	// OptWriteBehind ("on"/"off") stacks write-behind on clients: small
 	// sequential writes are acknowledged at once and sent aggregated;

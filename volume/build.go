@@ -79,7 +79,8 @@ const (
 
 // OptClientCache "off" turns every client cache off at once, for honest
 // measurements (as seed 001 measured GlusterFS): no quick-read, no
-// negative-lookup cache, and kernel cache timeouts of 0 unless set.
+// write-behind, no negative-lookup cache, and kernel cache timeouts of 0
+// unless set.
 const OptClientCache = "performance.client-cache"
 
 // ClientCache reports whether the spec's clients may cache at all.
@@ -227,9 +228,12 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 	if g.windows == nil {
 		g.windows = writebehind.NewWindows(0)
 	}
-	if spec.Option(OptWriteBehind, "on") == "on" && spec.ClientCache() && !opts.Ciphertext {
+	if !opts.Ciphertext {
+		// Even off, the layer sends the windows files opened on an earlier
+		// graph of the mount may still hold.
 		size, _ := strconv.Atoi(spec.Option(OptWriteBehindWindowSize, ""))
-		g.Top = writebehind.New(g.Top, writebehind.Options{WindowSize: size, Windows: g.windows})
+		off := spec.Option(OptWriteBehind, "on") != "on" || !spec.ClientCache()
+		g.Top = writebehind.New(g.Top, writebehind.Options{WindowSize: size, Off: off, Windows: g.windows})
 	}
 	if spec.Option(OptNlCache, "on") == "on" && spec.ClientCache() && !opts.Ciphertext {
 		g.Top = nlcache.New(g.Top, nlcache.Options{Timeout: spec.DurationOption(OptNlCacheTimeout, nlcache.DefaultTimeout)})

@@ -21,6 +21,9 @@ func stackOf(top layer.Layer) string {
 	case *quickread.Layer:
 		return "quickread " + stackOf(l.Child)
 	case *writebehind.Layer:
+		if l.Off() {
+			return "writebehind(off) " + stackOf(l.Child)
+		}
 		return "writebehind " + stackOf(l.Child)
 	}
 	return fmt.Sprintf("%T", top)
@@ -67,8 +70,8 @@ func TestBuildQuickRead(t *testing.T) {
 		{"default", nil, BuildOptions{}, "nlcache writebehind quickread *distribute.Distribute"},
 		{"off", map[string]string{OptQuickRead: "off"}, BuildOptions{}, "nlcache writebehind *distribute.Distribute"},
 		{"nl-cache off", map[string]string{OptNlCache: "off"}, BuildOptions{}, "writebehind quickread *distribute.Distribute"},
-		{"write-behind off", map[string]string{OptWriteBehind: "off"}, BuildOptions{}, "nlcache quickread *distribute.Distribute"},
-		{"client caches off", map[string]string{OptClientCache: "off"}, BuildOptions{}, "*distribute.Distribute"},
+		{"write-behind off", map[string]string{OptWriteBehind: "off"}, BuildOptions{}, "nlcache writebehind(off) quickread *distribute.Distribute"},
+		{"client caches off", map[string]string{OptClientCache: "off"}, BuildOptions{}, "writebehind(off) *distribute.Distribute"},
 		{"encrypted", map[string]string{OptEncryption: "on"}, BuildOptions{Key: make([]byte, crypt.KeySize)}, "nlcache writebehind *crypt.Layer"},
 		{"rebalance", nil, BuildOptions{Ciphertext: true}, "*distribute.Distribute"},
 		{"encrypted rebalance", map[string]string{OptEncryption: "on"}, BuildOptions{Ciphertext: true}, "*distribute.Distribute"},

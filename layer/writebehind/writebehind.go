@@ -19,19 +19,32 @@
 // operation (lookup, open, create, setattr, readdir, xattrs, names), sends
 // every window the layer holds first. So a program sees its writes in
 // every read, size and listing, through any descriptor or name, as if
-// they had gone to the bricks at once.
+// they had gone to the bricks at once. And at the latest a second after
+// the write that started it, whatever else happens: a program that writes
+// a line and keeps its file open has it on the bricks all the same.
+// Windows go whatever becomes of the context of the operation that sends
+// them (an interrupted lock wait does not drop another file's data).
 //
 // # Errors
 //
 // A window that fails to reach the bricks is lost, as a failed write is;
-// its error is returned by the file's next operation — at the latest its
-// close (Flush) or fsync. A write or an fsync that returns it forgets
-// it; a close does not (the kernel flushes at every close of any
-// descriptor of the file, a child's too, and the program's own close must
-// still hear it). A write acknowledged but
-// not yet sent is lost if the client dies, as an acknowledged write in the
-// kernel's page cache is lost when the machine does: fsync is the
-// promise, and fsync sends the window and then asks the bricks for it.
+// its error becomes the error of every open file of its inode, as the
+// kernel reports a writeback error to every descriptor. A file reports it
+// at its next write or fsync, which then forget it, and at every close
+// until then (the kernel flushes at every close of any descriptor of the
+// file, a child's at its exec too, and the program's own close must still
+// hear it). Reads, getattr, setattr, fallocate and locks send windows but
+// do not report their errors. A write acknowledged but not yet sent is
+// lost if the client dies, as an acknowledged write in the kernel's page
+// cache is lost when the machine does: fsync is the promise, and fsync
+// sends the window and then asks the bricks for it.
+//
+// # Graphs of a mount
+//
+// The graphs a mount builds one after another as its volume changes share
+// their Windows, so an operation on the new graph sends the windows of
+// files still open on an old one; a graph built with write-behind off
+// keeps the layer, without windows of its own, for that.
 package writebehind
 
 import (
@@ -55,6 +68,11 @@ const DefaultMaxBytes = 64 << 20
 type Options struct {
 	// WindowSize is the most a file keeps unsent (0: the default).
 	WindowSize int
+	// Off keeps no windows of the layer's own: it only sends those of
+	// the layers it shares Windows with before its operations (a mount's
+	// graph built after write-behind was turned off, whose files opened
+	// before may still hold windows).
+	Off bool
 	// Windows are the windows the layer's files join; nil: the layer's
 	// own (with DefaultMaxBytes). Layers that share them — the graphs a
 	// mount builds one after another as its volume changes — send each
@@ -77,7 +95,8 @@ type Windows struct {
 
 	mu      sync.Mutex
 	pending map[*file]struct{}
-	count   atomic.Int32 // len(pending): 0 is the fast path
+	count   atomic.Int32       // len(pending): 0 is the fast path
+	open    map[*file]struct{} // every file not released, for failed
 }
 
 // NewWindows returns windows holding at most maxBytes (0: the default).
@@ -85,13 +104,16 @@ func NewWindows(maxBytes int) *Windows {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
-	return &Windows{max: int64(maxBytes), pending: map[*file]struct{}{}}
+	return &Windows{max: int64(maxBytes), pending: map[*file]struct{}{}, open: map[*file]struct{}{}}
 }
 
 // New returns the layer over child.
 func New(child layer.Layer, opts Options) *Layer {
 	if opts.WindowSize <= 0 {
 		opts.WindowSize = DefaultWindowSize
+	}
+	if opts.Off {
+		opts.WindowSize = 0
 	}
 	if opts.Windows == nil {
 		opts.Windows = NewWindows(0)
@@ -104,9 +126,10 @@ func (w *Windows) flushAll(ctx context.Context) {
 	w.sendEach(ctx, func(*file) bool { return true })
 }
 
-// flushInode sends the windows of the files of inode g but f.
+// flushInode sends the windows of the files of inode g but f (all
+// windows while g is not known).
 func (w *Windows) flushInode(ctx context.Context, g layer.Gfid, f *file) {
-	w.sendEach(ctx, func(o *file) bool { return o != f && o.gfid == g })
+	w.sendEach(ctx, func(o *file) bool { return o != f && (g.IsZero() || o.gfid == g) })
 }
 
 // sendEach sends the windows of the files which.
@@ -144,6 +167,46 @@ func (w *Windows) held(f *file, holds bool) {
 	}
 }
 
+// failed records err as the error of f and of every open file of its
+// inode that has none yet (the kernel reports a writeback error to every
+// descriptor of the inode).
+func (w *Windows) failed(f *file, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for o := range w.open {
+		if o.err == nil && (o == f || !f.gfid.IsZero() && o.gfid == f.gfid) {
+			o.err = err
+		}
+	}
+	if f.err == nil {
+		f.err = err
+	}
+}
+
+// takeErr returns f's error and forgets it.
+func (w *Windows) takeErr(f *file) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	err := f.err
+	f.err = nil
+	return err
+}
+
+// peekErr returns f's error and keeps it.
+func (w *Windows) peekErr(f *file) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return f.err
+}
+
+// forget drops f (released) and returns its error.
+func (w *Windows) forget(f *file) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.open, f)
+	return f.err
+}
+
 // room reports whether n more bytes may be held, and counts them in.
 func (w *Windows) room(n int) bool {
 	if w.bytes.Add(int64(n)) > w.max {
@@ -152,6 +215,9 @@ func (w *Windows) room(n int) bool {
 	}
 	return true
 }
+
+// Off reports whether the layer keeps no windows of its own.
+func (l *Layer) Off() bool { return l.window == 0 }
 
 // flushAll sends every window of the layer's Windows.
 func (l *Layer) flushAll(ctx context.Context) { l.w.flushAll(ctx) }
@@ -168,7 +234,11 @@ func behind(flags uint32) bool {
 // every file of the layer is wrapped, so that whatever it does first sends
 // the windows of the others.
 func (l *Layer) wrap(f layer.File, flags uint32, g layer.Gfid) layer.File {
-	return &file{File: f, l: l, behind: behind(flags), gfid: g}
+	wf := &file{File: f, l: l, behind: l.window > 0 && behind(flags), gfid: g}
+	l.w.mu.Lock()
+	l.w.open[wf] = struct{}{}
+	l.w.mu.Unlock()
+	return wf
 }
 
 func (l *Layer) Create(ctx context.Context, path string, in layer.CreateIn) (layer.File, layer.Attr, error) {

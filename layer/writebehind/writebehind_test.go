@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mortarfs/mortar/brick/posix"
 	"github.com/mortarfs/mortar/internal/testbrick"
@@ -246,5 +247,28 @@ func TestMaxBytesBound(t *testing.T) {
 	a.Flush(bg, 1)
 	if got := r.l.w.bytes.Load(); got != 0 {
 		t.Fatalf("%d bytes counted as held after every window went", got)
+	}
+}
+
+// A window goes by itself once it is a second old: a program that writes
+// a line and keeps its file open has it on the bricks all the same.
+// (Found by review: nothing bounded how long a window waited.)
+func TestWindowSentWhenOld(t *testing.T) {
+	r := newRig(t, 1<<20)
+	f := r.create("/f", syscall.O_WRONLY)
+	defer f.Release(bg)
+	r.write(f, []byte("a line\n"), 0)
+	if n := r.count.Count("Write"); n != 0 {
+		t.Fatalf("%d child writes right after the write, want 0", n)
+	}
+	deadline := time.Now().Add(10 * windowAge)
+	for r.count.Count("Write") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the window was not sent within %v", 10*windowAge)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := r.content("/f"); string(got) != "a line\n" {
+		t.Fatalf("the child has %q", got)
 	}
 }
