@@ -136,10 +136,14 @@ func (g *Graph) Connected() bool {
 // Otherwise, on a distribute or replicated volume, the quick-read layer
 // goes there (unless the option performance.quick-read is off): it serves
 // small files from their lookups, and must not keep ciphertext. Above
-// them write-behind (unless performance.write-behind is off) acknowledges
-// small sequential writes at once and sends them aggregated, and on top
-// of all the negative-lookup cache (unless performance.nl-cache is off)
-// answers lookups of names a directory it knows lacks.
+// them write-behind acknowledges small sequential writes at once and sends
+// them aggregated (with performance.write-behind off it is still there,
+// keeping no windows of its own, to send those a mount's earlier graph
+// may hold), and on top of all the negative-lookup cache (unless
+// performance.nl-cache is off) answers lookups of names a directory it
+// knows lacks:
+//
+//	nlcache ── writebehind ── quickread | crypt ── distribute ── ...
 //
 // Connections are made in the background; Build does not fail because a
 // brick is down (its operations fail with ENOTCONN until it is back).
