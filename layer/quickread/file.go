@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/mortarfs/mortar/layer"
 )
@@ -21,6 +22,52 @@ type file struct {
 	mem  *entry     // the content served, nil once real is open
 	real layer.File // the child's file, once open
 	gfid layer.Gfid // the inode, zero while not known
+	// anchor is the child's file, opened in the background once a file
+	// served from memory has stayed open half the timeout: when its
+	// content times out, reads go to the inode it was opened on even if
+	// another client renamed or removed the name meanwhile (a file held
+	// open long, as tail -f holds a log being rotated).
+	anchor layer.File
+	timer  *time.Timer
+}
+
+// anchorSoon arms the background open of a file served from memory.
+func (f *file) anchorSoon() {
+	if f.l.opts.AnchorAfter < 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.timer = time.AfterFunc(f.l.opts.AnchorAfter, f.anchorNow)
+}
+
+// anchorNow opens the child's file by path, if the name still holds the
+// inode served, and keeps it for when the content times out.
+func (f *file) anchorNow() {
+	f.mu.Lock()
+	path, flags, mem := f.path, f.flags, f.mem
+	f.mu.Unlock()
+	if mem == nil {
+		return
+	}
+	ctx := context.Background()
+	r, err := f.l.Child.Open(ctx, path, flags)
+	if err != nil {
+		return
+	}
+	if a, err := r.Getattr(ctx); err != nil || a.Gfid != mem.attr.Gfid {
+		r.Release(ctx)
+		return
+	}
+	f.mu.Lock()
+	keep := f.mem != nil && f.real == nil && f.anchor == nil
+	if keep {
+		f.anchor = r
+	}
+	f.mu.Unlock()
+	if !keep {
+		r.Release(ctx)
+	}
 }
 
 var _ layer.File = (*file)(nil)
@@ -47,6 +94,11 @@ func (f *file) child(ctx context.Context) (layer.File, error) {
 	}
 	if f.mem == nil {
 		return nil, syscall.EBADF // released
+	}
+	if f.anchor != nil {
+		f.real, f.anchor, f.mem = f.anchor, nil, nil
+		f.l.mem.remove(f)
+		return f.real, nil
 	}
 	r, err := f.l.Child.Open(ctx, f.path, f.flags)
 	if errors.Is(err, syscall.ENOENT) {
@@ -202,10 +254,16 @@ func (f *file) Setlk(ctx context.Context, owner uint64, lk layer.Lock, wait bool
 
 func (f *file) Release(ctx context.Context) error {
 	f.mu.Lock()
-	r := f.real
-	f.real, f.mem = nil, nil
+	r, anchor := f.real, f.anchor
+	f.real, f.mem, f.anchor = nil, nil, nil
+	if f.timer != nil {
+		f.timer.Stop()
+	}
 	f.mu.Unlock()
 	f.l.mem.remove(f)
+	if anchor != nil {
+		anchor.Release(ctx) //nolint:errcheck // never used: nothing to report
+	}
 	if r == nil {
 		return nil
 	}

@@ -42,11 +42,15 @@
 // file at Flush.
 //
 // An open file served from memory opens the child's file by path when it
-// needs it. An unlink or rename through the layer of its name first opens
-// it, so that the file still reaches its inode afterwards (as POSIX has
-// it: reads of an unlinked open file go on); if another client renamed or
-// removed the name, the file is stale (ESTALE) once it needs the child —
-// the limit of path-based opens that reopening after a reconnect has too.
+// needs it, and behind it, in the background, once it has stayed open
+// half the timeout (AnchorAfter): a file held open long (tail -f of a log
+// being rotated) then reads on from its inode past the timeout, whatever
+// becomes of its name. An unlink or rename through the layer of its name
+// first opens it too, so that the file still reaches its inode afterwards
+// (as POSIX has it: reads of an unlinked open file go on). Only if another
+// client renamed or removed the name before either, the file is stale
+// (ESTALE) once it needs the child — the limit of path-based opens that
+// reopening after a reconnect has too.
 //
 // Not handled: the attributes an open of another name of a hard-linked
 // file answers may miss a link count or ctime change made through this
@@ -89,6 +93,11 @@ type Options struct {
 	// first.
 	MaxEntries int
 	MaxBytes   int
+	// AnchorAfter is how long a file served from memory stays open before
+	// the child's file is opened behind it (0: Timeout/2; negative:
+	// never), so that a file held open long reads on from its inode past
+	// the timeout even if the name changed meanwhile.
+	AnchorAfter time.Duration
 	// Now is the clock (tests set it).
 	Now func() time.Time
 }
@@ -100,6 +109,9 @@ func (o *Options) setDefaults() {
 	o.MaxFileSize = min(o.MaxFileSize, FileSizeLimit)
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
+	}
+	if o.AnchorAfter == 0 {
+		o.AnchorAfter = o.Timeout / 2
 	}
 	if o.MaxEntries <= 0 {
 		o.MaxEntries = DefaultMaxEntries
@@ -160,6 +172,7 @@ func (l *Layer) Open(ctx context.Context, path string, flags uint32) (layer.File
 		if e := l.cache.take(path, l.opts.Now()); e != nil {
 			f := &file{l: l, path: path, flags: flags, mem: e, gfid: e.attr.Gfid}
 			l.mem.add(f)
+			f.anchorSoon()
 			return f, nil
 		}
 	}

@@ -237,13 +237,43 @@ func TestLockOpensTheChild(t *testing.T) {
 // A file served from memory whose name now holds another inode is stale
 // when it needs the child's file.
 func TestReplacedNameIsStale(t *testing.T) {
-	r := newRig(t, Options{})
+	r := newRig(t, Options{AnchorAfter: -1}) // not opened behind: see TestAnchoredFileReadsOn
 	f := r.served("/f", "old")
 	r.ok(r.store.Unlink(r.ctx, "/f"), "unlink")
 	r.put(r.store, "/f", "another inode")
 	if err := f.Fsync(r.ctx, false); err != syscall.ESTALE {
 		t.Errorf("fsync: %v, want ESTALE", err)
 	}
+}
+
+// A file served from memory that stays open is opened behind (anchored):
+// past the timeout it reads on from its inode although another client
+// renamed the name and put another file there, as tail -f reads on from
+// a log being rotated. (Before, such a file was stale: ESTALE.)
+func TestAnchoredFileReadsOn(t *testing.T) {
+	r := newRig(t, Options{AnchorAfter: time.Millisecond})
+	f := r.served("/log", "old lines")
+	deadline := time.Now().Add(10 * time.Second)
+	for !anchored(f) {
+		if time.Now().After(deadline) {
+			t.Fatal("the file served from memory was not opened behind")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	r.ok(r.store.Rename(r.ctx, "/log", "/log.1", 0), "rename by another client")
+	r.put(r.store, "/log", "a new log")
+	r.clock.Advance(time.Hour) // the content timed out: reads go to the child
+	if got := r.read(f); got != "old lines" {
+		t.Fatalf("read past the timeout: %q, want the inode's own \"old lines\"", got)
+	}
+}
+
+// anchored reports whether f has the child's file behind it.
+func anchored(f layer.File) bool {
+	qf := f.(*file)
+	qf.mu.Lock()
+	defer qf.mu.Unlock()
+	return qf.anchor != nil || qf.real != nil
 }
 
 // The cache keeps at most MaxEntries entries and MaxBytes bytes; the
