@@ -43,7 +43,7 @@ func (l *Layer) end(counted []*dir, dirs []string, apply func()) {
 	}
 	apply()
 	for _, p := range dirs {
-		if d := l.dirs[p]; d != nil && d.names == nil && d.busy == 0 && !d.listing && !d.big {
+		if d := l.dirs[p]; d != nil && d.names == nil && d.busy == 0 && !d.listing {
 			delete(l.dirs, p)
 		}
 	}

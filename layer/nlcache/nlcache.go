@@ -65,7 +65,14 @@ type Layer struct {
 
 	mu   sync.Mutex
 	dirs map[string]*dir
+	// big are directories found to hold more than MaxNames names: never
+	// listed again (a record evicted would otherwise be relisted whole at
+	// the next lookup of a missing name). Bounded by maxBig.
+	big map[string]struct{}
 }
+
+// maxBig bounds the directories remembered as too big to keep.
+const maxBig = 4096
 
 // dir is what the layer knows of one directory.
 type dir struct {
@@ -76,7 +83,6 @@ type dir struct {
 	// moved while it ran.
 	busy, gen int
 	listing   bool // a listing runs
-	big       bool // more than MaxNames names: not kept
 }
 
 // New returns the layer over child.
@@ -93,7 +99,7 @@ func New(child layer.Layer, opts Options) *Layer {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Layer{Base: layer.Base{Child: child}, opts: opts, dirs: map[string]*dir{}}
+	return &Layer{Base: layer.Base{Child: child}, opts: opts, dirs: map[string]*dir{}, big: map[string]struct{}{}}
 }
 
 // Lookup answers ENOENT for a name a known directory lacks, and asks the
@@ -129,7 +135,8 @@ func (l *Layer) learn(path string) {
 	l.mu.Lock()
 	d := l.dirOf(path)
 	now := l.opts.Now()
-	if d.listing || d.big || d.names != nil && now.Sub(d.since) < l.opts.Timeout {
+	_, big := l.big[path]
+	if d.listing || big || d.names != nil && now.Sub(d.since) < l.opts.Timeout {
 		l.mu.Unlock()
 		return
 	}
@@ -142,7 +149,11 @@ func (l *Layer) learn(path string) {
 	d.listing = false
 	switch {
 	case errors.Is(err, errTooBig):
-		d.big, d.names = true, nil
+		d.names = nil
+		if len(l.big) >= maxBig {
+			clear(l.big)
+		}
+		l.big[path] = struct{}{}
 	case err == nil && busy == 0 && d.busy == 0 && d.gen == gen:
 		d.names, d.since = names, now
 	}

@@ -159,17 +159,26 @@ func TestRenameForgetsTheTree(t *testing.T) {
 	}
 }
 
-// Past MaxNames a directory is not kept.
+// Past MaxNames a directory is not kept, and not listed again, even once
+// its record is evicted.
 func TestBigDirectoryNotKept(t *testing.T) {
 	r := newRig(t, nil)
 	r.l.opts.MaxNames = 3
 	for _, n := range []string{"/a", "/b", "/c", "/d"} {
 		r.create(r.under, n)
 	}
-	for range 2 {
+	for i := range 3 {
 		if err, asked := r.lookup("/none"); !errors.Is(err, syscall.ENOENT) || !asked {
 			t.Fatalf("a directory of more than MaxNames names: %v, asked %v", err, asked)
 		}
+		if i == 1 {
+			r.l.mu.Lock()
+			clear(r.l.dirs) // evicted
+			r.l.mu.Unlock()
+		}
+	}
+	if n := r.count.Count("Readdir"); n != 1 {
+		t.Fatalf("the big directory was listed %d times, want once", n)
 	}
 }
 
