@@ -17,7 +17,9 @@ import (
 // returns the error.
 func TestWriteBehindErrorAtClose(t *testing.T) {
 	n := startNode(t)
-	bricks := n.volume("wb", 1)
+	// Windows wait at most a minute here: none goes by itself before the
+	// brick dies, however slow the machine.
+	bricks := n.createVolume("wb", 1, nil, []string{"performance.write-behind-max-age", "60"})
 	mnt := n.mount("wb")
 	// Found before the file is open: a fork and exec while it is open
 	// (as running a command is) closes a copy of its descriptor, and the

@@ -92,6 +92,9 @@ const (
 	OptWriteBehind = volume.OptWriteBehind
 	// OptWriteBehindWindowSize is the bytes a file keeps unsent.
 	OptWriteBehindWindowSize = volume.OptWriteBehindWindowSize
+	// OptWriteBehindMaxAge is how many seconds acknowledged bytes may
+	// wait at most.
+	OptWriteBehindMaxAge = volume.OptWriteBehindMaxAge
 )
 
 var knownOptions = []Option{
@@ -114,6 +117,7 @@ var knownOptions = []Option{
 	{OptClientCache, "on", "on or off: off turns every client cache off at once (quick-read, write-behind, nl-cache, and the kernel's unless their timeouts are set), for measurements", oneOf("on", "off")},
 	{OptWriteBehind, "on", "on or off: small sequential writes are acknowledged at once and sent to the bricks aggregated (errors at close or fsync; O_DIRECT, O_SYNC and fsync exact)", oneOf("on", "off")},
 	{OptWriteBehindWindowSize, strconv.Itoa(writebehind.DefaultWindowSize), "bytes a file may keep acknowledged but unsent (at most 16777216)", between(4096, 16<<20)},
+	{OptWriteBehindMaxAge, strconv.FormatFloat(writebehind.DefaultMaxAge.Seconds(), 'f', -1, 64), "seconds acknowledged bytes may wait before they are sent by themselves", seconds(0.01)},
 	{OptNlCache, "on", "on or off: a lookup of a name that a directory the client made or listed lacks fails at once, without a round trip", oneOf("on", "off")},
 	{OptNlCacheTimeout, strconv.FormatFloat(nlcache.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a client trusts what it knows of a directory's names (a name made through another client may be missed for that long)", seconds(0.01)},
 }

@@ -75,6 +75,9 @@ const (
 	OptWriteBehind = "performance.write-behind"
 	// OptWriteBehindWindowSize is the bytes of one file's window.
 	OptWriteBehindWindowSize = "performance.write-behind-window-size"
+	// OptWriteBehindMaxAge is how many seconds a window waits at most
+	// before it is sent by itself.
+	OptWriteBehindMaxAge = "performance.write-behind-max-age"
 )
 
 // OptClientCache "off" turns every client cache off at once, for honest
@@ -237,7 +240,8 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 		// graph of the mount may still hold.
 		size, _ := strconv.Atoi(spec.Option(OptWriteBehindWindowSize, ""))
 		off := spec.Option(OptWriteBehind, "on") != "on" || !spec.ClientCache()
-		g.Top = writebehind.New(g.Top, writebehind.Options{WindowSize: size, Off: off, Windows: g.windows})
+		age := spec.DurationOption(OptWriteBehindMaxAge, writebehind.DefaultMaxAge)
+		g.Top = writebehind.New(g.Top, writebehind.Options{WindowSize: size, MaxAge: age, Off: off, Windows: g.windows})
 	}
 	if spec.Option(OptNlCache, "on") == "on" && spec.ClientCache() && !opts.Ciphertext {
 		g.Top = nlcache.New(g.Top, nlcache.Options{Timeout: spec.DurationOption(OptNlCacheTimeout, nlcache.DefaultTimeout)})

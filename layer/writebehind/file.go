@@ -9,10 +9,6 @@ import (
 	"github.com/mortarfs/mortar/layer"
 )
 
-// windowAge bounds how long a window waits: a program that writes a line
-// and keeps its file open still has it on the bricks within this.
-const windowAge = time.Second
-
 // file is a file of the child with a window of acknowledged writes not
 // yet sent: buf, to go at off.
 type file struct {
@@ -31,7 +27,7 @@ type file struct {
 	mu    sync.Mutex
 	off   int64
 	buf   []byte
-	timer *time.Timer // sends the window once it is windowAge old
+	timer *time.Timer // sends the window once it is MaxAge old
 }
 
 // Write keeps p in the window if it continues it and fits; otherwise the
@@ -65,12 +61,12 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		return f.File.Write(ctx, p, off)
 	}
 	f.off, f.buf = off, append(make([]byte, 0, min(f.l.window, 64<<10)), p...)
-	f.timer = time.AfterFunc(windowAge, f.age)
+	f.timer = time.AfterFunc(f.l.maxAge, f.age)
 	f.l.w.held(f, true)
 	return len(p), nil
 }
 
-// age sends a window that waited windowAge.
+// age sends a window that waited MaxAge.
 func (f *file) age() {
 	f.mu.Lock()
 	defer f.mu.Unlock()

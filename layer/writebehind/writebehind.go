@@ -19,8 +19,8 @@
 // operation (lookup, open, create, setattr, readdir, xattrs, names), sends
 // every window the layer holds first. So a program sees its writes in
 // every read, size and listing, through any descriptor or name, as if
-// they had gone to the bricks at once. And at the latest a second after
-// the write that started it, whatever else happens: a program that writes
+// they had gone to the bricks at once. And at the latest MaxAge (a second)
+// after the write that started it, whatever else happens: a program that writes
 // a line and keeps its file open has it on the bricks all the same.
 // Windows go whatever becomes of the context of the operation that sends
 // them (an interrupted lock wait does not drop another file's data).
@@ -52,6 +52,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/mortarfs/mortar/layer"
 )
@@ -59,6 +60,10 @@ import (
 // DefaultWindowSize is the bytes of one file's window (GlusterFS's
 // performance.write-behind-window-size).
 const DefaultWindowSize = 1 << 20
+
+// DefaultMaxAge bounds how long a window waits: a program that writes a
+// line and keeps its file open still has it on the bricks within this.
+const DefaultMaxAge = time.Second
 
 // DefaultMaxBytes bounds the bytes all windows hold: past it, writes go
 // through at once.
@@ -68,6 +73,9 @@ const DefaultMaxBytes = 64 << 20
 type Options struct {
 	// WindowSize is the most a file keeps unsent (0: the default).
 	WindowSize int
+	// MaxAge is the longest a window waits before it is sent by itself
+	// (0: the default).
+	MaxAge time.Duration
 	// Off keeps no windows of the layer's own: it only sends those of
 	// the layers it shares Windows with before its operations (a mount's
 	// graph built after write-behind was turned off, whose files opened
@@ -84,6 +92,7 @@ type Options struct {
 type Layer struct {
 	layer.Base
 	window int
+	maxAge time.Duration
 	w      *Windows
 }
 
@@ -115,10 +124,13 @@ func New(child layer.Layer, opts Options) *Layer {
 	if opts.Off {
 		opts.WindowSize = 0
 	}
+	if opts.MaxAge <= 0 {
+		opts.MaxAge = DefaultMaxAge
+	}
 	if opts.Windows == nil {
 		opts.Windows = NewWindows(0)
 	}
-	return &Layer{Base: layer.Base{Child: child}, window: opts.WindowSize, w: opts.Windows}
+	return &Layer{Base: layer.Base{Child: child}, window: opts.WindowSize, maxAge: opts.MaxAge, w: opts.Windows}
 }
 
 // flushAll sends every window; their errors stay with their files.
