@@ -28,6 +28,8 @@ type conn struct {
 	l       layer.Layer
 	brickID string
 	entries *entryLocks // of the brick: directories healers hold still
+	// watchers are the brick's connections told of changes (notify.go).
+	watchers *watchers
 	// admitted is who the connection serves, for Server.Recheck.
 	admitted *admission
 	log      *slog.Logger
@@ -45,6 +47,7 @@ type conn struct {
 
 	mu       sync.Mutex
 	files    map[uint64]layer.File
+	paths    map[uint64]string // of the files, as opened (for notices)
 	nextFh   uint64
 	owners   map[uint64]uint64
 	inflight map[uint64]context.CancelFunc
@@ -57,6 +60,7 @@ func newConn(nc net.Conn, w *wire.Writer, brickID string, l layer.Layer) *conn {
 		limits:   DefaultLimits(),
 		log:      slog.New(slog.DiscardHandler),
 		files:    map[uint64]layer.File{},
+		paths:    map[uint64]string{},
 		owners:   map[uint64]uint64{},
 		inflight: map[uint64]context.CancelFunc{},
 	}
@@ -269,6 +273,9 @@ func (c *conn) run(ctx context.Context, h wire.Header, req *wire.Request, retire
 	}
 	var e wire.Enc
 	err := c.guard(req.Op, req.Path, &panicked, func() error { return c.dispatch(ctx, req, &e) })
+	if err == nil && c.watchers != nil {
+		c.watchers.tell(c, c.changesOf(req))
+	}
 	if err == nil && len(e.B) > wire.MaxPayload {
 		c.log.Warn("answer too large for a frame", "op", wire.OpName(h.Op), "path", req.Path, "bytes", len(e.B))
 		err = syscall.EOVERFLOW
@@ -338,12 +345,21 @@ func (c *conn) file(fh uint64) (layer.File, error) {
 	return nil, syscall.EBADF
 }
 
-func (c *conn) addFile(f layer.File) uint64 {
+// addFile keeps f, opened at path, and returns its handle.
+func (c *conn) addFile(f layer.File, path string) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.nextFh++
 	c.files[c.nextFh] = f
+	c.paths[c.nextFh] = path
 	return c.nextFh
+}
+
+// pathOf returns the path file fh was opened at ("" if none).
+func (c *conn) pathOf(fh uint64) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.paths[fh]
 }
 
 func (c *conn) takeFile(fh uint64) (layer.File, error) {
@@ -354,6 +370,7 @@ func (c *conn) takeFile(fh uint64) (layer.File, error) {
 		return nil, syscall.EBADF
 	}
 	delete(c.files, fh)
+	delete(c.paths, fh)
 	return f, nil
 }
 
@@ -374,13 +391,16 @@ func (c *conn) owner(o uint64) uint64 {
 func (c *conn) shutdown() {
 	c.cancel()
 	c.nc.Close()
+	if c.watchers != nil {
+		c.watchers.watch(c, false)
+	}
 	c.wg.Wait()
 	if c.entries != nil {
 		c.entries.release(c)
 	}
 	c.mu.Lock()
 	files := c.files
-	c.files = map[uint64]layer.File{}
+	c.files, c.paths = map[uint64]layer.File{}, map[uint64]string{}
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -26,6 +26,9 @@ func (c *conn) dispatch(ctx context.Context, r *wire.Request, e *wire.Enc) error
 	if isFileOp(r.Op) {
 		return c.fileOp(ctx, r, e)
 	}
+	if r.Op == wire.OpWatch {
+		return c.watch(r.Flags)
+	}
 	if err := checkPaths(r); err != nil {
 		return err
 	}
@@ -41,7 +44,7 @@ func (c *conn) dispatch(ctx context.Context, r *wire.Request, e *wire.Enc) error
 		if err != nil {
 			return err
 		}
-		e.U64(c.addFile(f))
+		e.U64(c.addFile(f, r.Path))
 		e.Attr(&a)
 		return nil
 	case wire.OpOpen:
@@ -49,7 +52,7 @@ func (c *conn) dispatch(ctx context.Context, r *wire.Request, e *wire.Enc) error
 		if err != nil {
 			return err
 		}
-		e.U64(c.addFile(f))
+		e.U64(c.addFile(f, r.Path))
 		return nil
 	case wire.OpReaddir:
 		page, err := c.l.Readdir(ctx, r.Path, r.Cookie, int(min(r.Max, 4096)))

@@ -83,6 +83,7 @@ type brick struct {
 	volumeID string
 	l        layer.Layer
 	entries  *entryLocks // directories healers hold still
+	watchers *watchers   // connections told of changes (notify.go)
 }
 
 // NewServer returns a server with no bricks. log may be nil.
@@ -128,7 +129,7 @@ func (s *Server) SetAuthSource(volumeID string, src AuthSource) {
 func (s *Server) Add(id, volumeID string, l layer.Layer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.bricks[id] = &brick{volumeID: volumeID, l: l, entries: &entryLocks{}}
+	s.bricks[id] = &brick{volumeID: volumeID, l: l, entries: &entryLocks{}, watchers: &watchers{}}
 }
 
 // Remove stops serving brick id and closes its connections.
@@ -325,6 +326,7 @@ func (s *Server) handshake(nc net.Conn, p *peer) (c *conn, release func(), err e
 	}
 	c = newConn(nc, w, a.brickID, b.l)
 	c.entries = b.entries
+	c.watchers = b.watchers
 	c.admitted = a
 	return c, release, nil
 }

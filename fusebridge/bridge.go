@@ -108,6 +108,10 @@ type Options struct {
 	// (setcap) do not apply to executables on the volume.
 	FileCapabilities bool
 
+	// Notifier, if set, makes the kernel forget what other clients
+	// changed (see Notifier).
+	Notifier *Notifier
+
 	// Debug logs every FUSE request and reply at debug level.
 	Debug  bool
 	Logger *slog.Logger // nil discards logs
@@ -172,7 +176,16 @@ func Mount(mountpoint string, top layer.Layer, opts Options) (*fuse.Server, erro
 }
 
 func (fs *bridge) mount(mountpoint string) (*fuse.Server, error) {
-	return serve(fs, mountpoint, fs.opts.mountOptions(), fs.opts)
+	srv, err := serve(fs, mountpoint, fs.opts.mountOptions(), fs.opts)
+	if err == nil && fs.opts.Notifier != nil {
+		done := make(chan struct{})
+		go func() {
+			srv.Wait()
+			close(done)
+		}()
+		go fs.opts.Notifier.run(fs, srv, done)
+	}
+	return srv, err
 }
 
 // serve mounts raw at mountpoint with mo and starts serving it, then sets

@@ -95,6 +95,10 @@ const (
 	// OptWriteBehindMaxAge is how many seconds acknowledged bytes may
 	// wait at most.
 	OptWriteBehindMaxAge = volume.OptWriteBehindMaxAge
+	// OptCacheInvalidation ("on"/"off") has the bricks tell every mount
+	// what other clients change, for its caches (quick-read, nl-cache,
+	// the kernel's) to forget at once instead of at their timeouts.
+	OptCacheInvalidation = volume.OptCacheInvalidation
 )
 
 var knownOptions = []Option{
@@ -119,6 +123,7 @@ var knownOptions = []Option{
 	{OptWriteBehindWindowSize, strconv.Itoa(writebehind.DefaultWindowSize), "bytes a file may keep acknowledged but unsent (at most 16777216)", between(4096, 16<<20)},
 	{OptWriteBehindMaxAge, strconv.FormatFloat(writebehind.DefaultMaxAge.Seconds(), 'f', -1, 64), "seconds acknowledged bytes may wait before they are sent by themselves", seconds(0.01)},
 	{OptNlCache, "on", "on or off: a lookup of a name that a directory the client made or listed lacks fails at once, without a round trip", oneOf("on", "off")},
+	{OptCacheInvalidation, "off", "on or off: bricks tell every mount what other clients change, so that its caches (quick-read, nl-cache, the kernel's) forget it at once rather than at their timeouts", oneOf("on", "off")},
 	{OptNlCacheTimeout, strconv.FormatFloat(nlcache.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a client trusts what it knows of a directory's names (a name made through another client may be missed for that long)", seconds(0.01)},
 }
 

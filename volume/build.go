@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/mortarfs/mortar/layer"
@@ -33,6 +34,12 @@ type BuildOptions struct {
 	// graph has no read cache (quick-read) either, on any volume: its top
 	// is distribute.
 	Ciphertext bool
+
+	// OnChange is told what other clients change on the volume, after
+	// the graph's own caches forgot it, when the volume's option
+	// features.cache-invalidation is on (the kernel's caches of a mount
+	// are forgotten here). It must not wait for the network.
+	OnChange func(layer.Change)
 
 	// windows are write-behind's, shared by the graphs a Live builds one
 	// after another (nil: Build makes them), so that an operation on the
@@ -80,6 +87,12 @@ const (
 	OptWriteBehindMaxAge = "performance.write-behind-max-age"
 )
 
+// OptCacheInvalidation "on" has the bricks tell every client what other
+// clients change, for its caches to forget at once rather than at their
+// timeouts (GlusterFS's features.cache-invalidation, which also
+// switches its performance.cache-invalidation).
+const OptCacheInvalidation = "features.cache-invalidation"
+
 // OptClientCache "off" turns every client cache off at once, for honest
 // measurements (as seed 001 measured GlusterFS): no quick-read, no
 // write-behind, no negative-lookup cache, and kernel cache timeouts of 0
@@ -100,6 +113,29 @@ type Graph struct {
 	idle    []func() // wait for work a layer finishes in the background
 	clients []*protocol.Client
 	windows *writebehind.Windows // write-behind's (see BuildOptions)
+	// caches are the graph's layers that forget what other clients
+	// change (set once Build has stacked them).
+	caches   atomic.Pointer[[]layer.Forgetter]
+	onChange func(layer.Change) // BuildOptions.OnChange
+}
+
+// changed is told a change by a brick's client: the graph's caches
+// forget it, then the mount's.
+func (g *Graph) changed(c layer.Change) {
+	if fs := g.caches.Load(); fs != nil {
+		for _, f := range *fs {
+			f.Forget(c)
+		}
+	}
+	if g.onChange != nil {
+		g.onChange(c)
+	}
+}
+
+// watches reports whether the graph's clients ask the bricks for change
+// notices: the option is on and the graph has caches to keep coherent.
+func watches(spec Spec, opts BuildOptions) bool {
+	return spec.Option(OptCacheInvalidation, "off") == "on" && spec.ClientCache() && !opts.Ciphertext
 }
 
 // Connected reports whether the graph is connected to every brick now.
@@ -148,6 +184,10 @@ func (g *Graph) Connected() bool {
 //
 //	nlcache ── writebehind ── quickread | crypt ── distribute ── ...
 //
+// With features.cache-invalidation on, every brick client watches its
+// brick and hands the changes other clients make to the graph's caches
+// (quick-read, nl-cache), then to BuildOptions.OnChange.
+//
 // Connections are made in the background; Build does not fail because a
 // brick is down (its operations fail with ENOTCONN until it is back).
 func Build(spec Spec, opts BuildOptions) (*Graph, error) {
@@ -164,10 +204,13 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Graph{Spec: spec}
+	g := &Graph{Spec: spec, onChange: opts.OnChange}
 	client := func(b Brick, connectWait time.Duration) *protocol.Client {
 		cfg := BrickClientConfig(spec, b)
 		cfg.ConnectWait, cfg.Dial = connectWait, opts.Dial
+		if watches(spec, opts) {
+			cfg.OnChange = g.changed
+		}
 		cfg.Logger = opts.Logger.With("volume", spec.Name, "brick", b.Name())
 		c := protocol.New(cfg)
 		g.closers = append(g.closers, c.Close)
@@ -221,6 +264,7 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 		return nil, err
 	}
 	g.Top = top
+	var caches []layer.Forgetter // the layers that forget changes
 	if crypted {
 		c, err := crypt.New(top, opts.Key, crypt.Options{Logger: opts.Logger.With("volume", spec.Name)})
 		if err != nil {
@@ -229,7 +273,8 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 		}
 		g.Top = c
 	} else if quickRead(spec, opts) {
-		g.Top = quickread.New(top, quickReadOptions(spec))
+		qr := quickread.New(top, quickReadOptions(spec))
+		g.Top, caches = qr, append(caches, qr)
 	}
 	g.windows = opts.windows
 	if g.windows == nil {
@@ -244,8 +289,10 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 		g.Top = writebehind.New(g.Top, writebehind.Options{WindowSize: size, MaxAge: age, Off: off, Windows: g.windows})
 	}
 	if spec.Option(OptNlCache, "on") == "on" && spec.ClientCache() && !opts.Ciphertext {
-		g.Top = nlcache.New(g.Top, nlcache.Options{Timeout: spec.DurationOption(OptNlCacheTimeout, nlcache.DefaultTimeout)})
+		nl := nlcache.New(g.Top, nlcache.Options{Timeout: spec.DurationOption(OptNlCacheTimeout, nlcache.DefaultTimeout)})
+		g.Top, caches = nl, append(caches, nl)
 	}
+	g.caches.Store(&caches)
 	return g, nil
 }
 

@@ -8,7 +8,7 @@
 // A frame is a 24-byte header followed by Len bytes of payload:
 //
 //	offset 0  u32 Len     payload length (≤ MaxPayload)
-//	       4  u8  Kind    Request, Response, Cancel, Ping, Pong
+//	       4  u8  Kind    Request, Response, Cancel, Ping, Pong, Notify
 //	       5  u8  Op      operation (requests and responses)
 //	       6  u16 Flags   reserved, zero
 //	       8  u64 ID      request id, echoed in the response
@@ -19,7 +19,9 @@
 // msgs.go. A connection opens with Magic and a Handshake request naming the
 // volume and brick, which the brick answers with a challenge, and a second
 // Handshake answering it with the volume's secret (msgs.go); a frame that
-// does not parse closes the connection.
+// does not parse closes the connection. A client that sent OpWatch also
+// receives Notify frames, unasked, naming what other clients changed
+// (change.go).
 package wire
 
 import (
@@ -57,6 +59,7 @@ const (
 	KindCancel   = 3 // ID names the request to cancel
 	KindPing     = 4
 	KindPong     = 5
+	KindNotify   = 6 // brick → client: changes others made (EncodeChanges); ID 0
 )
 
 // Header is a decoded frame header.
@@ -96,7 +99,7 @@ func ParseHeader(b []byte) (Header, error) {
 	if h.Len > MaxPayload {
 		return h, fmt.Errorf("%w: %d-byte payload exceeds the %d-byte limit", ErrFrameTooLarge, h.Len, MaxPayload)
 	}
-	if h.Kind < KindRequest || h.Kind > KindPong {
+	if h.Kind < KindRequest || h.Kind > KindNotify {
 		return h, fmt.Errorf("wire: unknown frame kind %d", h.Kind)
 	}
 	if h.Flags != 0 || binary.LittleEndian.Uint32(b[20:]) != 0 {

@@ -167,7 +167,7 @@ func FuzzDecode(f *testing.F) {
 			if !bytes.Equal(back[:], frame[:HeaderSize]) {
 				t.Fatalf("header %+v re-encodes differently", h)
 			}
-			if h.Len > MaxPayload || h.Kind < KindRequest || h.Kind > KindPong {
+			if h.Len > MaxPayload || h.Kind < KindRequest || h.Kind > KindNotify {
 				t.Fatalf("bad header accepted: %+v", h)
 			}
 			payload = payload[:min(len(payload), int(h.Len))]

@@ -68,6 +68,7 @@ const (
 	OpDropHealEntry
 	OpEntrylk
 	OpLookupData
+	OpWatch
 	opMax
 )
 
@@ -75,7 +76,7 @@ var opNames = [...]string{"", "handshake", "lookup", "setattr", "mknod", "mkdir"
 	"readlink", "unlink", "rmdir", "rename", "link", "create", "open", "readdir", "statfs",
 	"getxattr", "setxattr", "listxattr", "removexattr", "read", "write", "fgetattr",
 	"fsetattr", "fsync", "fallocate", "flush", "getlk", "setlk", "release",
-	"healindex", "markpending", "clearpending", "drophealentry", "entrylk", "lookupdata"}
+	"healindex", "markpending", "clearpending", "drophealentry", "entrylk", "lookupdata", "watch"}
 
 // OpName names an operation for logs and metrics.
 func OpName(op uint8) string {
@@ -131,6 +132,14 @@ type Request struct {
 const (
 	EntrylkUnlock uint32 = iota
 	EntrylkLock
+)
+
+// Flags of OpWatch: a client asks its brick to tell it (KindNotify
+// frames) what other connections change, for its caches to forget, or to
+// stop.
+const (
+	WatchOff uint32 = iota
+	WatchOn
 )
 
 // WriteHead is the size of a write request's fields (fh, offset, pending,
@@ -206,6 +215,7 @@ var schema = [opMax][]field{
 	OpDropHealEntry: {fGfid},
 	OpEntrylk:       {fPath, fFlags}, // Flags: EntrylkLock or EntrylkUnlock
 	OpLookupData:    {fPath, fMax},   // answer: EncodeLookupData
+	OpWatch:         {fFlags},        // Flags: WatchOn or WatchOff
 }
 
 // Encode appends the request's schema fields (not Data) to e.

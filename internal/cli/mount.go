@@ -221,7 +221,10 @@ func mountAndServe(req mountRequest, log *slog.Logger, ready func(error)) error 
 // req.Server publishes it. Close the returned mount's graph after the
 // file system is unmounted.
 func mountSpec(spec volume.Spec, req mountRequest, log *slog.Logger) (*fuse.Server, *liveMount, error) {
-	bo := volume.BuildOptions{Logger: log}
+	// The kernel forgets what other clients change, when the volume's
+	// features.cache-invalidation is on (now or after a volume set).
+	kernel := fusebridge.NewNotifier()
+	bo := volume.BuildOptions{Logger: log, OnChange: kernel.Changed}
 	id, err := req.identity()
 	if err != nil {
 		return nil, nil, err
@@ -241,7 +244,9 @@ func mountSpec(spec volume.Spec, req mountRequest, log *slog.Logger) (*fuse.Serv
 		return nil, nil, fmt.Errorf("volume %s: %w", spec.Name, err)
 	}
 	live := volume.NewLive(graph, volume.WithBuildOptions(bo))
-	srv, err := fusebridge.Mount(req.Mountpoint, live, fuseOptions(spec, req, log))
+	fo := fuseOptions(spec, req, log)
+	fo.Notifier = kernel
+	srv, err := fusebridge.Mount(req.Mountpoint, live, fo)
 	if err != nil {
 		live.Close()
 		return nil, nil, fmt.Errorf("mount %s at %s: %w", req.Source, req.Mountpoint, err)

@@ -186,3 +186,33 @@ func TestBigDirectoryNotKept(t *testing.T) {
 func TestConformance(t *testing.T) {
 	layertest.Run(t, func(t *testing.T) layer.Layer { return New(newStore(t), Options{}) })
 }
+
+// A change another client made, told (Forget), is seen at once: a name
+// made there is asked of the child although the directory is known and
+// fresh; a renamed directory's names are forgotten; ChangedAll forgets
+// every directory.
+func TestForgetTakesOthersChangesAtOnce(t *testing.T) {
+	r := newRig(t, nil)
+	r.mkdir(r.l, "/d")
+	r.mkdir(r.l, "/d/sub")
+	r.create(r.under, "/d/other") // another client
+	r.l.Forget(layer.Change{Path: "/d/other", Entry: true})
+	if err, asked := r.lookup("/d/other"); err != nil || !asked {
+		t.Fatalf("a name another client made, told: %v, asked %v; want found by the child", err, asked)
+	}
+	if err, asked := r.lookup("/d/none"); !errors.Is(err, syscall.ENOENT) || asked {
+		t.Fatalf("other names of the directory: %v, asked %v; want still answered", err, asked)
+	}
+	r.l.Forget(layer.Change{Path: "/d/sub", Entry: true}) // replaced by another client
+	if _, asked := r.lookup("/d/sub/x"); !asked {
+		t.Fatal("a name in a directory renamed onto was answered from what the layer knew")
+	}
+	r.l.Forget(layer.Change{Path: "/d/none"}) // an inode change: no names
+	if err, asked := r.lookup("/d/none"); !errors.Is(err, syscall.ENOENT) || asked {
+		t.Fatalf("after an inode change: %v, asked %v; want still answered", err, asked)
+	}
+	r.l.Forget(layer.ChangedAll)
+	if _, asked := r.lookup("/d/none"); !asked {
+		t.Fatal("after ChangedAll a name was answered from what the layer knew")
+	}
+}

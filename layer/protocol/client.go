@@ -41,6 +41,11 @@ type Config struct {
 	// plugs in here.
 	Dial   func(ctx context.Context, network, addr string) (net.Conn, error)
 	Logger *slog.Logger
+	// OnChange, if set, is told what other clients change on the brick
+	// (wire.OpWatch), and layer.ChangedAll after a reconnect (notices
+	// were missed meanwhile). It runs on the connection's reader: it must
+	// not wait for the network.
+	OnChange func(layer.Change)
 }
 
 func (cfg *Config) setDefaults() {
@@ -77,6 +82,7 @@ type Client struct {
 	cur       *session
 	connected chan struct{} // closed while cur != nil
 	gen       uint64
+	served    bool // a session was published before
 
 	redial chan struct{} // wakes run's backoff wait (see Redial)
 	demand chan struct{} // wakes it no sooner than demandFloor (see Up)
@@ -242,6 +248,13 @@ func (c *Client) connect() (*session, error) {
 		nc.Close()
 		return nil, err
 	}
+	if c.cfg.OnChange != nil {
+		if err := s.watch(); err != nil {
+			nc.Close()
+			return nil, err
+		}
+		s.onChange = c.cfg.OnChange
+	}
 	nc.SetDeadline(time.Time{})
 	return s, nil
 }
@@ -251,7 +264,12 @@ func (c *Client) serve(s *session) {
 	c.mu.Lock()
 	c.cur = s
 	close(c.connected)
+	again := c.served
+	c.served = true
 	c.mu.Unlock()
+	if again && s.onChange != nil {
+		s.onChange(layer.ChangedAll) // changes made while away were not told
+	}
 	go s.readLoop()
 	pingErr := make(chan error, 1)
 	go func() { pingErr <- s.pingLoop(c.cfg.PingInterval, c.cfg.PingTimeout) }()

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/wire"
 )
 
@@ -29,6 +30,8 @@ type session struct {
 	dead    chan struct{}
 	// onDead runs once when the session fails.
 	onDead func(*session)
+	// onChange takes the changes the brick reports (nil: not watching).
+	onChange func(layer.Change)
 }
 
 // call is one request waiting for its response.
@@ -68,12 +71,13 @@ func (s *session) handshake(volumeID, brickID, secret string) error {
 	return err
 }
 
-// exchange sends a handshake request, after prefix, and returns the
-// payload of the brick's answer.
+// exchange sends a request on a connection not served yet (the
+// handshake, the watch), after prefix, and returns the payload of the
+// brick's answer.
 func (s *session) exchange(prefix []byte, req *wire.Request) ([]byte, error) {
 	var body wire.Enc
 	req.Encode(&body)
-	h := wire.Header{Kind: wire.KindRequest, Op: wire.OpHandshake, ID: 0, Len: uint32(len(body.B))}
+	h := wire.Header{Kind: wire.KindRequest, Op: req.Op, ID: 0, Len: uint32(len(body.B))}
 	var hb [wire.HeaderSize]byte
 	h.Put(hb[:])
 	if _, err := s.nc.Write(append(append(prefix, hb[:]...), body.B...)); err != nil {
@@ -81,19 +85,28 @@ func (s *session) exchange(prefix []byte, req *wire.Request) ([]byte, error) {
 	}
 	resp, err := wire.ReadHeader(s.nc, &hb)
 	if err != nil {
-		return nil, fmt.Errorf("reading handshake answer: %w", err)
+		return nil, fmt.Errorf("reading %s answer: %w", wire.OpName(req.Op), err)
 	}
-	if resp.Kind != wire.KindResponse || resp.Op != wire.OpHandshake || resp.Len > 4096 {
-		return nil, fmt.Errorf("unexpected handshake answer (kind %d op %d)", resp.Kind, resp.Op)
+	if resp.Kind != wire.KindResponse || resp.Op != req.Op || resp.Len > 4096 {
+		return nil, fmt.Errorf("unexpected %s answer (kind %d op %d)", wire.OpName(req.Op), resp.Kind, resp.Op)
 	}
 	msg := make([]byte, resp.Len)
 	if _, err := io.ReadFull(s.nc, msg); err != nil {
 		return nil, err
 	}
 	if resp.Errno != 0 {
+		if len(msg) == 0 {
+			return nil, fmt.Errorf("%s refused: %w", wire.OpName(req.Op), syscall.Errno(resp.Errno))
+		}
 		return nil, fmt.Errorf("refused: %s", msg)
 	}
 	return msg, nil
+}
+
+// watch asks the brick to tell this connection what others change.
+func (s *session) watch() error {
+	_, err := s.exchange(nil, &wire.Request{Op: wire.OpWatch, Flags: wire.WatchOn})
+	return err
 }
 
 // fail ends the session and every call in it.
@@ -167,6 +180,8 @@ func (s *session) receive(h wire.Header) error {
 			return errors.New("pong with payload")
 		}
 		return nil
+	case wire.KindNotify:
+		return s.notice(h)
 	case wire.KindResponse:
 	default:
 		return fmt.Errorf("unexpected frame kind %d from brick", h.Kind)
@@ -221,4 +236,26 @@ func (s *session) pingLoop(interval, timeout time.Duration) error {
 			}
 		}
 	}
+}
+
+// notice reads a KindNotify frame and hands its changes on.
+func (s *session) notice(h wire.Header) error {
+	if s.onChange == nil {
+		return errors.New("change notice on a connection that did not watch")
+	}
+	if h.Len > wire.MaxPayload {
+		return wire.ErrFrameTooLarge
+	}
+	b := make([]byte, h.Len)
+	if _, err := io.ReadFull(s.nc, b); err != nil {
+		return err
+	}
+	cs, err := wire.DecodeChanges(b)
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		s.onChange(c)
+	}
+	return nil
 }

@@ -175,3 +175,24 @@ func (c *cache) changedAll() {
 		c.bytes = 0
 	}
 }
+
+// forgetAll notes a change that may have touched anything.
+func (c *cache) forgetAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.clock++
+	c.changedAll()
+}
+
+// dropInode notes a change to the inode at path, whose gfid is known
+// only if path has an entry: the entry goes, and so does the memory of
+// files served from it.
+func (c *cache) dropInode(path string, now time.Time) {
+	c.mu.Lock()
+	e := c.entries[path]
+	c.mu.Unlock()
+	if e != nil {
+		c.changedInode(e.attr.Gfid, now)
+	}
+	c.dropPaths(path)
+}

@@ -83,6 +83,13 @@ func (f *file) memory() *entry {
 	return f.mem
 }
 
+// served returns the entry the file serves from, nil if none.
+func (f *file) served() *entry {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mem
+}
+
 // child returns the child's file, opening it the first time. A file
 // served from memory is opened by path; if the name has since gone or
 // holds another inode, the open file is stale.

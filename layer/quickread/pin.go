@@ -54,3 +54,16 @@ func (l *Layer) pin(ctx context.Context, paths ...string) {
 		f.child(ctx)
 	}
 }
+
+// at returns the files opened at path.
+func (m *inMemory) at(path string) []*file {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*file
+	for f := range m.files {
+		if f.path == path {
+			out = append(out, f)
+		}
+	}
+	return out
+}

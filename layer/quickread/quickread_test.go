@@ -341,3 +341,41 @@ func TestUnlinkAndRenameOfAnOpenFile(t *testing.T) {
 		})
 	}
 }
+
+// A change another client made, told (Forget), is seen at once, within
+// the timeout: a write drops the content a lookup brought and makes a
+// file open from memory read the brick; a name change drops the content
+// of the name but leaves files open from memory on their inode.
+func TestForgetTakesOthersChangesAtOnce(t *testing.T) {
+	r := newRig(t, Options{Timeout: time.Minute})
+	f := r.served("/f", "old")
+	r.put(r.store, "/f", "new") // another client
+	r.l.Forget(layer.Change{Path: "/f"})
+	if got := r.read(f); got != "new" {
+		t.Errorf("read of a file open from memory after its inode changed: %q, want the brick's", got)
+	}
+
+	r.put(r.l, "/g", "old")
+	r.lookup("/g")
+	r.put(r.store, "/g", "new")
+	r.l.Forget(layer.Change{Path: "/g"})
+	r.counts.Reset()
+	if got := r.cat("/g"); got != "new" {
+		t.Errorf("cat after the inode changed: %q", got)
+	}
+	r.wantOpens(1, "an open after the inode changed")
+
+	h := r.served("/h", "mine")
+	r.ok(r.store.Rename(r.ctx, "/g", "/h", 0), "rename by another client")
+	r.l.Forget(layer.Change{Path: "/h", Entry: true})
+	if got := r.read(h); got != "mine" {
+		t.Errorf("a file open from memory after its name was replaced: %q, want its own inode's", got)
+	}
+	r.lookup("/h")
+	r.l.Forget(layer.ChangedAll)
+	r.counts.Reset()
+	if got := r.cat("/h"); got != "new" {
+		t.Errorf("cat after ChangedAll: %q", got)
+	}
+	r.wantOpens(1, "an open after ChangedAll")
+}

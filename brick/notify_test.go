@@ -1,0 +1,133 @@
+package brick
+
+import (
+	"context"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/protocol"
+)
+
+// watchClient connects a real client that watches the test brick; the
+// changes it is told arrive on the returned channel.
+func watchClient(t *testing.T, addr string) (*protocol.Client, <-chan layer.Change) {
+	t.Helper()
+	ch := make(chan layer.Change, 1024)
+	c := protocol.New(protocol.Config{Addr: addr, BrickID: testBrick, VolumeID: testVolume,
+		ConnectWait: 10 * time.Second, OnChange: func(c layer.Change) { ch <- c }})
+	t.Cleanup(func() { c.Close() })
+	return c, ch
+}
+
+// await reads changes from ch until want has been seen in order (other
+// changes between them are fine: a brick may tell a change twice).
+func await(t *testing.T, ch <-chan layer.Change, want ...layer.Change) {
+	t.Helper()
+	var got []layer.Change
+	deadline := time.After(10 * time.Second)
+	for len(want) > 0 {
+		select {
+		case c := <-ch:
+			got = append(got, c)
+			if c == want[0] {
+				want = want[1:]
+			}
+		case <-deadline:
+			t.Fatalf("still waiting for %v; told %v", want, got)
+		}
+	}
+}
+
+func entry(p string) layer.Change { return layer.Change{Path: p, Entry: true} }
+func inode(p string) layer.Change { return layer.Change{Path: p} }
+
+// A watching client is told, in order, every change other clients make:
+// names made, renamed, linked and removed, and inodes written, truncated
+// and chmodded; the client that made them is not told its own.
+func TestWatcherToldOthersChanges(t *testing.T) {
+	s, _ := newStore(t)
+	ts := startServer(t, s, DefaultLimits())
+	ctx := context.Background()
+	watcher, told := watchClient(t, ts.addr)
+	maker, makerTold := watchClient(t, ts.addr)
+	other := entryClient(t, ts.addr)
+	if _, err := watcher.Lookup(ctx, "/"); err != nil { // connected, watching
+		t.Fatal(err)
+	}
+	if _, err := maker.Mkdir(ctx, "/d", layer.MkdirIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	f, _, err := maker.Create(ctx, "/d/f", layer.CreateIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o644, Flags: syscall.O_RDWR})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(ctx, []byte("data"), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Release(ctx)
+	steps := []func() error{
+		func() error {
+			_, err := maker.Setattr(ctx, "/d/f", layer.SetattrIn{Valid: layer.SetMode, Mode: 0o600})
+			return err
+		},
+		func() error { return maker.Rename(ctx, "/d/f", "/d/g", 0) },
+		func() error { _, err := maker.Link(ctx, "/d/g", "/d/h"); return err },
+		func() error { return maker.Unlink(ctx, "/d/h") },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	await(t, told, entry("/d"), entry("/d/f"), inode("/d/f"), inode("/d/f"),
+		entry("/d/f"), entry("/d/g"), inode("/d/g"), entry("/d/h"), entry("/d/h"))
+
+	// A change by a third client reaches the maker too, and is the first
+	// thing it is told: none of its own came before.
+	if err := <-mkfile(ctx, other, "/sentinel"); err != nil {
+		t.Fatal(err)
+	}
+	await(t, told, entry("/sentinel"))
+	select {
+	case c := <-makerTold:
+		if c != entry("/sentinel") {
+			t.Fatalf("the maker was told %v before the sentinel: its own change", c)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the maker was not told of the sentinel")
+	}
+}
+
+// A client that reconnects is told that anything may have changed: it
+// missed the notices of the time it was away.
+func TestWatcherToldAllAfterReconnect(t *testing.T) {
+	s, _ := newStore(t)
+	ts := startServer(t, s, DefaultLimits())
+	ctx := context.Background()
+	watcher, told := watchClient(t, ts.addr)
+	if _, err := watcher.Lookup(ctx, "/"); err != nil {
+		t.Fatal(err)
+	}
+	ts.srv.Remove(testBrick) // closes the connection
+	ts.srv.Add(testBrick, testVolume, s)
+	await(t, told, layer.ChangedAll)
+	if _, err := watcher.Lookup(ctx, "/"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A watcher whose queue overflows is told that anything may have changed
+// instead of every change.
+func TestOutboxOverflowBecomesAll(t *testing.T) {
+	o := &outbox{seen: map[layer.Change]struct{}{}, wake: make(chan struct{}, 1)}
+	for i := range maxQueued + 10 {
+		o.put([]layer.Change{inode("/f" + string(rune('a'+i%26)) + string(rune(i)))})
+	}
+	got := o.take()
+	if !slices.Equal(got, []layer.Change{layer.ChangedAll}) {
+		t.Fatalf("after an overflow: told %d changes, first %v; want only ChangedAll", len(got), got[0])
+	}
+}
