@@ -39,6 +39,12 @@ func cacheCases() []cacheCase {
 		{"unlink", func(a string) error { return write(filepath.Join(a, "u"), "u") },
 			func(a string) error { return os.Remove(filepath.Join(a, "u")) },
 			func(b string) bool { return gone(filepath.Join(b, "u")) }},
+		{"chmod of a directory", func(a string) error { return os.Mkdir(filepath.Join(a, "cd"), 0o755) },
+			func(a string) error { return os.Chmod(filepath.Join(a, "cd"), 0o700) },
+			func(b string) bool {
+				st, err := os.Stat(filepath.Join(b, "cd"))
+				return err == nil && st.Mode().Perm() == 0o700
+			}},
 		{"chmod", func(a string) error { return write(filepath.Join(a, "c"), "c") },
 			func(a string) error { return os.Chmod(filepath.Join(a, "c"), 0o600) },
 			func(b string) bool {
@@ -61,6 +67,7 @@ func TestCachesTwoMounts(t *testing.T) {
 			opts := []string{
 				"performance.attr-timeout", secs, "performance.entry-timeout", secs,
 				"performance.quick-read-cache-timeout", secs, "performance.nl-cache-timeout", secs,
+				"performance.md-cache-timeout", secs,
 			}
 			if !on {
 				opts = []string{"performance.client-cache", "off"}

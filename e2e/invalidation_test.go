@@ -8,7 +8,7 @@ import (
 )
 
 // Two mounts of one volume with every cache on and timeouts of a minute
-// (the kernel's, quick-read's, nl-cache's): with
+// (the kernel's, quick-read's, nl-cache's, md-cache's): with
 // features.cache-invalidation on, each change made through one mount is
 // seen through the other at once (well within 2 s, where the caches
 // alone would hide it for a minute), on every volume type.
@@ -88,5 +88,6 @@ func longCaches(extra ...string) []string {
 	return append([]string{
 		"performance.quick-read-cache-timeout", "60",
 		"performance.attr-timeout", "60", "performance.entry-timeout", "60", "performance.nl-cache-timeout", "60",
+		"performance.md-cache-timeout", "60",
 	}, extra...)
 }

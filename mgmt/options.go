@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mortarfs/mortar/layer/mdcache"
 	"github.com/mortarfs/mortar/layer/nlcache"
 	"github.com/mortarfs/mortar/layer/quickread"
 	"github.com/mortarfs/mortar/layer/writebehind"
@@ -99,6 +100,13 @@ const (
 	// what other clients change, for its caches (quick-read, nl-cache,
 	// the kernel's) to forget at once instead of at their timeouts.
 	OptCacheInvalidation = volume.OptCacheInvalidation
+	// OptStatPrefetch ("on"/"off") stacks the directory attribute cache
+	// on clients (GlusterFS's switch of md-cache).
+	OptStatPrefetch = volume.OptStatPrefetch
+	// OptMdCacheTimeout is how many seconds a client keeps a directory's
+	// attributes: a change made through another client may be missed for
+	// that long.
+	OptMdCacheTimeout = volume.OptMdCacheTimeout
 )
 
 var knownOptions = []Option{
@@ -123,6 +131,8 @@ var knownOptions = []Option{
 	{OptWriteBehindWindowSize, strconv.Itoa(writebehind.DefaultWindowSize), "bytes a file may keep acknowledged but unsent (at most 16777216)", between(4096, 16<<20)},
 	{OptWriteBehindMaxAge, strconv.FormatFloat(writebehind.DefaultMaxAge.Seconds(), 'f', -1, 64), "seconds acknowledged bytes may wait before they are sent by themselves", seconds(0.01)},
 	{OptNlCache, "on", "on or off: a lookup of a name that a directory the client made or listed lacks fails at once, without a round trip", oneOf("on", "off")},
+	{OptStatPrefetch, "on", "on or off: clients keep the attributes of directories (the kernel asks for them again after every name made in one)", oneOf("on", "off")},
+	{OptMdCacheTimeout, strconv.FormatFloat(mdcache.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a client keeps a directory's attributes (a change through another client may be missed for that long)", seconds(0.01)},
 	{OptCacheInvalidation, "off", "on or off: bricks tell every mount what other clients change, so that its caches (quick-read, nl-cache, the kernel's) forget it at once rather than at their timeouts", oneOf("on", "off")},
 	{OptNlCacheTimeout, strconv.FormatFloat(nlcache.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a client trusts what it knows of a directory's names (a name made through another client may be missed for that long)", seconds(0.01)},
 }

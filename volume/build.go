@@ -13,6 +13,7 @@ import (
 	"github.com/mortarfs/mortar/layer/crypt"
 	"github.com/mortarfs/mortar/layer/disperse"
 	"github.com/mortarfs/mortar/layer/distribute"
+	"github.com/mortarfs/mortar/layer/mdcache"
 	"github.com/mortarfs/mortar/layer/nlcache"
 	"github.com/mortarfs/mortar/layer/protocol"
 	"github.com/mortarfs/mortar/layer/quickread"
@@ -85,6 +86,16 @@ const (
 	// OptWriteBehindMaxAge is how many seconds a window waits at most
 	// before it is sent by itself.
 	OptWriteBehindMaxAge = "performance.write-behind-max-age"
+)
+
+// The volume options of the directory attribute cache (layer/mdcache),
+// with GlusterFS's names (stat-prefetch is its switch of md-cache).
+const (
+	// OptStatPrefetch "on" (the default) or "off" stacks the layer.
+	OptStatPrefetch = "performance.stat-prefetch"
+	// OptMdCacheTimeout is how many seconds a directory's attributes
+	// are kept.
+	OptMdCacheTimeout = "performance.md-cache-timeout"
 )
 
 // OptCacheInvalidation "on" has the bricks tell every client what other
@@ -180,9 +191,10 @@ func (g *Graph) Connected() bool {
 // keeping no windows of its own, to send those a mount's earlier graph
 // may hold), and on top of all the negative-lookup cache (unless
 // performance.nl-cache is off) answers lookups of names a directory it
-// knows lacks:
+// knows lacks, and over it the directory attribute cache (unless
+// performance.stat-prefetch is off) answers lookups of directories:
 //
-//	nlcache ── writebehind ── quickread | crypt ── distribute ── ...
+//	mdcache ── nlcache ── writebehind ── quickread | crypt ── distribute ── ...
 //
 // With features.cache-invalidation on, every brick client watches its
 // brick and hands the changes other clients make to the graph's caches
@@ -291,6 +303,10 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 	if spec.Option(OptNlCache, "on") == "on" && spec.ClientCache() && !opts.Ciphertext {
 		nl := nlcache.New(g.Top, nlcache.Options{Timeout: spec.DurationOption(OptNlCacheTimeout, nlcache.DefaultTimeout)})
 		g.Top, caches = nl, append(caches, nl)
+	}
+	if spec.Option(OptStatPrefetch, "on") == "on" && spec.ClientCache() && !opts.Ciphertext {
+		md := mdcache.New(g.Top, mdcache.Options{Timeout: spec.DurationOption(OptMdCacheTimeout, mdcache.DefaultTimeout)})
+		g.Top, caches = md, append(caches, md)
 	}
 	g.caches.Store(&caches)
 	return g, nil

@@ -1,0 +1,277 @@
+// Package mdcache is a client-side layer that keeps the attributes of
+// directories (GlusterFS's md-cache, for directories): the kernel drops
+// a directory's attributes after every name made or removed in it and
+// asks for them again before the next lookup there (it checks search
+// permission), so a loop creating files would pay a lookup of their
+// directory per file.
+//
+// # What it knows
+//
+// The attributes of every directory a lookup through the layer found,
+// for Timeout. Operations through the layer keep them up to date: a name
+// made in a known directory (create, mknod, mkdir, symlink, link) sets
+// its modification and change times to the new inode's change time (the
+// brick set both in one system call; on a distributed volume each brick
+// has its own copy of the directory and its own times) and a
+// subdirectory adds a link; setattr stores the attributes it answers; a
+// name removed or renamed, or an extended attribute set, forgets the
+// directory (the next lookup asks). Files are not kept: the kernel's own
+// attribute cache and quick-read's lookups serve them.
+//
+// # How fresh
+//
+// A directory changed through another client (its mode, owner, times)
+// may be seen as it was for at most Timeout: the bound the kernel's
+// attribute cache puts on every inode. With cache invalidation
+// (layer.Change) such a change is forgotten when the brick tells it. A
+// lookup that overlapped an operation of the layer is not kept.
+package mdcache
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// DefaultTimeout is how long attributes are kept by default (GlusterFS's
+// md-cache-timeout).
+const DefaultTimeout = time.Second
+
+// maxDirs bounds the directories kept; past it the oldest go first.
+const maxDirs = 65536
+
+// Options tune the layer; zero values take the defaults.
+type Options struct {
+	Timeout time.Duration
+	// Now is the clock (tests); nil is time.Now.
+	Now func() time.Time
+}
+
+// Layer keeps directories' attributes over its child.
+type Layer struct {
+	layer.Base
+	opts Options
+
+	mu    sync.Mutex
+	dirs  map[string]kept
+	clock uint64 // counts the operations through the layer that changed something
+}
+
+// kept is a directory's attributes and when its lookup started.
+type kept struct {
+	attr layer.Attr
+	at   time.Time
+}
+
+var (
+	_ layer.Layer     = (*Layer)(nil)
+	_ layer.Forgetter = (*Layer)(nil)
+)
+
+// New returns the layer over child.
+func New(child layer.Layer, opts Options) *Layer {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Layer{Base: layer.Base{Child: child}, opts: opts, dirs: map[string]kept{}}
+}
+
+// Lookup answers a directory known for less than Timeout from memory.
+func (l *Layer) Lookup(ctx context.Context, path string) (layer.Attr, error) {
+	now := l.opts.Now()
+	l.mu.Lock()
+	k, ok := l.dirs[path]
+	clock := l.clock
+	l.mu.Unlock()
+	if ok && now.Sub(k.at) < l.opts.Timeout {
+		return k.attr, nil
+	}
+	a, err := l.Child.Lookup(ctx, path)
+	if err == nil && a.IsDir() {
+		l.mu.Lock()
+		if l.clock == clock {
+			l.keep(path, kept{attr: a, at: now})
+		}
+		l.mu.Unlock()
+	}
+	return a, err
+}
+
+// keep stores k as path's, making room; l.mu is held.
+func (l *Layer) keep(path string, k kept) {
+	if _, ok := l.dirs[path]; !ok && len(l.dirs) >= maxDirs {
+		l.evict(k.at)
+	}
+	l.dirs[path] = k
+}
+
+// evict forgets the directories timed out, or if none, one of the others.
+func (l *Layer) evict(now time.Time) {
+	for p, k := range l.dirs {
+		if now.Sub(k.at) >= l.opts.Timeout {
+			delete(l.dirs, p)
+		}
+	}
+	for p := range l.dirs {
+		if len(l.dirs) < maxDirs {
+			return
+		}
+		delete(l.dirs, p)
+	}
+}
+
+// changed counts a change through the layer (a lookup under way keeps
+// nothing), lets apply update what is known, under l.mu.
+func (l *Layer) changed(apply func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.clock++
+	apply()
+}
+
+// forgetTree forgets path and the directories below it; l.mu is held.
+func (l *Layer) forgetTree(path string) {
+	if path == "/" {
+		clear(l.dirs)
+		return
+	}
+	for p := range l.dirs {
+		if p == path || strings.HasPrefix(p, path) && p[len(path)] == '/' {
+			delete(l.dirs, p)
+		}
+	}
+}
+
+// made updates the directory of path, in which a name was made whose
+// inode a is (a directory when dir).
+func (l *Layer) made(path string, a layer.Attr, err error) {
+	parent, _ := layer.Split(path)
+	l.changed(func() {
+		k, ok := l.dirs[parent]
+		if !ok {
+			return
+		}
+		if err != nil && !errors.Is(err, syscall.EEXIST) {
+			delete(l.dirs, parent) // what happened is not known
+			return
+		}
+		// A create without O_EXCL may have opened a file that was there:
+		// its change time is older, and the times never go back.
+		if err == nil && later(a.Ctime, k.attr.Mtime) {
+			k.attr.Mtime, k.attr.Ctime = a.Ctime, a.Ctime
+			if a.IsDir() {
+				k.attr.Nlink++
+			}
+			l.dirs[parent] = k
+		}
+	})
+}
+
+// later reports whether a is after b.
+func later(a, b layer.Timespec) bool {
+	return a.Sec > b.Sec || a.Sec == b.Sec && a.Nsec > b.Nsec
+}
+
+// gone forgets the directories of paths, and the trees at paths.
+func (l *Layer) gone(paths ...string) {
+	l.changed(func() {
+		for _, p := range paths {
+			parent, _ := layer.Split(p)
+			delete(l.dirs, parent)
+			l.forgetTree(p)
+		}
+	})
+}
+
+func (l *Layer) Create(ctx context.Context, path string, in layer.CreateIn) (layer.File, layer.Attr, error) {
+	f, a, err := l.Child.Create(ctx, path, in)
+	l.made(path, a, err)
+	return f, a, err
+}
+
+func (l *Layer) Mknod(ctx context.Context, path string, in layer.MknodIn) (layer.Attr, error) {
+	a, err := l.Child.Mknod(ctx, path, in)
+	l.made(path, a, err)
+	return a, err
+}
+
+func (l *Layer) Mkdir(ctx context.Context, path string, in layer.MkdirIn) (layer.Attr, error) {
+	a, err := l.Child.Mkdir(ctx, path, in)
+	l.made(path, a, err)
+	return a, err
+}
+
+func (l *Layer) Symlink(ctx context.Context, path string, in layer.SymlinkIn) (layer.Attr, error) {
+	a, err := l.Child.Symlink(ctx, path, in)
+	l.made(path, a, err)
+	return a, err
+}
+
+func (l *Layer) Link(ctx context.Context, oldpath, newpath string) (layer.Attr, error) {
+	a, err := l.Child.Link(ctx, oldpath, newpath)
+	l.made(newpath, a, err)
+	return a, err
+}
+
+func (l *Layer) Unlink(ctx context.Context, path string) error {
+	defer l.gone(path)
+	return l.Child.Unlink(ctx, path)
+}
+
+func (l *Layer) Rmdir(ctx context.Context, path string) error {
+	defer l.gone(path)
+	return l.Child.Rmdir(ctx, path)
+}
+
+func (l *Layer) Rename(ctx context.Context, oldpath, newpath string, flags uint32) error {
+	defer l.gone(oldpath, newpath)
+	return l.Child.Rename(ctx, oldpath, newpath, flags)
+}
+
+// Setattr keeps the attributes it answers for a directory.
+func (l *Layer) Setattr(ctx context.Context, path string, in layer.SetattrIn) (layer.Attr, error) {
+	a, err := l.Child.Setattr(ctx, path, in)
+	l.changed(func() {
+		delete(l.dirs, path)
+		if err == nil && a.IsDir() {
+			l.keep(path, kept{attr: a, at: l.opts.Now()})
+		}
+	})
+	return a, err
+}
+
+func (l *Layer) Setxattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
+	defer l.changed(func() { delete(l.dirs, path) })
+	return l.Child.Setxattr(ctx, path, name, value, flags)
+}
+
+func (l *Layer) Removexattr(ctx context.Context, path, name string) error {
+	defer l.changed(func() { delete(l.dirs, path) })
+	return l.Child.Removexattr(ctx, path, name)
+}
+
+// Forget takes in a change another client made: the directory of a name
+// made or removed there, and the directories at and below the name, are
+// forgotten; an inode changed is forgotten if it is a directory.
+func (l *Layer) Forget(c layer.Change) {
+	l.changed(func() {
+		switch {
+		case c.All:
+			clear(l.dirs)
+		case c.Entry:
+			parent, _ := layer.Split(c.Path)
+			delete(l.dirs, parent)
+			l.forgetTree(c.Path)
+		default:
+			delete(l.dirs, c.Path)
+		}
+	})
+}

@@ -1,0 +1,166 @@
+package mdcache
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mortarfs/mortar/internal/testbrick"
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/layertest"
+)
+
+const testVolume = "vol-mdcache-test"
+
+var bg = context.Background()
+
+// rig is the layer over a brick in a temporary directory, reached through
+// a counter of the operations that get past the layer.
+type rig struct {
+	t     *testing.T
+	under layer.Layer // the brick, as another client reaches it
+	count *layertest.Counting
+	clock *layertest.Clock
+	l     *Layer
+}
+
+func newRig(t *testing.T) *rig {
+	s := testbrick.NewStore(t, testVolume)
+	r := &rig{t: t, under: s, count: layertest.NewCounting(s), clock: layertest.NewClock()}
+	r.l = New(r.count, Options{Timeout: time.Second, Now: r.clock.Now})
+	return r
+}
+
+// stat looks path up through the layer and reports whether the child was
+// asked.
+func (r *rig) stat(path string) (layer.Attr, bool) {
+	r.t.Helper()
+	before := r.count.Count("Lookup")
+	a, err := r.l.Lookup(bg, path)
+	if err != nil {
+		r.t.Fatalf("lookup %s: %v", path, err)
+	}
+	return a, r.count.Count("Lookup") > before
+}
+
+func (r *rig) ok(err error) {
+	r.t.Helper()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rig) create(l layer.Layer, path string) layer.Attr {
+	r.t.Helper()
+	f, a, err := l.Create(bg, path, layer.CreateIn{Mode: 0o644, Flags: syscall.O_RDWR | syscall.O_EXCL, Owner: layer.Owner{Gfid: layer.NewGfid()}})
+	r.ok(err)
+	f.Release(bg)
+	return a
+}
+
+func mkdirIn() layer.MkdirIn {
+	return layer.MkdirIn{Mode: 0o755, Owner: layer.Owner{Gfid: layer.NewGfid()}}
+}
+
+// A directory looked up is answered from memory for the timeout, files
+// never are; names made through the layer keep its times and links as
+// the brick has them, without asking.
+func TestDirectoryKeptAndKeptUpToDate(t *testing.T) {
+	r := newRig(t)
+	_, err := r.l.Mkdir(bg, "/d", mkdirIn())
+	r.ok(err)
+	if _, asked := r.stat("/d"); !asked {
+		t.Fatal("first lookup not asked")
+	}
+	if _, asked := r.stat("/d"); asked {
+		t.Fatal("a directory looked up just now was asked again")
+	}
+	r.create(r.l, "/d/f")
+	if _, asked := r.stat("/d/f"); !asked {
+		t.Fatal("a file was answered from memory")
+	}
+	_, err = r.l.Mkdir(bg, "/d/sub", mkdirIn())
+	r.ok(err)
+	got, asked := r.stat("/d")
+	if asked {
+		t.Fatal("the directory was asked after names made in it through the layer")
+	}
+	want, err := r.under.Lookup(bg, "/d")
+	r.ok(err)
+	if got.Nlink != want.Nlink || got.Mtime != want.Mtime || got.Ctime != want.Ctime || got.Mode != want.Mode {
+		t.Errorf("kept after a create and a mkdir: nlink %d mtime %v ctime %v; the brick has nlink %d mtime %v ctime %v",
+			got.Nlink, got.Mtime, got.Ctime, want.Nlink, want.Mtime, want.Ctime)
+	}
+	r.clock.Advance(time.Second)
+	if _, asked := r.stat("/d"); !asked {
+		t.Fatal("a directory was answered from memory past the timeout")
+	}
+}
+
+// Removals, renames and xattrs through the layer forget the directory;
+// a chmod keeps what it answers.
+func TestChangesThroughTheLayer(t *testing.T) {
+	r := newRig(t)
+	_, err := r.l.Mkdir(bg, "/d", mkdirIn())
+	r.ok(err)
+	r.create(r.l, "/d/f")
+	for _, c := range []struct {
+		what string
+		op   func() error
+	}{
+		{"unlink", func() error { return r.l.Unlink(bg, "/d/f") }},
+		{"mkdir+rmdir", func() error {
+			if _, err := r.l.Mkdir(bg, "/d/s", mkdirIn()); err != nil {
+				return err
+			}
+			r.stat("/d")
+			return r.l.Rmdir(bg, "/d/s")
+		}},
+		{"rename", func() error { r.create(r.l, "/d/g"); r.stat("/d"); return r.l.Rename(bg, "/d/g", "/d/h", 0) }},
+		{"setxattr", func() error { return r.l.Setxattr(bg, "/d", "user.x", []byte("1"), 0) }},
+	} {
+		r.stat("/d")
+		r.ok(c.op())
+		if _, asked := r.stat("/d"); !asked {
+			t.Errorf("after %s: the directory was answered from memory", c.what)
+		}
+	}
+	_, err = r.l.Setattr(bg, "/d", layer.SetattrIn{Valid: layer.SetMode, Mode: 0o700})
+	r.ok(err)
+	a, asked := r.stat("/d")
+	if asked || a.Mode&0o777 != 0o700 {
+		t.Errorf("after a chmod: mode %o, asked %v; want 700 from memory", a.Mode&0o777, asked)
+	}
+}
+
+// A directory changed by another client is seen as it was for the
+// timeout, and at once when the change is told (Forget).
+func TestOthersChanges(t *testing.T) {
+	r := newRig(t)
+	_, err := r.l.Mkdir(bg, "/d", mkdirIn())
+	r.ok(err)
+	r.stat("/d")
+	_, err = r.under.Setattr(bg, "/d", layer.SetattrIn{Valid: layer.SetMode, Mode: 0o700}) // another client
+	r.ok(err)
+	if a, _ := r.stat("/d"); a.Mode&0o777 != 0o755 {
+		t.Fatalf("within the timeout: mode %o, want the kept 755 (the documented bound)", a.Mode&0o777)
+	}
+	r.l.Forget(layer.Change{Path: "/d"})
+	if a, asked := r.stat("/d"); !asked || a.Mode&0o777 != 0o700 {
+		t.Fatalf("after the change was told: mode %o, asked %v", a.Mode&0o777, asked)
+	}
+	r.create(r.under, "/d/x")
+	r.l.Forget(layer.Change{Path: "/d/x", Entry: true})
+	if _, asked := r.stat("/d"); !asked {
+		t.Fatal("after a name made elsewhere was told, the directory was answered from memory")
+	}
+	r.l.Forget(layer.ChangedAll)
+	if _, asked := r.stat("/d"); !asked {
+		t.Fatal("after ChangedAll, the directory was answered from memory")
+	}
+}
+
+func TestConformance(t *testing.T) {
+	layertest.Run(t, func(t *testing.T) layer.Layer { return New(testbrick.NewStore(t, testVolume), Options{}) })
+}
