@@ -12,6 +12,7 @@ import (
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/layer/crypt"
 	"github.com/mortarfs/mortar/layer/distribute"
+	"github.com/mortarfs/mortar/layer/mdcache"
 	"github.com/mortarfs/mortar/layer/nlcache"
 	"github.com/mortarfs/mortar/layer/writebehind"
 	"github.com/mortarfs/mortar/volume"
@@ -52,6 +53,9 @@ func TestVolumeBuild(t *testing.T) {
 	}
 	g := build(volume.BuildOptions{Key: key})
 	under := g.Top
+	if md, ok := under.(*mdcache.Layer); ok { // directories' attributes only
+		under = md.Child
+	}
 	if nl, ok := under.(*nlcache.Layer); ok { // names only: above crypt
 		under = nl.Child
 	}
