@@ -285,6 +285,9 @@ func (c *conn) run(ctx context.Context, h wire.Header, req *wire.Request, retire
 		e.B = nil
 	}
 	retire()
+	if h.Flags&wire.FlagNoReply != 0 {
+		return panicked
+	}
 	if err := c.w.Send(resp, e.B); err != nil {
 		c.nc.Close()
 	}

@@ -2,6 +2,8 @@ package brick
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/layer/protocol"
+	"github.com/mortarfs/mortar/wire"
 )
 
 // watchClient connects a real client that watches the test brick; the
@@ -129,5 +132,39 @@ func TestOutboxOverflowBecomesAll(t *testing.T) {
 	got := o.take()
 	if !slices.Equal(got, []layer.Change{layer.ChangedAll}) {
 		t.Fatalf("after an overflow: told %d changes, first %v; want only ChangedAll", len(got), got[0])
+	}
+}
+
+// A request for no answer (a release nothing waits on) runs and gets no
+// answer: every answer on the connection is a later request's.
+func TestNoReplyRequest(t *testing.T) {
+	s, dir := newStore(t)
+	ts := startServer(t, s, DefaultLimits())
+	c := dial(t, ts.addr)
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fh := c.open("/f")
+	var e wire.Enc
+	(&wire.Request{Op: wire.OpRelease, Fh: fh}).Encode(&e)
+	var hb [wire.HeaderSize]byte
+	(&wire.Header{Len: uint32(len(e.B)), Kind: wire.KindRequest, Op: wire.OpRelease, ID: 7, Flags: wire.FlagNoReply}).Put(hb[:])
+	if _, err := c.nc.Write(append(hb[:], e.B...)); err != nil {
+		t.Fatal(err)
+	}
+	// The release runs beside what follows: ask until it has.
+	deadline := time.Now().Add(5 * time.Second)
+	for id := uint64(8); ; id++ {
+		c.send(id, &wire.Request{Op: wire.OpFgetattr, Fh: fh})
+		h, _ := c.recv()
+		if h.ID != id {
+			t.Fatalf("answer %+v to request %d: the release was answered", h, id)
+		}
+		if syscall.Errno(h.Errno) == syscall.EBADF {
+			return // released
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the file was not released")
+		}
 	}
 }

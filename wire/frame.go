@@ -10,7 +10,7 @@
 //	offset 0  u32 Len     payload length (≤ MaxPayload)
 //	       4  u8  Kind    Request, Response, Cancel, Ping, Pong, Notify
 //	       5  u8  Op      operation (requests and responses)
-//	       6  u16 Flags   reserved, zero
+//	       6  u16 Flags   FlagNoReply (requests), else zero
 //	       8  u64 ID      request id, echoed in the response
 //	      16  u32 Errno   0 or the operation's errno (responses)
 //	      20  u32 -       reserved, zero
@@ -62,6 +62,10 @@ const (
 	KindNotify   = 6 // brick → client: changes others made (EncodeChanges); ID 0
 )
 
+// FlagNoReply, on a request, asks for no answer: the client waits for
+// none and the brick sends none (a release that nothing waits on).
+const FlagNoReply = 1
+
 // Header is a decoded frame header.
 type Header struct {
 	Len   uint32
@@ -102,7 +106,11 @@ func ParseHeader(b []byte) (Header, error) {
 	if h.Kind < KindRequest || h.Kind > KindNotify {
 		return h, fmt.Errorf("wire: unknown frame kind %d", h.Kind)
 	}
-	if h.Flags != 0 || binary.LittleEndian.Uint32(b[20:]) != 0 {
+	flags := uint16(0) // the flags a kind may carry
+	if h.Kind == KindRequest {
+		flags = FlagNoReply
+	}
+	if h.Flags&^flags != 0 || binary.LittleEndian.Uint32(b[20:]) != 0 {
 		return h, fmt.Errorf("wire: reserved header bits set")
 	}
 	return h, nil
@@ -131,7 +139,12 @@ type Writer struct {
 	waiting atomic.Int32
 	hdr     [HeaderSize]byte
 	err     error
+	later   bool // a flush of frames sent with SendLater is armed
 }
+
+// laterDelay bounds how long a frame sent with SendLater waits for one
+// sent with Send to carry it.
+const laterDelay = time.Millisecond
 
 // NewWriter returns a writer on conn; a frame that cannot be written within
 // timeout (0: no limit) fails the writer.
@@ -170,6 +183,42 @@ func (w *Writer) Send(h Header, parts ...[]byte) error {
 		w.err = err
 	}
 	return err
+}
+
+// SendLater queues a small frame that nobody waits on (a request with
+// FlagNoReply): it goes with the next frame sent, or by itself within
+// laterDelay, sparing a system call here and a wake-up at the other end.
+func (w *Writer) SendLater(h Header, payload []byte) error {
+	h.Len = uint32(len(payload))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	h.Put(w.hdr[:])
+	if err := w.write(w.hdr[:], [][]byte{payload}); err != nil {
+		w.err = err
+		return err
+	}
+	if !w.later {
+		w.later = true
+		time.AfterFunc(laterDelay, w.flushLater)
+	}
+	return nil
+}
+
+// flushLater sends the frames SendLater queued, if nothing carried them.
+func (w *Writer) flushLater() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.later = false
+	if w.err != nil || w.bw.Buffered() == 0 {
+		return
+	}
+	if w.timeout > 0 {
+		w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
+	}
+	w.err = w.bw.Flush()
 }
 
 func (w *Writer) write(hdr []byte, parts [][]byte) error {

@@ -2,8 +2,11 @@ package wire
 
 import (
 	"bytes"
+	"io"
+	"net"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/mortarfs/mortar/layer"
 )
@@ -110,11 +113,17 @@ func TestHeaderChecks(t *testing.T) {
 	if err != nil || got != h {
 		t.Fatalf("got %+v, %v", got, err)
 	}
+	h.Flags = FlagNoReply
+	h.Put(b[:])
+	if got, err := ParseHeader(b[:]); err != nil || got != h {
+		t.Fatalf("a request for no answer: got %+v, %v", got, err)
+	}
 	for name, mutate := range map[string]func(*[HeaderSize]byte){
-		"oversized": func(b *[HeaderSize]byte) { b[3] = 0xff },
-		"kind":      func(b *[HeaderSize]byte) { b[4] = 99 },
-		"flags":     func(b *[HeaderSize]byte) { b[6] = 1 },
-		"reserved":  func(b *[HeaderSize]byte) { b[21] = 1 },
+		"oversized":       func(b *[HeaderSize]byte) { b[3] = 0xff },
+		"kind":            func(b *[HeaderSize]byte) { b[4] = 99 },
+		"flags":           func(b *[HeaderSize]byte) { b[6] = 2 },
+		"no-reply answer": func(b *[HeaderSize]byte) { b[4], b[6] = KindResponse, FlagNoReply },
+		"reserved":        func(b *[HeaderSize]byte) { b[21] = 1 },
 	} {
 		c := b
 		mutate(&c)
@@ -139,5 +148,43 @@ func TestWriteHead(t *testing.T) {
 	(&Request{Op: OpWrite, Fh: 1, Off: 2, Pending: 3}).Encode(&e)
 	if len(e.B) != WriteHead {
 		t.Fatalf("write fields take %d bytes, WriteHead says %d", len(e.B), WriteHead)
+	}
+}
+
+// A frame sent with SendLater reaches the other end by itself (within
+// laterDelay), or with the next frame sent, in order.
+func TestSendLater(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	w := NewWriter(a, 0)
+	read := func() Header {
+		t.Helper()
+		var hb [HeaderSize]byte
+		b.SetReadDeadline(time.Now().Add(5 * time.Second))
+		h, err := ReadHeader(b, &hb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(b, make([]byte, h.Len)); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	if err := w.SendLater(Header{Kind: KindRequest, Op: OpRelease, ID: 1, Flags: FlagNoReply}, []byte("12345678")); err != nil {
+		t.Fatal(err)
+	}
+	if h := read(); h.ID != 1 || h.Flags != FlagNoReply || h.Len != 8 {
+		t.Fatalf("alone: got %+v", h)
+	}
+	if err := w.SendLater(Header{Kind: KindRequest, Op: OpRelease, ID: 2, Flags: FlagNoReply}, nil); err != nil {
+		t.Fatal(err)
+	}
+	go w.Send(Header{Kind: KindRequest, Op: OpLookup, ID: 3}, []byte("x"))
+	if h := read(); h.ID != 2 {
+		t.Fatalf("first of two: got %+v", h)
+	}
+	if h := read(); h.ID != 3 {
+		t.Fatalf("second of two: got %+v", h)
 	}
 }

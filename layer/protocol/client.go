@@ -373,12 +373,10 @@ func (c *Client) call(ctx context.Context, req *wire.Request) (*wire.Dec, error)
 	return &wire.Dec{B: cl.payload}, nil
 }
 
-// post sends req without waiting for its answer.
+// post sends req for no answer, with the session's next frame or
+// within a millisecond.
 func (c *Client) post(s *session, req *wire.Request) {
 	var e wire.Enc
 	req.Encode(&e)
-	cl := &call{done: make(chan struct{})}
-	if id, err := s.send(cl, req.Op, e.B, nil); err == nil {
-		s.forget(id)
-	}
+	s.sendLater(req.Op, e.B)
 }

@@ -147,13 +147,13 @@ func (s *session) send(c *call, op uint8, body []byte, data []byte) (uint64, err
 	return id, nil
 }
 
-// forget drops a call whose response nobody waits for.
-func (s *session) forget(id uint64) {
-	s.mu.Lock()
-	if s.pending != nil {
-		delete(s.pending, id)
+// sendLater sends a request that gets no answer (wire.FlagNoReply), with
+// the next frame or within a millisecond (wire.Writer.SendLater).
+func (s *session) sendLater(op uint8, body []byte) {
+	h := wire.Header{Kind: wire.KindRequest, Op: op, ID: s.nextID.Add(1), Flags: wire.FlagNoReply}
+	if err := s.w.SendLater(h, body); err != nil {
+		s.fail(err)
 	}
-	s.mu.Unlock()
 }
 
 // readLoop receives responses until the connection fails.
