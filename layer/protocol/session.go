@@ -109,8 +109,11 @@ func (s *session) watch() error {
 	return err
 }
 
-// fail ends the session and every call in it.
+// fail ends the session and every call in it. The session is unpublished
+// first (onDead): a caller that gets ENOTCONN from it, and at once asks
+// for a session again, must wait for a new one, not be handed this one.
 func (s *session) fail(err error) {
+	s.onDead(s)
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
@@ -122,7 +125,6 @@ func (s *session) fail(err error) {
 	close(s.dead)
 	s.mu.Unlock()
 	s.nc.Close()
-	s.onDead(s)
 	for _, c := range pending {
 		c.err = syscall.ENOTCONN
 		close(c.done)
