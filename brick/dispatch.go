@@ -72,6 +72,8 @@ func (c *conn) dispatch(ctx context.Context, r *wire.Request, e *wire.Enc) error
 		return err
 	case wire.OpUnlink:
 		return c.l.Unlink(ctx, r.Path)
+	case wire.OpUnlinkData:
+		return layer.UnlinkData(ctx, c.l, r.Path)
 	case wire.OpRmdir:
 		return c.l.Rmdir(ctx, r.Path)
 	case wire.OpRename:

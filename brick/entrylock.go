@@ -108,17 +108,25 @@ func (e *entryLocks) wait(ctx context.Context, c *conn, dir string) error {
 // entryDirs returns the directories whose names request r changes (none
 // for other operations).
 func entryDirs(r *wire.Request) []string {
+	names := namesChanged(r)
+	dirs := make([]string, len(names))
+	for i, p := range names {
+		dirs[i], _ = layer.Split(p)
+	}
+	return dirs
+}
+
+// namesChanged returns the names r makes, removes or moves, nil for an
+// operation that changes no names: the one list of those operations, for
+// entry holds (their directories) and change notices (notify.go).
+func namesChanged(r *wire.Request) []string {
 	switch r.Op {
-	case wire.OpCreate, wire.OpMknod, wire.OpMkdir, wire.OpSymlink, wire.OpUnlink, wire.OpRmdir:
-		dir, _ := layer.Split(r.Path)
-		return []string{dir}
+	case wire.OpCreate, wire.OpMknod, wire.OpMkdir, wire.OpSymlink, wire.OpUnlink, wire.OpUnlinkData, wire.OpRmdir:
+		return []string{r.Path}
 	case wire.OpLink:
-		dir, _ := layer.Split(r.Path2)
-		return []string{dir}
+		return []string{r.Path2}
 	case wire.OpRename:
-		from, _ := layer.Split(r.Path)
-		to, _ := layer.Split(r.Path2)
-		return []string{from, to}
+		return []string{r.Path, r.Path2}
 	}
 	return nil
 }

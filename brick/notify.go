@@ -161,15 +161,18 @@ func (c *conn) watch(flags uint32) error {
 
 // changesOf returns what request r, which succeeded, changed.
 func (c *conn) changesOf(r *wire.Request) []layer.Change {
-	entry := func(p string) layer.Change { return layer.Change{Path: p, Entry: true} }
 	inode := func(p string) layer.Change { return layer.Change{Path: p} }
+	if names := namesChanged(r); names != nil {
+		var cs []layer.Change
+		if r.Op == wire.OpLink {
+			cs = append(cs, inode(r.Path)) // its link count
+		}
+		for _, p := range names {
+			cs = append(cs, layer.Change{Path: p, Entry: true})
+		}
+		return cs
+	}
 	switch r.Op {
-	case wire.OpCreate, wire.OpMknod, wire.OpMkdir, wire.OpSymlink, wire.OpUnlink, wire.OpRmdir:
-		return []layer.Change{entry(r.Path)}
-	case wire.OpRename:
-		return []layer.Change{entry(r.Path), entry(r.Path2)}
-	case wire.OpLink:
-		return []layer.Change{inode(r.Path), entry(r.Path2)}
 	case wire.OpSetattr, wire.OpSetxattr, wire.OpRemovexattr:
 		return []layer.Change{inode(r.Path)}
 	case wire.OpOpen:

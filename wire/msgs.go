@@ -69,6 +69,7 @@ const (
 	OpEntrylk
 	OpLookupData
 	OpWatch
+	OpUnlinkData
 	opMax
 )
 
@@ -76,7 +77,7 @@ var opNames = [...]string{"", "handshake", "lookup", "setattr", "mknod", "mkdir"
 	"readlink", "unlink", "rmdir", "rename", "link", "create", "open", "readdir", "statfs",
 	"getxattr", "setxattr", "listxattr", "removexattr", "read", "write", "fgetattr",
 	"fsetattr", "fsync", "fallocate", "flush", "getlk", "setlk", "release",
-	"healindex", "markpending", "clearpending", "drophealentry", "entrylk", "lookupdata", "watch"}
+	"healindex", "markpending", "clearpending", "drophealentry", "entrylk", "lookupdata", "watch", "unlinkdata"}
 
 // OpName names an operation for logs and metrics.
 func OpName(op uint8) string {
@@ -216,6 +217,7 @@ var schema = [opMax][]field{
 	OpEntrylk:       {fPath, fFlags}, // Flags: EntrylkLock or EntrylkUnlock
 	OpLookupData:    {fPath, fMax},   // answer: EncodeLookupData
 	OpWatch:         {fFlags},        // Flags: WatchOn or WatchOff
+	OpUnlinkData:    {fPath, fPending},
 }
 
 // Encode appends the request's schema fields (not Data) to e.

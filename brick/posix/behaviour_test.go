@@ -61,9 +61,30 @@ func TestLinktoRoundTrip(t *testing.T) {
 	if l, err := s.Lookup(ctx, "/q"); err != nil || l.Linkto != "" {
 		t.Fatalf("plain 01000 file: linkto %q, %v", l.Linkto, err)
 	}
-	// Setattr refuses a pointer like Open does.
+	// Setattr refuses a pointer like Open does, and so does UnlinkData
+	// (removing nothing), while Unlink removes pointers and UnlinkData
+	// the rest.
 	if _, err := s.Setattr(ctx, "/p", layer.SetattrIn{Valid: layer.SetMode, Mode: 0o644}); err != syscall.EREMOTE {
 		t.Fatalf("setattr of a pointer: %v, want EREMOTE", err)
+	}
+	if err := s.UnlinkData(ctx, "/p"); err != syscall.EREMOTE {
+		t.Fatalf("UnlinkData of a pointer: %v, want EREMOTE", err)
+	}
+	if _, err := s.Lookup(ctx, "/p"); err != nil {
+		t.Fatalf("the pointer after UnlinkData refused it: %v", err)
+	}
+	s.Mknod(ctx, "/p2", layer.MknodIn{Mode: 0o644, Linkto: "vol-client-3"})
+	if err := s.Unlink(ctx, "/p2"); err != nil {
+		t.Fatalf("Unlink of a pointer: %v", err)
+	}
+	if err := s.UnlinkData(ctx, "/q"); err != nil {
+		t.Fatalf("UnlinkData of a plain file: %v", err)
+	}
+	if _, err := s.Lookup(ctx, "/q"); err != syscall.ENOENT {
+		t.Fatalf("a file after UnlinkData: %v, want ENOENT", err)
+	}
+	if err := s.UnlinkData(ctx, "/"); err != syscall.EISDIR {
+		t.Fatalf("UnlinkData of the root: %v, want EISDIR", err)
 	}
 	// Other modes never report a linkto.
 	if err := os.Chmod(filepath.Join(dir, "p"), 0o644); err != nil {

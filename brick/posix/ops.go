@@ -210,6 +210,16 @@ func (s *Store) Readlink(ctx context.Context, path string) (string, error) {
 
 // Unlink removes a non-directory.
 func (s *Store) Unlink(ctx context.Context, path string) error {
+	return s.unlink(ctx, path, false)
+}
+
+// UnlinkData is Unlink, but fails with EREMOTE if path names a distribute
+// pointer file (layer.DataUnlinker).
+func (s *Store) UnlinkData(ctx context.Context, path string) error {
+	return s.unlink(ctx, path, true)
+}
+
+func (s *Store) unlink(ctx context.Context, path string, data bool) error {
 	a, err := s.resolve(path, true)
 	if err != nil {
 		return eperm2enoent(err)
@@ -217,6 +227,11 @@ func (s *Store) Unlink(ctx context.Context, path string) error {
 	defer a.close()
 	if a.isRoot() {
 		return unix.EISDIR
+	}
+	if data {
+		if err := refusePointer(a); err != nil {
+			return err
+		}
 	}
 	unlock, err := s.pend(ctx, parent(a, path))
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/layertest"
 )
 
 func TestHashStable(t *testing.T) {
@@ -527,4 +528,39 @@ func TestMknodRefusesPointers(t *testing.T) {
 	r := newRig(t, 2, nil)
 	_, err := r.d.Mknod(r.ctx, "/p", layer.MknodIn{Mode: pointerMode, Linkto: "b0"})
 	r.errno(err, syscall.EINVAL, "mknod with linkto")
+}
+
+// Unlink of a file whose data is on its hashed child costs that child one
+// operation and no lookup anywhere; a file reached through a pointer
+// still goes, pointer and data.
+func TestUnlinkWithoutLookup(t *testing.T) {
+	counts := make([]*layertest.Counting, 2)
+	r := newRig(t, 2, func(i int, l layer.Layer) layer.Layer {
+		counts[i] = layertest.NewCounting(l)
+		return counts[i]
+	})
+	f := r.name("/", "f", 1)
+	r.write(f, "data")
+	for _, c := range counts {
+		c.Reset()
+	}
+	r.ok(r.d.Unlink(r.ctx, f), "unlink")
+	for i, c := range counts {
+		if n := c.Count("Lookup"); n != 0 {
+			t.Errorf("child %d: %d lookups for an unlink", i, n)
+		}
+	}
+	r.wantDisk(f, "", "")
+
+	p := r.name("/", "p", 1) // hashes to 1, data on 0 behind a pointer
+	_, err := r.stores[0].Mknod(r.ctx, p, layer.MknodIn{Mode: 0o644})
+	r.ok(err, "make data")
+	_, err = r.stores[1].Mknod(r.ctx, p, layer.MknodIn{Mode: pointerMode, Linkto: "b0"})
+	r.ok(err, "make pointer")
+	r.ok(r.d.Unlink(r.ctx, p), "unlink through a pointer")
+	r.wantDisk(p, "", "")
+	r.errno(r.d.Unlink(r.ctx, p), syscall.ENOENT, "unlink of a name gone")
+	_, err = r.d.Mkdir(r.ctx, "/d", layer.MkdirIn{Mode: 0o755})
+	r.ok(err, "mkdir")
+	r.errno(r.d.Unlink(r.ctx, "/d"), syscall.EISDIR, "unlink of a directory")
 }

@@ -204,7 +204,17 @@ func (d *Distribute) unlinkPointer(ctx context.Context, i int, path string) {
 // Unlink removes the name where the inode lives, then its pointer: a crash
 // between the two leaves a dangling pointer, which reads as "no such name"
 // and is cleaned by the next create of the name.
+// Unlink removes path. A file whose data is on its hashed child (the
+// common case) goes in one round trip there (layer.DataUnlinker); a
+// pointer, a name not there (rebalance under way), or any failure takes
+// the way through a lookup.
 func (d *Distribute) Unlink(ctx context.Context, path string) error {
+	if h, err := d.hashedChild(ctx, path); err == nil {
+		err = layer.UnlinkData(ctx, d.child(h), path)
+		if err == nil || errors.Is(err, syscall.EISDIR) {
+			return err
+		}
+	}
 	l, err := d.find(ctx, path)
 	if err == errDangling {
 		d.removeStalePointer(ctx, l.hashed, path)

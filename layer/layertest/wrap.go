@@ -31,6 +31,15 @@ func (h *hooked) LookupData(ctx context.Context, path string, max int) (layer.At
 	return layer.LookupData(ctx, h.child, path, max)
 }
 
+// UnlinkData passes to the child's UnlinkData, ENOSYS if it has none:
+// wrapping keeps a DataUnlinker one.
+func (h *hooked) UnlinkData(ctx context.Context, path string) error {
+	if err := h.before("UnlinkData"); err != nil {
+		return err
+	}
+	return layer.UnlinkData(ctx, h.child, path)
+}
+
 func (h *hooked) Setattr(ctx context.Context, path string, in layer.SetattrIn) (layer.Attr, error) {
 	if err := h.before("Setattr"); err != nil {
 		return layer.Attr{}, err

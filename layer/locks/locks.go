@@ -246,3 +246,8 @@ func (f *file) Release(ctx context.Context) error {
 	l.mu.Unlock()
 	return f.File.Release(ctx)
 }
+
+// UnlinkData passes layer.DataUnlinker through to the child.
+func (l *Layer) UnlinkData(ctx context.Context, path string) error {
+	return layer.UnlinkData(ctx, l.Child, path)
+}

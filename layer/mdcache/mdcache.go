@@ -13,9 +13,11 @@
 // its modification and change times to the new inode's change time (the
 // brick set both in one system call; on a distributed volume each brick
 // has its own copy of the directory and its own times) and a
-// subdirectory adds a link; setattr stores the attributes it answers; a
-// name removed or renamed, or an extended attribute set, forgets the
-// directory (the next lookup asks). Files are not kept: the kernel's own
+// subdirectory adds a link; a name removed sets them to this client's
+// clock (a removal answers no time of the brick's; they never go back)
+// and a subdirectory removed takes a link away; setattr stores the
+// attributes it answers; a rename or an extended attribute set forgets
+// the directory (the next lookup asks). Files are not kept: the kernel's own
 // attribute cache and quick-read's lookups serve them.
 //
 // # How fresh
@@ -222,13 +224,41 @@ func (l *Layer) Link(ctx context.Context, oldpath, newpath string) (layer.Attr, 
 }
 
 func (l *Layer) Unlink(ctx context.Context, path string) error {
-	defer l.gone(path)
-	return l.Child.Unlink(ctx, path)
+	err := l.Child.Unlink(ctx, path)
+	l.removed(path, err, 0)
+	return err
 }
 
 func (l *Layer) Rmdir(ctx context.Context, path string) error {
-	defer l.gone(path)
-	return l.Child.Rmdir(ctx, path)
+	err := l.Child.Rmdir(ctx, path)
+	l.removed(path, err, -1)
+	return err
+}
+
+// removed updates the directory of path, from which a name was removed
+// (a subdirectory when links is -1): its times become this client's
+// clock (no later than they were: they never go back), as the removal
+// answers none of the brick's. A removal that failed for another reason
+// than the name missing forgets the directory.
+func (l *Layer) removed(path string, err error, links int) {
+	parent, _ := layer.Split(path)
+	now := l.opts.Now()
+	t := layer.Timespec{Sec: now.Unix(), Nsec: uint32(now.Nanosecond())}
+	l.changed(func() {
+		l.forgetTree(path)
+		k, ok := l.dirs[parent]
+		switch {
+		case !ok || errors.Is(err, syscall.ENOENT):
+		case err != nil:
+			delete(l.dirs, parent)
+		default:
+			if later(t, k.attr.Mtime) {
+				k.attr.Mtime, k.attr.Ctime = t, t
+			}
+			k.attr.Nlink = uint32(int64(k.attr.Nlink) + int64(links))
+			l.dirs[parent] = k
+		}
+	})
 }
 
 func (l *Layer) Rename(ctx context.Context, oldpath, newpath string, flags uint32) error {

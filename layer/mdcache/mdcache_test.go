@@ -98,25 +98,40 @@ func TestDirectoryKeptAndKeptUpToDate(t *testing.T) {
 	}
 }
 
-// Removals, renames and xattrs through the layer forget the directory;
-// a chmod keeps what it answers.
+// Removals through the layer keep the directory, its times no earlier
+// than they were and its links as the brick has them; renames and xattrs
+// forget it; a chmod keeps what it answers.
 func TestChangesThroughTheLayer(t *testing.T) {
 	r := newRig(t)
 	_, err := r.l.Mkdir(bg, "/d", mkdirIn())
 	r.ok(err)
 	r.create(r.l, "/d/f")
+	_, err = r.l.Mkdir(bg, "/d/s", mkdirIn())
+	r.ok(err)
+	before, _ := r.stat("/d")
+	r.ok(r.l.Unlink(bg, "/d/f"))
+	r.ok(r.l.Rmdir(bg, "/d/s"))
+	got, asked := r.stat("/d")
+	if asked {
+		t.Fatal("the directory was asked after removals through the layer")
+	}
+	want, err := r.under.Lookup(bg, "/d")
+	r.ok(err)
+	if got.Nlink != want.Nlink || later(before.Mtime, got.Mtime) || later(before.Ctime, got.Ctime) {
+		t.Errorf("kept after an unlink and an rmdir: nlink %d (brick %d), times %v %v went back from %v %v",
+			got.Nlink, want.Nlink, got.Mtime, got.Ctime, before.Mtime, before.Ctime)
+	}
+	if err := r.l.Unlink(bg, "/d/none"); err == nil {
+		t.Fatal("unlink of a missing name succeeded")
+	}
+	if _, asked := r.stat("/d"); asked {
+		t.Error("an unlink of a missing name forgot the directory")
+	}
+	r.create(r.l, "/d/f")
 	for _, c := range []struct {
 		what string
 		op   func() error
 	}{
-		{"unlink", func() error { return r.l.Unlink(bg, "/d/f") }},
-		{"mkdir+rmdir", func() error {
-			if _, err := r.l.Mkdir(bg, "/d/s", mkdirIn()); err != nil {
-				return err
-			}
-			r.stat("/d")
-			return r.l.Rmdir(bg, "/d/s")
-		}},
 		{"rename", func() error { r.create(r.l, "/d/g"); r.stat("/d"); return r.l.Rename(bg, "/d/g", "/d/h", 0) }},
 		{"setxattr", func() error { return r.l.Setxattr(bg, "/d", "user.x", []byte("1"), 0) }},
 	} {

@@ -83,6 +83,12 @@ func (c *Client) Unlink(ctx context.Context, path string) error {
 	return c.noReply(ctx, &wire.Request{Op: wire.OpUnlink, Path: path})
 }
 
+// UnlinkData is Unlink, refused with EREMOTE for a pointer file
+// (layer.DataUnlinker).
+func (c *Client) UnlinkData(ctx context.Context, path string) error {
+	return c.noReply(ctx, &wire.Request{Op: wire.OpUnlinkData, Path: path})
+}
+
 func (c *Client) Rmdir(ctx context.Context, path string) error {
 	return c.noReply(ctx, &wire.Request{Op: wire.OpRmdir, Path: path})
 }

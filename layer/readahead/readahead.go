@@ -115,3 +115,8 @@ func (l *Layer) unref(g layer.Gfid) {
 		}
 	}
 }
+
+// UnlinkData passes layer.DataUnlinker through to the child.
+func (l *Layer) UnlinkData(ctx context.Context, path string) error {
+	return layer.UnlinkData(ctx, l.Child, path)
+}

@@ -575,6 +575,12 @@ func (r *Replicate) Unlink(ctx context.Context, path string) error {
 	return r.removal(ctx, path, func(l layer.Layer, ctx context.Context) error { return l.Unlink(ctx, path) })
 }
 
+// UnlinkData is Unlink, refused with EREMOTE for a pointer file
+// (layer.DataUnlinker); every copy of a name is alike, pointer or not.
+func (r *Replicate) UnlinkData(ctx context.Context, path string) error {
+	return r.removal(ctx, path, func(l layer.Layer, ctx context.Context) error { return layer.UnlinkData(ctx, l, path) })
+}
+
 func (r *Replicate) Rmdir(ctx context.Context, path string) error {
 	return r.removal(ctx, path, func(l layer.Layer, ctx context.Context) error { return l.Rmdir(ctx, path) })
 }
