@@ -273,7 +273,7 @@ func (c *conn) run(ctx context.Context, h wire.Header, req *wire.Request, retire
 	}
 	var e wire.Enc
 	err := c.guard(req.Op, req.Path, &panicked, func() error { return c.dispatch(ctx, req, &e) })
-	if err == nil && c.watchers != nil {
+	if err == nil && c.watchers.active() {
 		c.watchers.tell(c, c.changesOf(req))
 	}
 	if err == nil && len(e.B) > wire.MaxPayload {
@@ -290,6 +290,9 @@ func (c *conn) run(ctx context.Context, h wire.Header, req *wire.Request, retire
 	}
 	if err := c.w.Send(resp, e.B); err != nil {
 		c.nc.Close()
+	}
+	if req.Op == wire.OpWatch && resp.Errno == 0 && c.watchers != nil {
+		c.watchers.answered(c)
 	}
 	return panicked
 }

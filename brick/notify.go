@@ -2,6 +2,7 @@ package brick
 
 import (
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/mortarfs/mortar/layer"
@@ -21,6 +22,7 @@ import (
 type watchers struct {
 	mu    sync.Mutex
 	boxes map[*conn]*outbox
+	n     atomic.Int32 // len(boxes), read without mu on every operation
 }
 
 // maxQueued bounds the changes waiting for one watcher.
@@ -33,27 +35,46 @@ type outbox struct {
 	queue []layer.Change
 	seen  map[layer.Change]struct{}
 	wake  chan struct{} // has a token while queue is not empty
+	// ready is closed once the watch's answer is sent: no notice may
+	// reach the client before it (its handshake reads only the answer).
+	ready     chan struct{}
+	readyOnce sync.Once
 }
 
 // watch makes c a watcher (on) or not, and starts or stops its sender.
+// A connection shutting down is never made one.
 func (w *watchers) watch(c *conn, on bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	o, watching := w.boxes[c]
 	switch {
-	case on && !watching:
+	case on && !watching && c.ctx.Err() == nil:
 		if w.boxes == nil {
 			w.boxes = map[*conn]*outbox{}
 		}
-		o = &outbox{seen: map[layer.Change]struct{}{}, wake: make(chan struct{}, 1)}
+		o = &outbox{seen: map[layer.Change]struct{}{}, wake: make(chan struct{}, 1), ready: make(chan struct{})}
 		w.boxes[c] = o
+		w.n.Add(1)
 		c.wg.Add(1)
 		go c.sendChanges(o)
 	case !on && watching:
 		delete(w.boxes, c)
+		w.n.Add(-1)
 		o.close()
 	}
 }
+
+// answered lets c's sender start, once the answer to its watch is sent.
+func (w *watchers) answered(c *conn) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if o := w.boxes[c]; o != nil {
+		o.readyOnce.Do(func() { close(o.ready) })
+	}
+}
+
+// active reports whether any connection watches.
+func (w *watchers) active() bool { return w != nil && w.n.Load() > 0 }
 
 // tell queues cs for every watcher but from, the connection that made
 // them (its client knows).
@@ -130,6 +151,11 @@ func (o *outbox) close() {
 // ends.
 func (c *conn) sendChanges(o *outbox) {
 	defer c.wg.Done()
+	select {
+	case <-c.ctx.Done():
+		return
+	case <-o.ready:
+	}
 	for {
 		select {
 		case <-c.ctx.Done():
@@ -166,6 +192,9 @@ func (c *conn) changesOf(r *wire.Request) []layer.Change {
 		var cs []layer.Change
 		if r.Op == wire.OpLink {
 			cs = append(cs, inode(r.Path)) // its link count
+		}
+		if r.Op == wire.OpCreate && r.Flags&syscall.O_EXCL == 0 {
+			cs = append(cs, inode(r.Path)) // it may have opened (and truncated) a file there
 		}
 		for _, p := range names {
 			cs = append(cs, layer.Change{Path: p, Entry: true})

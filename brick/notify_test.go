@@ -2,6 +2,7 @@ package brick
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -166,5 +167,40 @@ func TestNoReplyRequest(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the file was not released")
 		}
+	}
+}
+
+// The answer to a watch is the first frame a watcher gets, however busy
+// the brick is with others' changes: its client reads only that answer
+// before it serves the connection.
+func TestWatchAnsweredBeforeNotices(t *testing.T) {
+	s, _ := newStore(t)
+	ts := startServer(t, s, DefaultLimits())
+	ctx := context.Background()
+	maker := entryClient(t, ts.addr)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			<-mkfile(ctx, maker, fmt.Sprintf("/busy%d", i))
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for range 50 {
+		c := dial(t, ts.addr)
+		c.send(1, &wire.Request{Op: wire.OpWatch, Flags: wire.WatchOn})
+		if h, _ := c.recv(); h.Kind != wire.KindResponse || h.ID != 1 || h.Errno != 0 {
+			t.Fatalf("first frame after a watch: %+v, want its answer", h)
+		}
+		if h, _ := c.recv(); h.Kind != wire.KindNotify {
+			t.Fatalf("after the answer: %+v, want notices of the busy client's creates", h)
+		}
+		c.nc.Close()
 	}
 }

@@ -284,3 +284,39 @@ func TestListingAfterWrite(t *testing.T) {
 		t.Fatalf("size after listing: %v, %v; want 1000", st.Size(), err)
 	}
 }
+
+// walk finds the node of a path and of its directory as far as the
+// kernel knows them: a directory that holds no known name yet is still
+// found as the directory of a name in it (a change notice for a name made
+// there must reach the directory's attributes).
+func TestWalk(t *testing.T) {
+	tb := newTable()
+	d, err := tb.addEntry(tb.root, "d", attrOf(layer.NewGfid(), syscall.S_IFDIR))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := tb.addEntry(d, "f", attrOf(layer.NewGfid(), syscall.S_IFREG))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := tb.addEntry(tb.root, "e", attrOf(layer.NewGfid(), syscall.S_IFDIR))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path      string
+		dir, node *node
+	}{
+		{"/", nil, tb.root},
+		{"/d", tb.root, d},
+		{"/d/f", d, f},
+		{"/d/new", d, nil},
+		{"/e/new", e, nil}, // e has no known names
+		{"/x/y", nil, nil},
+		{"/d/f/z", f, nil},
+	} {
+		if dir, n := tb.walk(c.path); dir != c.dir || n != c.node {
+			t.Errorf("walk %s: dir %v node %v, want %v %v", c.path, dir, n, c.dir, c.node)
+		}
+	}
+}

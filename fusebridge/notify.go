@@ -58,8 +58,12 @@ func (n *Notifier) run(b *bridge, srv *fuse.Server, done <-chan struct{}) {
 // forget tells the kernel to forget what c makes stale.
 func (b *bridge) forget(srv *fuse.Server, c layer.Change) {
 	if c.All {
-		for _, ino := range b.nodes.all() {
+		inos, links := b.nodes.all()
+		for _, ino := range inos {
 			srv.InodeNotify(ino, 0, 0)
+		}
+		for _, l := range links {
+			srv.EntryNotify(l.dir, l.name)
 		}
 		return
 	}
@@ -84,7 +88,7 @@ func (t *table) walk(path string) (dir, n *node) {
 		if name == "" {
 			break
 		}
-		if n == nil || n.children == nil {
+		if n == nil {
 			return nil, nil
 		}
 		dir, n = n, n.children[name]
@@ -92,13 +96,23 @@ func (t *table) walk(path string) (dir, n *node) {
 	return dir, n
 }
 
-// all returns the ids of every node.
-func (t *table) all() []uint64 {
+// named is a name the kernel may have cached: name in directory dir.
+type named struct {
+	dir  uint64
+	name string
+}
+
+// all returns the ids of every node, and every name of them.
+func (t *table) all() ([]uint64, []named) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]uint64, 0, len(t.nodes))
-	for ino := range t.nodes {
-		out = append(out, ino)
+	inos := make([]uint64, 0, len(t.nodes))
+	var links []named
+	for ino, n := range t.nodes {
+		inos = append(inos, ino)
+		for _, l := range n.links {
+			links = append(links, named{l.parent.ino, l.name})
+		}
 	}
-	return out
+	return inos, links
 }

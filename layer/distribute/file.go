@@ -201,17 +201,36 @@ func (d *Distribute) unlinkPointer(ctx context.Context, i int, path string) {
 	}
 }
 
-// Unlink removes the name where the inode lives, then its pointer: a crash
-// between the two leaves a dangling pointer, which reads as "no such name"
-// and is cleaned by the next create of the name.
+// slowUnlink reports whether an unlink on the hashed child that failed
+// with err must find the file first.
+func slowUnlink(err error) bool {
+	for _, e := range []error{syscall.EREMOTE, syscall.ENOENT, syscall.ENOTDIR, syscall.ENOSYS} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // Unlink removes path. A file whose data is on its hashed child (the
 // common case) goes in one round trip there (layer.DataUnlinker); a
-// pointer, a name not there (rebalance under way), or any failure takes
-// the way through a lookup.
+// pointer (EREMOTE), a name not there (ENOENT: perhaps where a rebalance's
+// previous layout put it; ENOTDIR) or a child without UnlinkData takes
+// the way through a lookup. With the hashed child down, a directory is
+// still told apart (EISDIR) by the others. That way removes the name where
+// the inode lives, then its pointer: a crash between the two leaves a
+// dangling pointer, which reads as "no such name" and is cleaned by the
+// next create of the name.
 func (d *Distribute) Unlink(ctx context.Context, path string) error {
 	if h, err := d.hashedChild(ctx, path); err == nil {
 		err = layer.UnlinkData(ctx, d.child(h), path)
-		if err == nil || errors.Is(err, syscall.EISDIR) {
+		switch {
+		case errors.Is(err, syscall.ENOTCONN):
+			if _, isDir := d.dirElsewhere(ctx, path, h); isDir {
+				return syscall.EISDIR
+			}
+			return err
+		case !slowUnlink(err):
 			return err
 		}
 	}

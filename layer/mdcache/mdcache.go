@@ -61,7 +61,8 @@ type Layer struct {
 
 	mu    sync.Mutex
 	dirs  map[string]kept
-	clock uint64 // counts the operations through the layer that changed something
+	clock uint64 // counts the starts and ends of changes, and Forgets
+	busy  int    // changes through the layer under way
 }
 
 // kept is a directory's attributes and when its lookup started.
@@ -99,7 +100,7 @@ func (l *Layer) Lookup(ctx context.Context, path string) (layer.Attr, error) {
 	a, err := l.Child.Lookup(ctx, path)
 	if err == nil && a.IsDir() {
 		l.mu.Lock()
-		if l.clock == clock {
+		if l.clock == clock && l.busy == 0 {
 			l.keep(path, kept{attr: a, at: now})
 		}
 		l.mu.Unlock()
@@ -130,13 +131,22 @@ func (l *Layer) evict(now time.Time) {
 	}
 }
 
-// changed counts a change through the layer (a lookup under way keeps
-// nothing), lets apply update what is known, under l.mu.
+// changed counts a change (a lookup under way keeps nothing) and lets
+// apply update what is known, under l.mu.
 func (l *Layer) changed(apply func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.clock++
 	apply()
+}
+
+// end is changed for the end of a change through the layer that begin
+// counted in.
+func (l *Layer) end(apply func()) {
+	l.changed(func() {
+		l.busy--
+		apply()
+	})
 }
 
 // forgetTree forgets path and the directories below it; l.mu is held.
@@ -156,7 +166,7 @@ func (l *Layer) forgetTree(path string) {
 // inode a is (a directory when dir).
 func (l *Layer) made(path string, a layer.Attr, err error) {
 	parent, _ := layer.Split(path)
-	l.changed(func() {
+	l.end(func() {
 		k, ok := l.dirs[parent]
 		if !ok {
 			return
@@ -165,17 +175,35 @@ func (l *Layer) made(path string, a layer.Attr, err error) {
 			delete(l.dirs, parent) // what happened is not known
 			return
 		}
+		if err != nil {
+			return // EEXIST: nothing was made
+		}
 		// A create without O_EXCL may have opened a file that was there:
 		// its change time is older, and the times never go back.
-		if err == nil && later(a.Ctime, k.attr.Mtime) {
+		if later(a.Ctime, k.attr.Mtime) {
 			k.attr.Mtime, k.attr.Ctime = a.Ctime, a.Ctime
-			if a.IsDir() {
-				k.attr.Nlink++
-			}
-			l.dirs[parent] = k
 		}
+		if a.IsDir() {
+			if !countsLinks(k.attr) {
+				delete(l.dirs, parent)
+				return
+			}
+			k.attr.Nlink++
+		}
+		l.dirs[parent] = k
 	})
 }
+
+// countsLinks reports whether a directory's link count is 2 plus its
+// subdirectories (ext4, xfs), so that it can be kept up to date; some
+// file systems (btrfs) say 1.
+func countsLinks(a layer.Attr) bool { return a.Nlink >= 2 }
+
+// begin counts in a change through the layer about to start: a lookup
+// that overlaps it keeps nothing (it may see the directory after the
+// change, which made or removed then apply again). Every begin has one
+// end.
+func (l *Layer) begin() { l.changed(func() { l.busy++ }) }
 
 // later reports whether a is after b.
 func later(a, b layer.Timespec) bool {
@@ -184,7 +212,7 @@ func later(a, b layer.Timespec) bool {
 
 // gone forgets the directories of paths, and the trees at paths.
 func (l *Layer) gone(paths ...string) {
-	l.changed(func() {
+	l.end(func() {
 		for _, p := range paths {
 			parent, _ := layer.Split(p)
 			delete(l.dirs, parent)
@@ -194,42 +222,49 @@ func (l *Layer) gone(paths ...string) {
 }
 
 func (l *Layer) Create(ctx context.Context, path string, in layer.CreateIn) (layer.File, layer.Attr, error) {
+	l.begin()
 	f, a, err := l.Child.Create(ctx, path, in)
 	l.made(path, a, err)
 	return f, a, err
 }
 
 func (l *Layer) Mknod(ctx context.Context, path string, in layer.MknodIn) (layer.Attr, error) {
+	l.begin()
 	a, err := l.Child.Mknod(ctx, path, in)
 	l.made(path, a, err)
 	return a, err
 }
 
 func (l *Layer) Mkdir(ctx context.Context, path string, in layer.MkdirIn) (layer.Attr, error) {
+	l.begin()
 	a, err := l.Child.Mkdir(ctx, path, in)
 	l.made(path, a, err)
 	return a, err
 }
 
 func (l *Layer) Symlink(ctx context.Context, path string, in layer.SymlinkIn) (layer.Attr, error) {
+	l.begin()
 	a, err := l.Child.Symlink(ctx, path, in)
 	l.made(path, a, err)
 	return a, err
 }
 
 func (l *Layer) Link(ctx context.Context, oldpath, newpath string) (layer.Attr, error) {
+	l.begin()
 	a, err := l.Child.Link(ctx, oldpath, newpath)
 	l.made(newpath, a, err)
 	return a, err
 }
 
 func (l *Layer) Unlink(ctx context.Context, path string) error {
+	l.begin()
 	err := l.Child.Unlink(ctx, path)
 	l.removed(path, err, 0)
 	return err
 }
 
 func (l *Layer) Rmdir(ctx context.Context, path string) error {
+	l.begin()
 	err := l.Child.Rmdir(ctx, path)
 	l.removed(path, err, -1)
 	return err
@@ -244,13 +279,15 @@ func (l *Layer) removed(path string, err error, links int) {
 	parent, _ := layer.Split(path)
 	now := l.opts.Now()
 	t := layer.Timespec{Sec: now.Unix(), Nsec: uint32(now.Nanosecond())}
-	l.changed(func() {
+	l.end(func() {
 		l.forgetTree(path)
 		k, ok := l.dirs[parent]
 		switch {
 		case !ok || errors.Is(err, syscall.ENOENT):
 		case err != nil:
 			delete(l.dirs, parent)
+		case links < 0 && (!countsLinks(k.attr) || k.attr.Nlink < 3):
+			delete(l.dirs, parent) // its count cannot be followed
 		default:
 			if later(t, k.attr.Mtime) {
 				k.attr.Mtime, k.attr.Ctime = t, t
@@ -262,14 +299,16 @@ func (l *Layer) removed(path string, err error, links int) {
 }
 
 func (l *Layer) Rename(ctx context.Context, oldpath, newpath string, flags uint32) error {
+	l.begin()
 	defer l.gone(oldpath, newpath)
 	return l.Child.Rename(ctx, oldpath, newpath, flags)
 }
 
 // Setattr keeps the attributes it answers for a directory.
 func (l *Layer) Setattr(ctx context.Context, path string, in layer.SetattrIn) (layer.Attr, error) {
+	l.begin()
 	a, err := l.Child.Setattr(ctx, path, in)
-	l.changed(func() {
+	l.end(func() {
 		delete(l.dirs, path)
 		if err == nil && a.IsDir() {
 			l.keep(path, kept{attr: a, at: l.opts.Now()})
@@ -279,12 +318,14 @@ func (l *Layer) Setattr(ctx context.Context, path string, in layer.SetattrIn) (l
 }
 
 func (l *Layer) Setxattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
-	defer l.changed(func() { delete(l.dirs, path) })
+	l.begin()
+	defer l.end(func() { delete(l.dirs, path) })
 	return l.Child.Setxattr(ctx, path, name, value, flags)
 }
 
 func (l *Layer) Removexattr(ctx context.Context, path, name string) error {
-	defer l.changed(func() { delete(l.dirs, path) })
+	l.begin()
+	defer l.end(func() { delete(l.dirs, path) })
 	return l.Child.Removexattr(ctx, path, name)
 }
 

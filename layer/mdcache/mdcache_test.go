@@ -2,6 +2,7 @@ package mdcache
 
 import (
 	"context"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -178,4 +179,55 @@ func TestOthersChanges(t *testing.T) {
 
 func TestConformance(t *testing.T) {
 	layertest.Run(t, func(t *testing.T) layer.Layer { return New(testbrick.NewStore(t, testVolume), Options{}) })
+}
+
+// slowRmdir is a child whose Rmdir, once armed, removes the directory and
+// then waits to be let go before it answers.
+type slowRmdir struct {
+	layer.Layer
+	armed   atomic.Bool
+	removed chan struct{}
+	letGo   chan struct{}
+}
+
+func (b *slowRmdir) Rmdir(ctx context.Context, path string) error {
+	err := b.Layer.Rmdir(ctx, path)
+	if b.armed.CompareAndSwap(true, false) {
+		b.removed <- struct{}{}
+		<-b.letGo
+	}
+	return err
+}
+
+// A lookup that overlaps a change through the layer is not kept: it may
+// see the directory after the change, which the layer then applies
+// itself (an rmdir's link taken away twice).
+func TestLookupOverlappingAChangeNotKept(t *testing.T) {
+	s := testbrick.NewStore(t, testVolume)
+	b := &slowRmdir{Layer: s, removed: make(chan struct{}), letGo: make(chan struct{})}
+	l := New(b, Options{Timeout: time.Minute})
+	for _, p := range []string{"/d", "/d/s", "/d/t"} {
+		if _, err := l.Mkdir(bg, p, mkdirIn()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.armed.Store(true)
+	rmdone := make(chan error, 1)
+	go func() { rmdone <- l.Rmdir(bg, "/d/s") }()
+	<-b.removed                                   // removed on the brick, not answered yet
+	if _, err := l.Lookup(bg, "/d"); err != nil { // sees nlink 3
+		t.Fatal(err)
+	}
+	close(b.letGo)
+	if err := <-rmdone; err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.Lookup(bg, "/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := s.Lookup(bg, "/d")
+	if got.Nlink != want.Nlink {
+		t.Fatalf("nlink %d after a lookup overlapped an rmdir, the brick has %d", got.Nlink, want.Nlink)
+	}
 }

@@ -17,6 +17,10 @@ type file struct {
 	l     *Layer
 	path  string
 	flags uint32
+	// memGfid is the inode of the content served from memory (zero for a
+	// file opened on the child): fixed at open, read without f.mu, which
+	// child holds across network calls.
+	memGfid layer.Gfid
 
 	mu   sync.Mutex
 	mem  *entry     // the content served, nil once real is open
@@ -80,13 +84,6 @@ func (f *file) memory() *entry {
 	if f.mem == nil || !f.l.cache.fresh(f.mem, f.l.opts.Now()) {
 		return nil
 	}
-	return f.mem
-}
-
-// served returns the entry the file serves from, nil if none.
-func (f *file) served() *entry {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	return f.mem
 }
 

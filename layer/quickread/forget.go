@@ -16,10 +16,11 @@ func (l *Layer) Forget(c layer.Change) {
 	case c.Entry:
 		l.cache.dropTrees(c.Path)
 	default:
+		// Not under f.mu: Forget runs on a brick connection's reader,
+		// and a file opening its child holds f.mu until that connection
+		// answers.
 		for _, f := range l.mem.at(c.Path) {
-			if e := f.served(); e != nil {
-				l.cache.changedInode(e.attr.Gfid, l.opts.Now())
-			}
+			l.cache.changedInode(f.memGfid, l.opts.Now())
 		}
 		l.cache.dropInode(c.Path, l.opts.Now())
 	}

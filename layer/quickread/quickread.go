@@ -170,7 +170,7 @@ func changes(flags uint32) bool {
 func (l *Layer) Open(ctx context.Context, path string, flags uint32) (layer.File, error) {
 	if fromMemory(flags) && !l.locks.Load() {
 		if e := l.cache.take(path, l.opts.Now()); e != nil {
-			f := &file{l: l, path: path, flags: flags, mem: e, gfid: e.attr.Gfid}
+			f := &file{l: l, path: path, flags: flags, mem: e, gfid: e.attr.Gfid, memGfid: e.attr.Gfid}
 			l.mem.add(f)
 			f.anchorSoon()
 			return f, nil

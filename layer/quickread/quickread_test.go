@@ -1,6 +1,8 @@
 package quickread
 
 import (
+	"context"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -378,4 +380,51 @@ func TestForgetTakesOthersChangesAtOnce(t *testing.T) {
 		t.Errorf("cat after ChangedAll: %q", got)
 	}
 	r.wantOpens(1, "an open after ChangedAll")
+}
+
+// blockOpen is a child whose Open, once armed, waits to be let go.
+type blockOpen struct {
+	*looker
+	armed   atomic.Bool
+	opening chan struct{} // an armed Open has begun
+	letGo   chan struct{}
+}
+
+func (b *blockOpen) Open(ctx context.Context, path string, flags uint32) (layer.File, error) {
+	if b.armed.Load() {
+		b.opening <- struct{}{}
+		<-b.letGo
+	}
+	return b.looker.Open(ctx, path, flags)
+}
+
+// Forget never waits for a file opening its child over the network: it
+// runs on a brick connection's reader, which that open waits on.
+func TestForgetDoesNotWaitForAnOpen(t *testing.T) {
+	r := newRig(t, Options{Timeout: time.Minute})
+	b := &blockOpen{looker: r.looker, opening: make(chan struct{}), letGo: make(chan struct{})}
+	l := New(b, Options{Timeout: time.Minute, Now: r.clock.Now})
+	r.put(r.store, "/f", "old")
+	if _, err := l.Lookup(r.ctx, "/f"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := l.Open(r.ctx, "/f", syscall.O_RDONLY)
+	r.ok(err, "open from memory")
+	defer f.Release(r.ctx)
+	l.Forget(layer.Change{Path: "/f"}) // the next read goes to the brick
+	b.armed.Store(true)
+	read := make(chan error, 1)
+	go func() { _, err := f.Read(r.ctx, make([]byte, 8), 0); read <- err }()
+	<-b.opening // the file opens its child, holding its lock
+	forgot := make(chan struct{})
+	go func() { l.Forget(layer.Change{Path: "/f"}); close(forgot) }()
+	select {
+	case <-forgot:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Forget waited for an open in progress")
+	}
+	close(b.letGo)
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
 }
