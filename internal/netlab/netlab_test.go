@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -201,6 +202,15 @@ func TestRemoveStale(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- sleeper.Wait() }()
 	defer sleeper.Process.Kill()
+	// Start returns once `ip netns exec` runs, maybe before it has
+	// entered the namespace: wait until the namespace holds the process
+	// (on a loaded machine the lab's cleanup could look first and miss it).
+	for !slices.Contains(nsPIDs(ctx, ns), sleeper.Process.Pid) {
+		if ctx.Err() != nil {
+			t.Fatal("the sleeper never entered its namespace")
+		}
+		time.Sleep(10 * time.Millisecond) // polling: no event tells it
+	}
 
 	l := newLab(t, ctx, Config{Hosts: 1})
 	select {
