@@ -116,6 +116,9 @@ func (b *bridge) attrOut(out *fuse.AttrOut, ino uint64, a *layer.Attr, op string
 	if err != nil {
 		return b.status(op, "", err)
 	}
+	if n := b.nodes.get(ino); n != nil {
+		n.mode.Store(a.Mode)
+	}
 	out.SetTimeout(b.opts.AttrTimeout)
 	fillAttr(&out.Attr, a, ino)
 	return fuse.OK
@@ -163,6 +166,7 @@ func (b *bridge) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 	s := setattrIn(in)
 	if fh, ok := in.GetFh(); ok {
 		if h := b.handles.file(fh); h != nil {
+			killIn(&s, in, h.node)
 			a, err := h.file.Setattr(ctx, s)
 			b.touch(h.node)
 			return b.attrOut(out, h.node.ino, &a, "fsetattr", err)
@@ -172,6 +176,7 @@ func (b *bridge) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 	if n == nil {
 		return errStatus(err)
 	}
+	killIn(&s, in, n)
 	var a layer.Attr
 	if err == nil {
 		a, err = b.top.Setattr(ctx, p, s)

@@ -118,6 +118,12 @@ func (b *bridge) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 	if err != nil {
 		return b.status("open", p, err)
 	}
+	if in.Mode&fuse.OPEN_KILL_SUIDGID != 0 && in.Flags&syscall.O_TRUNC != 0 {
+		if err := b.killPriv(n, f); err != nil {
+			f.Release(b.ctx())
+			return b.status("open", p, err)
+		}
+	}
 	*out = fuse.OpenOut{Fh: b.newHandle(n, f)}
 	return fuse.OK
 }
@@ -146,6 +152,11 @@ func (b *bridge) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (u
 	b.touch(h.node)
 	if err != nil && n == 0 {
 		return 0, b.status("write", "", err)
+	}
+	if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
+		if err := b.killPriv(h.node, h.file); err != nil {
+			return 0, b.status("write", "", err)
+		}
 	}
 	return uint32(n), fuse.OK // a short write reports what was written
 }

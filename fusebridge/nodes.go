@@ -28,6 +28,8 @@ type node struct {
 	// touched is the bridge's change sequence number (bridge.seq) when
 	// the node's attributes last changed through this mount.
 	touched atomic.Uint64
+	// mode is the mode last told to the kernel (see killpriv.go).
+	mode atomic.Uint32
 }
 
 type link struct {
@@ -122,7 +124,11 @@ func (t *table) addEntry(dir *node, name string, a *layer.Attr) (*node, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.addEntryLocked(dir, name, a)
+	n, err := t.addEntryLocked(dir, name, a)
+	if err == nil {
+		n.mode.Store(a.Mode)
+	}
+	return n, err
 }
 
 // addListedEntry is addEntry for an entry of a directory listing taken at
