@@ -10,6 +10,21 @@ import (
 	"time"
 )
 
+// overwrite writes s at the start of the existing file p, without
+// truncating it: a change only its inode's notice (or a timeout) tells
+// another mount whose kernel keeps the page cache across opens.
+func overwrite(p, s string) error {
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt([]byte(s), 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // cacheCase is a change made through one mount and how another mount
 // tells it has seen it.
 type cacheCase struct {
@@ -30,6 +45,9 @@ func cacheCases() []cacheCase {
 		{"write", func(a string) error { return write(filepath.Join(a, "w"), "one") },
 			func(a string) error { return write(filepath.Join(a, "w"), "two") },
 			func(b string) bool { return content(filepath.Join(b, "w"), "two") }},
+		{"overwrite in place", func(a string) error { return write(filepath.Join(a, "o"), "one") },
+			func(a string) error { return overwrite(filepath.Join(a, "o"), "two") },
+			func(b string) bool { return content(filepath.Join(b, "o"), "two") }},
 		{"truncate", func(a string) error { return write(filepath.Join(a, "t"), "longer") },
 			func(a string) error { return os.Truncate(filepath.Join(a, "t"), 2) },
 			func(b string) bool { return content(filepath.Join(b, "t"), "lo") }},

@@ -112,6 +112,14 @@ type Options struct {
 	// changed (see Notifier).
 	Notifier *Notifier
 
+	// KeepCache keeps a file's page cache across its opens
+	// (FOPEN_KEEP_CACHE, with CAP_AUTO_INVAL_DATA as a backstop), so
+	// that reading a file again reads no brick. Set it only when the
+	// Notifier is told of other clients' changes (the volume's
+	// features.cache-invalidation on): otherwise a reopen would serve
+	// what another client has overwritten.
+	KeepCache bool
+
 	// Debug logs every FUSE request and reply at debug level.
 	Debug  bool
 	Logger *slog.Logger // nil discards logs
@@ -166,6 +174,9 @@ func (o *Options) mountOptions() *fuse.MountOptions {
 		ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC | fuse.CAP_ASYNC_DIO | fuse.CAP_HANDLE_KILLPRIV_V2,
 		Debug:             o.Debug,
 		Logger:            slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug),
+	}
+	if o.KeepCache {
+		mo.ExtraCapabilities |= fuse.CAP_AUTO_INVAL_DATA
 	}
 	if mo.FsName == "" {
 		mo.FsName = "mortar"

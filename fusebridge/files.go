@@ -79,6 +79,14 @@ const openFlags = syscall.O_ACCMODE | syscall.O_CREAT | syscall.O_EXCL | syscall
 	syscall.O_APPEND | syscall.O_NONBLOCK | syscall.O_DSYNC | syscall.O_SYNC |
 	syscall.O_DIRECT | syscall.O_NOATIME
 
+// openFlags are the FOPEN_ flags of every file opened.
+func (b *bridge) openFlags() uint32 {
+	if b.opts.KeepCache {
+		return fuse.FOPEN_KEEP_CACHE
+	}
+	return 0
+}
+
 func (b *bridge) newHandle(n *node, f layer.File) uint64 {
 	b.nodes.setOpen(n, 1)
 	return b.handles.add(&handle{node: n, file: f, released: make(chan struct{})})
@@ -105,7 +113,7 @@ func (b *bridge) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, 
 		return errStatus(err)
 	}
 	b.fillEntry(&out.EntryOut, n.ino, &a)
-	out.OpenOut = fuse.OpenOut{Fh: b.newHandle(n, f)}
+	out.OpenOut = fuse.OpenOut{Fh: b.newHandle(n, f), OpenFlags: b.openFlags()}
 	return fuse.OK
 }
 
@@ -124,7 +132,7 @@ func (b *bridge) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 			return b.status("open", p, err)
 		}
 	}
-	*out = fuse.OpenOut{Fh: b.newHandle(n, f)}
+	*out = fuse.OpenOut{Fh: b.newHandle(n, f), OpenFlags: b.openFlags()}
 	return fuse.OK
 }
 

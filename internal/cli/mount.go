@@ -246,6 +246,9 @@ func mountSpec(spec volume.Spec, req mountRequest, log *slog.Logger) (*fuse.Serv
 	live := volume.NewLive(graph, volume.WithBuildOptions(bo))
 	fo := fuseOptions(spec, req, log)
 	fo.Notifier = kernel
+	// Page caches kept across opens only while other clients' changes are
+	// told (a later volume set does not change a mount's choice).
+	fo.KeepCache = spec.ClientCache() && spec.Option(volume.OptCacheInvalidation, "off") == "on"
 	srv, err := fusebridge.Mount(req.Mountpoint, live, fo)
 	if err != nil {
 		live.Close()
