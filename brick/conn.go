@@ -174,18 +174,21 @@ func (c *conn) request(h wire.Header) error {
 	go func() {
 		defer c.wg.Done()
 		retired := false
-		retire := func() { // before the answer goes out: the client may reuse the id then
+		// retire runs before the answer goes out: once answered, the
+		// client may reuse the id, and may send what the request's place
+		// (admission, a lock wait) was holding back.
+		retire := func() {
 			if !retired {
 				retired = true
 				cancel()
 				c.mu.Lock()
 				delete(c.inflight, h.ID)
 				c.mu.Unlock()
+				done()
 			}
 		}
 		panicked := c.run(ctx, h, req, retire)
 		retire()
-		done()
 		if !panicked {
 			wire.PutBuf(buf) // after a panic the layer may still hold it
 		}
