@@ -18,8 +18,8 @@ import (
 // first, so that a sink can reuse an inode it holds under a stale name
 // before that name is removed. made are the sinks on which the directory
 // was just created: every name they lack is healed, as if they were
-// blamed.
-func (h *Healer) healEntries(ctx context.Context, j *job, path string, p *plan, members, made replicate.Mask) error {
+// blamed. It returns the replicas that names were removed from as stale.
+func (h *Healer) healEntries(ctx context.Context, j *job, path string, p *plan, members, made replicate.Mask) (replicate.Mask, error) {
 	si := j.set
 	hint := &dirHint{lists: make([]map[string]layer.Entry, len(h.sets[si])), good: p.good}
 	for r := range h.sets[si] {
@@ -28,7 +28,7 @@ func (h *Healer) healEntries(ctx context.Context, j *job, path string, p *plan, 
 		}
 		ents, err := layer.ReadDirAll(ctx, h.sets[si][r].Layer, path)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		hint.lists[r] = make(map[string]layer.Entry, len(ents))
 		for _, e := range ents {
@@ -69,7 +69,7 @@ func (h *Healer) healEntries(ctx context.Context, j *job, path string, p *plan, 
 		}
 		errs = append(errs, g.Wait())
 	}
-	return errors.Join(errs...)
+	return hint.removed, errors.Join(errs...)
 }
 
 // dirHint is what a directory heal knows of the directory's copies.
@@ -78,6 +78,19 @@ type dirHint struct {
 	lists  []map[string]layer.Entry // per replica; nil for non-members
 	byGfid []map[layer.Gfid][]string
 	good   replicate.Mask
+	// removed: the replicas names were removed from as stale.
+	removed replicate.Mask
+}
+
+// removedFrom records that stale names are removed from the replicas of m
+// (d may be nil: a heal not started by a directory's).
+func (d *dirHint) removedFrom(m replicate.Mask) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	d.removed |= m
+	d.mu.Unlock()
 }
 
 func (d *dirHint) index() {

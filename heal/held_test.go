@@ -129,3 +129,33 @@ func TestBusyDirectoryHealsWithNamesHeld(t *testing.T) {
 	async.Wait()
 	c.healthy()
 }
+
+// A client's create can reach the replica a directory heal treats as
+// stale before the healer holds its names, and the good replicas only
+// after it lets them go: the heal then finds the name on the stale
+// replica only and removes it. The stale replica must stay blamed, so that
+// the next scan gives the name back once the good replicas have it.
+// (Before, the directory's marks were cleared and the replica stayed
+// without the file: found by TestReplicaRandomizedModel.)
+func TestNameRemovedAsStaleIsLookedAtAgain(t *testing.T) {
+	c := newCluster(t, 3, false)
+	c.without2(create("/missed", layer.NewGfid(), []byte("x")))
+	g := layer.NewGfid()
+	if err := create("/new", g, []byte("y"))(bg, c.stores[2]); err != nil {
+		t.Fatal(err)
+	}
+	h := c.healer(Options{})
+	if err := h.Heal(bg, 0, "/"); err != nil {
+		t.Fatal(err)
+	}
+	if c.pending(0, "/")&(1<<2) == 0 {
+		t.Fatal("/ no longer blames replica 2 after a heal removed a name from it as stale")
+	}
+	for _, i := range []int{0, 1} {
+		if err := create("/new", g, []byte("y"))(bg, c.stores[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scan(h)
+	c.healthy()
+}

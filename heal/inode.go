@@ -41,6 +41,9 @@ type plan struct {
 	// changed: settle kept marks because a copy changed since it was
 	// looked at.
 	changed bool
+	// unsure: sinks of a directory that names were removed from as
+	// stale; the good copies keep blaming them (see apply).
+	unsure replicate.Mask
 }
 
 // attr is the source's attributes.
@@ -100,6 +103,7 @@ func (h *Healer) healOnce(ctx context.Context, j *job, path string, distrust, wi
 		return nil, err
 	}
 	if p.remove != 0 {
+		hint.removedFrom(p.remove)
 		return nil, h.removeStale(ctx, j.set, path, p)
 	}
 	if err := h.apply(ctx, j, path, p, hint); err != nil {
@@ -262,10 +266,12 @@ func (h *Healer) apply(ctx context.Context, j *job, path string, p *plan, hint *
 			c.crawl = true
 			jj = &c
 		}
-		if err := h.healEntries(ctx, jj, path, p, members, made); err != nil {
+		removed, err := h.healEntries(ctx, jj, path, p, members, made)
+		if err != nil {
 			// The names are not all right: no mark may be cleared.
 			return errors.Join(append(errs, err)...)
 		}
+		p.unsure = removed & p.sinks
 	}
 	var healed replicate.Mask
 	for s := range h.sets[si] {
@@ -280,6 +286,14 @@ func (h *Healer) apply(ctx context.Context, j *job, path string, p *plan, hint *
 		}
 		healed |= replicate.Bit(s)
 	}
+	if p.unsure != 0 {
+		// A name removed from a sink as stale may have been a client's
+		// create that reached the sink before the names were held and
+		// reaches the good copies only once they are let go: the sink
+		// stays blamed until a later pass removes nothing from it.
+		h.log.Debug("stale names removed; looked at again", "path", path, "sinks", h.names(si, uint64(p.unsure)))
+		h.kept.Store(true)
+	}
 	if healed != 0 {
 		h.healed.Add(1)
 		h.log.Debug("healed", "path", path, "sinks", h.names(si, uint64(healed)))
@@ -287,7 +301,7 @@ func (h *Healer) apply(ctx context.Context, j *job, path string, p *plan, hint *
 	if len(errs) > 0 {
 		h.failed.Add(1)
 	}
-	errs = append(errs, h.settle(ctx, si, path, p, healed))
+	errs = append(errs, h.settle(ctx, si, path, p, healed&^p.unsure))
 	if p.verify && errors.Join(errs...) == nil {
 		errs = append(errs, h.verify(ctx, si, path, p))
 	}
