@@ -183,6 +183,18 @@ func scan(h *Healer) {
 	wg.Wait()
 }
 
+// scanSettled scans as Run does after a heal kept marks (a directory
+// stale names were removed from is looked at again), until the indexes
+// list nothing, at most 3 times.
+func (c *cluster) scanSettled(h *Healer) {
+	for range 3 {
+		scan(h)
+		if c.indexed() == 0 {
+			return
+		}
+	}
+}
+
 // Operations as replicate sends them: the same gfid to every replica.
 
 func mkdir(path string, g layer.Gfid) func(context.Context, layer.Layer) error {

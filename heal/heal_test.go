@@ -130,7 +130,7 @@ func TestNamesChangedWhileAway(t *testing.T) {
 	c.stores[2].Setxattr(bg, "/x", "user.stale", []byte("old"), 0) // only on the sink: must go
 	h := c.healer(Options{})
 	c.counts[2].Reset()
-	scan(h)
+	c.scanSettled(h) // names were removed from the sink: two scans
 	c.healthy()
 	// The renamed file was renamed on the sink, not copied again.
 	if n := c.counts[2].Count("Write"); n > 2 {
@@ -216,10 +216,9 @@ func TestTreeDeletedWhileAway(t *testing.T) {
 	// The good copies never lose anything: a stale copy deleted while the
 	// trusted ones were away is not resurrected either.
 	c.on([]int{1, 2}, removeTree("/keep"))
-	scan(h)
 	// A replica names were removed from as stale stays blamed until a
 	// scan finds nothing to remove (TestNameRemovedAsStaleIsLookedAtAgain).
-	scan(h)
+	c.scanSettled(h)
 	c.healthy()
 	if _, err := c.stores[0].Lookup(bg, "/keep"); !errors.Is(err, syscall.ENOENT) {
 		t.Fatalf("/keep on replica 0: %v, want ENOENT", err)
