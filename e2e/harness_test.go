@@ -82,6 +82,9 @@ type node struct {
 	exit chan error
 	// defaults: started without --listen (addr is then the default).
 	defaults bool
+	// multiplex: every brick in one process (the default); without it,
+	// started with --brick-multiplex=false.
+	multiplex bool
 }
 
 func freeAddr(t *testing.T) string {
@@ -116,6 +119,10 @@ func (n *node) start() {
 	}
 	if tlsDir != "" {
 		n.cmd.Args = append(n.cmd.Args, "--tls-dir", tlsDir, "--tls-name", "node")
+	}
+	if !n.multiplex {
+		// A process per brick, so that a test can kill one alone.
+		n.cmd.Args = append(n.cmd.Args, "--brick-multiplex=false")
 	}
 	n.cmd.Stdout, n.cmd.Stderr = log, log
 	if err := n.cmd.Start(); err != nil {

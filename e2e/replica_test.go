@@ -39,6 +39,17 @@ func (n *node) replicaVolume(name string, replica, nbricks int, arbiter bool, op
 // brickPID returns the pid of the process serving brick dir.
 func (n *node) brickPID(vol, dir string) int {
 	n.t.Helper()
+	pids := n.brickPIDs(vol)
+	if pids[dir] == 0 {
+		n.t.Fatalf("brick %s is not online: %v", dir, pids)
+	}
+	return pids[dir]
+}
+
+// brickPIDs returns the pid of the process serving each brick of vol (0:
+// offline).
+func (n *node) brickPIDs(vol string) map[string]int {
+	n.t.Helper()
 	var st struct {
 		Bricks []struct {
 			Path   string `json:"path"`
@@ -50,13 +61,14 @@ func (n *node) brickPID(vol, dir string) int {
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		n.t.Fatalf("volume status --json: %v\n%s", err, out)
 	}
+	pids := map[string]int{}
 	for _, b := range st.Bricks {
-		if b.Path == dir && b.Online && b.PID > 0 {
-			return b.PID
+		pids[b.Path] = 0
+		if b.Online {
+			pids[b.Path] = b.PID
 		}
 	}
-	n.t.Fatalf("brick %s is not online:\n%s", dir, out)
-	return 0
+	return pids
 }
 
 // killBrick kills the process of brick dir with SIGKILL.

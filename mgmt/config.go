@@ -50,6 +50,12 @@ type Config struct {
 	// inside this process, each on its own listener, which tests and
 	// programs embedding a node use (a test binary cannot be a brick).
 	BrickExec string
+	// BrickMultiplex, with BrickExec, runs every brick of the node in one
+	// process (`BrickExec brick-host`, GlusterFS's cluster.brick-multiplex)
+	// instead of one process per brick: fewer processes compete for the
+	// CPU, but the bricks fail together. `mortar server` sets it unless
+	// told --brick-multiplex=false.
+	BrickMultiplex bool
 	// BrickLogLevel is the log level of brick processes: debug, info
 	// (default), warn or error.
 	BrickLogLevel string

@@ -11,15 +11,18 @@
 // address clients have in their spec (the node's advertised host and the
 // brick's port).
 //
-// With Config.BrickExec set (as `mortar server` does), each brick is a
-// child process, `mortar brick` (RunBrick), like GlusterFS's glusterfsd:
-// `volume start` returns once every brick reported on its readiness pipe
-// that it listens; a brick that dies stays offline, with its exit status in
-// `volume status`, until `volume start NAME force`; brick processes get
-// SIGKILL when the node's process dies, and the node starts them again
-// when it starts. Without it, bricks run inside the node, each on its own
-// listener, which is what tests and embedding programs use; KillBrick ends
-// one abruptly in either mode.
+// With Config.BrickExec set (as `mortar server` does), bricks run outside
+// the node: with Config.BrickMultiplex (the server's default) all in one
+// child process, `mortar brick-host` (RunBrickHost, driven by muxRunner),
+// as GlusterFS's brick multiplexing; without it each in a child process of
+// its own, `mortar brick` (RunBrick), like GlusterFS's glusterfsd.
+// `volume start` returns once every brick reported that it listens; a
+// brick that dies stays offline, with its exit status in `volume status`,
+// until `volume start NAME force`; brick processes get SIGKILL when the
+// node's process dies, and the node starts them again when it starts.
+// Without BrickExec, bricks run inside the node, each on its own listener,
+// which is what tests and embedding programs use; KillBrick ends one
+// abruptly in every mode.
 //
 // # State
 //

@@ -155,7 +155,11 @@ func (n *Node) open(cfg Config) error {
 	n.store = n.raft
 	n.brickHost, _, _ = net.SplitHostPort(cfg.Listen)
 	if cfg.BrickExec != "" {
-		n.runner = newProcRunner(cfg.BrickExec, filepath.Join(cfg.DataDir, "logs", "bricks"), cfg.BrickLogLevel, n.log)
+		proc := newProcRunner(cfg.BrickExec, filepath.Join(cfg.DataDir, "logs", "bricks"), cfg.BrickLogLevel, n.log)
+		n.runner = proc
+		if cfg.BrickMultiplex {
+			n.runner = newMuxRunner(proc)
+		}
 	} else {
 		n.runner = inProcRunner{}
 	}

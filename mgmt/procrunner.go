@@ -100,24 +100,28 @@ func (r *procRunner) spawnLoop() {
 
 func (r *procRunner) close() { close(r.spawns) }
 
-func (r *procRunner) start(cfg BrickConfig) (runningBrick, error) {
+// run starts `EXE args...` from the spawning thread (see spawnLoop),
+// logging to logPath, with stdin (if not nil) as its standard input and
+// the write end of a pipe as descriptor brickReadyFd, and returns the
+// pipe's read end.
+func (r *procRunner) run(args []string, logPath string, stdin io.Reader) (*exec.Cmd, *os.File, error) {
 	if err := os.MkdirAll(r.logDir, 0o755); err != nil {
-		return nil, fmt.Errorf("brick log directory: %w", err)
+		return nil, nil, fmt.Errorf("brick log directory: %w", err)
 	}
-	logPath := filepath.Join(r.logDir, brickLogName(cfg.Path))
 	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("brick log: %w", err)
+		return nil, nil, fmt.Errorf("brick log: %w", err)
 	}
 	defer logf.Close()
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer pr.Close()
+	defer pw.Close()
 	cmd := &exec.Cmd{
 		Path:       r.exe,
-		Args:       append([]string{r.exe}, BrickArgs(cfg, r.logLevel)...),
+		Args:       append([]string{r.exe}, args...),
+		Stdin:      stdin,
 		Stdout:     logf,
 		Stderr:     logf,
 		ExtraFiles: []*os.File{pw}, // brickReadyFd
@@ -127,11 +131,20 @@ func (r *procRunner) start(cfg BrickConfig) (runningBrick, error) {
 	}
 	req := spawnRequest{cmd: cmd, err: make(chan error, 1)}
 	r.spawns <- req
-	err = <-req.err
-	pw.Close()
-	if err != nil {
-		return nil, fmt.Errorf("start brick process %s: %w", r.exe, err)
+	if err := <-req.err; err != nil {
+		pr.Close()
+		return nil, nil, fmt.Errorf("start %s %s: %w", r.exe, args[0], err)
 	}
+	return cmd, pr, nil
+}
+
+func (r *procRunner) start(cfg BrickConfig) (runningBrick, error) {
+	logPath := filepath.Join(r.logDir, brickLogName(cfg.Path))
+	cmd, pr, err := r.run(BrickArgs(cfg, r.logLevel), logPath, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer pr.Close()
 	p := &procBrick{cmd: cmd, logPath: logPath, exited: make(chan struct{})}
 	go p.wait()
 	if p.listen, err = p.awaitReady(pr); err != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/mortarfs/mortar/mgmt"
 	"github.com/mortarfs/mortar/tlsconf"
@@ -23,11 +25,12 @@ func newBrickCommand() *cobra.Command {
 	var authAllow, authReject string
 	cmd := &cobra.Command{
 		Use:   "brick --volume-id ID --brick-id ID --path DIR --listen ADDR [--arbiter | --disperse]",
-		Short: "Serve one brick (started by mortar server, one process per brick)",
+		Short: "Serve one brick (started by mortar server --brick-multiplex=false, one process per brick)",
 		Long: `Serve one brick of a volume on its own TCP port until SIGTERM or SIGINT.
 
-"mortar server" runs one such process per brick of its started volumes (as
-GlusterFS runs glusterfsd) and restarts them with "mortar volume start NAME
+"mortar server --brick-multiplex=false" runs one such process per brick of
+its started volumes (as GlusterFS runs glusterfsd; by default one "mortar
+brick-host" serves them all) and restarts them with "mortar volume start NAME
 force"; there is no need to run it by hand. Logs go to stderr, which the node
 points at DATA/logs/bricks/. With --ready-fd, the brick writes "ok ADDR" (or
 "error: WHY") on that descriptor once it listens (or cannot).
@@ -60,7 +63,17 @@ auth.reject lines), read again at every new connection; --auth-allow and
 			return nil
 		},
 	}
-	f := cmd.Flags()
+	bf := brickFlags(cmd.Flags(), &cfg, &logLevel, &authAllow, &authReject)
+	bf.IntVar(&readyFd, "ready-fd", 0, "descriptor to report readiness on (0: none)")
+	for _, name := range []string{"volume-id", "brick-id", "path", "listen"} {
+		cmd.MarkFlagRequired(name) //nolint:errcheck // the flags exist
+	}
+	return cmd
+}
+
+// brickFlags defines the flags of `mortar brick` that describe the brick
+// on f (the brick host reads a brick's with them too) and returns f.
+func brickFlags(f *pflag.FlagSet, cfg *mgmt.BrickConfig, logLevel, authAllow, authReject *string) *pflag.FlagSet {
 	f.StringVar(&cfg.Volume, "volume", "", "volume name (for logs)")
 	f.StringVar(&cfg.VolumeID, "volume-id", "", "id of the volume the brick directory is marked with")
 	f.StringVar(&cfg.BrickID, "brick-id", "", "id of the brick, as clients name it")
@@ -68,16 +81,82 @@ auth.reject lines), read again at every new connection; --auth-allow and
 	f.StringVar(&cfg.Listen, "listen", "", "TCP address to serve on (port 0: any free port)")
 	f.BoolVar(&cfg.Arbiter, "arbiter", false, "an arbiter brick: names and metadata, no file data")
 	f.BoolVar(&cfg.Disperse, "disperse", false, "a brick of a disperse set: its files are fragments, their size kept apart")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	f.IntVar(&readyFd, "ready-fd", 0, "descriptor to report readiness on (0: none)")
+	f.StringVar(logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&cfg.TLSDir, "tls-dir", "", "TLS directory (ca.pem, NAME.pem, NAME.key): serve TLS only")
 	f.StringVar(&cfg.TLSName, "tls-name", "", "name of this node's certificate in --tls-dir")
 	f.StringVar(&cfg.AuthFile, "auth-file", "", "file of the volume's access rules, read at every new connection")
-	f.StringVar(&authAllow, "auth-allow", "", "fixed auth.allow: certificate names, addresses, CIDRs (comma list)")
-	f.StringVar(&authReject, "auth-reject", "", "fixed auth.reject (same syntax; wins over --auth-allow)")
+	f.StringVar(authAllow, "auth-allow", "", "fixed auth.allow: certificate names, addresses, CIDRs (comma list)")
+	f.StringVar(authReject, "auth-reject", "", "fixed auth.reject (same syntax; wins over --auth-allow)")
 	f.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", 0, "connections one client may hold (0: default, < 0: no limit)")
-	for _, name := range []string{"volume-id", "brick-id", "path", "listen"} {
-		cmd.MarkFlagRequired(name) //nolint:errcheck // the flags exist
+	return f
+}
+
+// parseHostedBrick reads a brick's config from the flags of `mortar
+// brick` for the brick host, with a logger appending to logPath.
+func parseHostedBrick(args []string, logPath string) (mgmt.BrickConfig, io.Closer, error) {
+	var cfg mgmt.BrickConfig
+	var logLevel, authAllow, authReject string
+	var readyFd int
+	f := brickFlags(pflag.NewFlagSet("brick", pflag.ContinueOnError), &cfg, &logLevel, &authAllow, &authReject)
+	f.IntVar(&readyFd, "ready-fd", 0, "unused in a brick host")
+	f.SetOutput(io.Discard)
+	if err := f.Parse(args); err != nil {
+		return cfg, nil, err
 	}
+	if cfg.VolumeID == "" || cfg.BrickID == "" || cfg.Path == "" || cfg.Listen == "" {
+		return cfg, nil, errors.New("--volume-id, --brick-id, --path and --listen are required")
+	}
+	var err error
+	if cfg.Auth, err = tlsconf.ParseAuth(authAllow, authReject); err != nil {
+		return cfg, nil, err
+	}
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return cfg, nil, fmt.Errorf("brick log: %w", err)
+	}
+	log, err := newLogger(logf, logLevel)
+	if err != nil {
+		logf.Close()
+		return cfg, nil, err
+	}
+	cfg.Logger = log.With("volume", cfg.Volume, "brick", cfg.BrickID)
+	return cfg, logf, nil
+}
+
+// newBrickHostCommand is `mortar brick-host`, the process that serves
+// every brick of a node (mortar server's default, --brick-multiplex). The node starts it;
+// it is hidden from help.
+func newBrickHostCommand() *cobra.Command {
+	var eventsFd int
+	cmd := &cobra.Command{
+		Use:   "brick-host --events-fd N",
+		Short: "Serve many bricks in one process (started by mortar server)",
+		Long: `Serve the bricks a node asks for in this one process, each on its own TCP
+port, until standard input ends or SIGTERM.
+
+"mortar server" (unless --brick-multiplex=false) starts it and sends it commands on
+standard input, one JSON object per line ({"op":"start","id":N,"args":[the
+flags of mortar brick],"log":FILE}, "stop", "kill", "recheck"); the host
+answers on descriptor --events-fd ({"id":N,"addr":ADDR} once the brick
+listens, {"id":N,"err":WHY} if it cannot, {"id":N,"exited":WHY} when it
+ends). Each brick logs to its own file, at the level its flags give. There
+is no need to run it by hand.`,
+		Hidden: true,
+		Args:   usageArgs(0, 0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if eventsFd <= 0 {
+				return errors.New("mortar brick-host: --events-fd is required")
+			}
+			events := os.NewFile(uintptr(eventsFd), "mortar-brick-host-events")
+			defer events.Close()
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			if err := mgmt.RunBrickHost(ctx, cmd.InOrStdin(), events, parseHostedBrick); err != nil {
+				return fmt.Errorf("mortar brick-host: %w", err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&eventsFd, "events-fd", 0, "descriptor to report the bricks' events on")
 	return cmd
 }

@@ -36,6 +36,7 @@ type devConfig struct {
 	Volume     string
 	Listen     string
 	LogLevel   string
+	Multiplex  bool // every brick in one process
 }
 
 func newDevCommand() *cobra.Command {
@@ -95,6 +96,7 @@ partition of its own.`,
 	f.StringVar(&dc.Volume, "volume", "dev", "volume name")
 	f.StringVar(&dc.Listen, "listen", "127.0.0.1:"+strconv.Itoa(mgmt.DefaultPort), "address of the node's management API; bricks listen on its host")
 	f.StringVar(&dc.LogLevel, "log-level", "info", "level of DATA/mortar.log and the brick logs: debug, info, warn or error")
+	f.BoolVar(&dc.Multiplex, "brick-multiplex", true, "serve every brick in one process (=false: one process per brick; see mortar server --help)")
 	return cmd
 }
 
@@ -219,11 +221,12 @@ func runDev(out io.Writer, dc devConfig) error {
 		return fmt.Errorf("find own executable (to run bricks): %w", err)
 	}
 	node, err := mgmt.Start(mgmt.Config{
-		DataDir:       filepath.Join(dc.Data, "state"),
-		Listen:        dc.Listen,
-		Logger:        log,
-		BrickExec:     exe,
-		BrickLogLevel: dc.LogLevel,
+		DataDir:        filepath.Join(dc.Data, "state"),
+		Listen:         dc.Listen,
+		Logger:         log,
+		BrickExec:      exe,
+		BrickMultiplex: dc.Multiplex,
+		BrickLogLevel:  dc.LogLevel,
 	})
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {

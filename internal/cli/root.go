@@ -61,6 +61,7 @@ on stderr.`,
 	root.AddCommand(
 		newServerCommand(),
 		newBrickCommand(),
+		newBrickHostCommand(),
 		newVolumeCommand(),
 		newPeerCommand(),
 		newPoolCommand(),

@@ -24,12 +24,18 @@ func newServerCommand() *cobra.Command {
 The node keeps the cluster state (volumes, bricks, options) in --data, serves
 the management API that the "mortar volume" commands and clients use on
 --listen (default ` + mgmt.DefaultListen + `: this machine only), and runs the bricks of started
-volumes: one process per brick (as GlusterFS's glusterfsd), each on a TCP port
-of its own on the --listen host, chosen free when the brick first starts and
-kept from then on. "mortar volume status" shows each brick's port and process
-id. A brick process that dies stays offline until "mortar volume start NAME
-force"; brick processes are killed when the node dies, and the node starts
-them again (on the same ports) when it starts.
+volumes, each on a TCP port of its own on the --listen host, chosen free when
+the brick first starts and kept from then on. "mortar volume status" shows
+each brick's port and process id. A brick that dies stays offline until
+"mortar volume start NAME force"; bricks are killed when the node dies, and
+the node starts them again (on the same ports) when it starts.
+
+By default every brick of the node is served by one process, "mortar
+brick-host" (GlusterFS's cluster.brick-multiplex): fewer processes compete
+for the CPU, which makes small-file work 15-20 % faster on a 2-core machine
+(docs/PERFORMANCE.md), but the bricks fail together: a killed host takes
+them all offline. --brick-multiplex=false runs one process per brick instead
+(as GlusterFS's glusterfsd), so that one can fail alone.
 
 --advertise is the address others use to reach this node; by default it is
 derived from --listen and the machine's host name or addresses.
@@ -67,7 +73,8 @@ bricks, which check each client against the volume's auth.allow and
 auth.reject. Every node of a cluster must run with TLS, or none.
 
 Logs go to stderr (--log-level debug|info|warn|error); each brick logs to
-DATA/logs/bricks/PATH.log at the same level.`,
+DATA/logs/bricks/PATH.log at the same level (a brick host's own messages go
+to DATA/logs/bricks/brick-host.log).`,
 		Example: `  mortar server --data /var/lib/mortar                  # this machine only
   mortar server --data /srv/mortar --listen 10.0.0.5:7420`,
 		Args: usageArgs(0, 0),
@@ -95,6 +102,7 @@ DATA/logs/bricks/PATH.log at the same level.`,
 	f.StringVar(&tlsDir, "tls-dir", "", "TLS directory (ca.pem, NAME.pem, NAME.key; env "+tlsconf.EnvDir+"): secure every connection of the node and its bricks")
 	f.StringVar(&tlsName, "tls-name", "", "name of this node's certificate in --tls-dir (env "+tlsconf.EnvName+")")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.BoolVar(&cfg.BrickMultiplex, "brick-multiplex", true, "serve every brick of the node in one process (=false: one process per brick, which fail alone)")
 	return cmd
 }
 

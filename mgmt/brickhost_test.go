@@ -1,0 +1,131 @@
+package mgmt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/mortarfs/mortar/brick/posix"
+	"github.com/mortarfs/mortar/layer/protocol"
+)
+
+// testHost is a RunBrickHost driven through pipes, as the node drives a
+// brick host process.
+type testHost struct {
+	t      *testing.T
+	cmds   *os.File
+	events *json.Decoder
+	ended  chan error
+}
+
+// hostParse reads "path brick-id" as a brick of volume "v" on a free port.
+func hostParse(args []string, logPath string) (BrickConfig, io.Closer, error) {
+	if len(args) != 2 {
+		return BrickConfig{}, nil, errors.New("want PATH BRICK-ID")
+	}
+	return BrickConfig{Volume: "v", VolumeID: "v", Path: args[0], BrickID: args[1], Listen: "127.0.0.1:0"}, io.NopCloser(nil), nil
+}
+
+func startTestHost(t *testing.T) *testHost {
+	cr, cw, err := os.Pipe() // buffered, as between processes
+	if err != nil {
+		t.Fatal(err)
+	}
+	er, ew, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &testHost{t: t, cmds: cw, events: json.NewDecoder(er), ended: make(chan error, 1)}
+	go func() {
+		h.ended <- RunBrickHost(context.Background(), cr, ew, hostParse)
+		ew.Close()
+	}()
+	t.Cleanup(func() { cw.Close(); <-h.ended })
+	return h
+}
+
+func (h *testHost) send(c hostCommand) {
+	h.t.Helper()
+	b, _ := json.Marshal(c)
+	if _, err := h.cmds.Write(append(b, '\n')); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *testHost) next() hostEvent {
+	h.t.Helper()
+	var e hostEvent
+	if err := h.events.Decode(&e); err != nil {
+		h.t.Fatal(err)
+	}
+	return e
+}
+
+// brickDir returns a directory marked as a brick of volume "v".
+func brickDir(t *testing.T) string {
+	d := t.TempDir()
+	if err := posix.Mark(d, "v", true); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func lookupRoot(addr, id string) error {
+	pc := protocol.New(protocol.Config{Addr: addr, BrickID: id, VolumeID: "v", ConnectWait: 5 * time.Second})
+	defer pc.Close()
+	_, err := pc.Lookup(context.Background(), "/")
+	return err
+}
+
+// A brick host serves each brick it is asked to start on its own port,
+// says why one cannot start, ends one brick alone when asked (the others
+// go on), and closes the rest when its commands end.
+func TestBrickHostServesBricksApart(t *testing.T) {
+	h := startTestHost(t)
+	h.send(hostCommand{Op: "start", ID: 1, Args: []string{brickDir(t), "b1"}})
+	h.send(hostCommand{Op: "start", ID: 2, Args: []string{brickDir(t), "b2"}})
+	h.send(hostCommand{Op: "start", ID: 3, Args: []string{t.TempDir(), "b3"}}) // not a brick
+	addrs := map[int]string{}
+	for range 3 {
+		e := h.next()
+		switch {
+		case e.ID == 3 && e.Err == "":
+			t.Fatalf("an unmarked directory was served: %+v", e)
+		case e.ID != 3 && e.Addr == "":
+			t.Fatalf("brick %d did not start: %+v", e.ID, e)
+		}
+		addrs[e.ID] = e.Addr
+	}
+	if addrs[1] == addrs[2] {
+		t.Fatalf("two bricks on one address %s", addrs[1])
+	}
+	for id, name := range map[int]string{1: "b1", 2: "b2"} {
+		if err := lookupRoot(addrs[id], name); err != nil {
+			t.Fatalf("brick %s: %v", name, err)
+		}
+	}
+	h.send(hostCommand{Op: "kill", ID: 1})
+	if e := h.next(); e.ID != 1 || e.Exited != errKilled.Error() {
+		t.Fatalf("after kill: %+v, want brick 1 exited killed", e)
+	}
+	if c, err := net.Dial("tcp", addrs[1]); err == nil {
+		c.Close()
+		t.Fatal("a killed brick's port still accepts connections")
+	}
+	if err := lookupRoot(addrs[2], "b2"); err != nil {
+		t.Fatalf("the other brick after one was killed: %v", err)
+	}
+	h.cmds.Close()
+	if e := h.next(); e.ID != 2 || e.Exited != "stopped" {
+		t.Fatalf("after the commands ended: %+v, want brick 2 stopped", e)
+	}
+	if err := <-h.ended; err != nil {
+		t.Fatal(err)
+	}
+	h.ended <- nil // for the cleanup
+}
