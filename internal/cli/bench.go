@@ -49,8 +49,8 @@ cannot be set up is reported with the reason. No EXPERIMENT means all of them
 
 Each experiment has its own volume layouts (seed002: replica 3 and
 distribute x3; seed003: distribute x4, replica 3 and disperse 4+2; seed000
-and metadata: distribute x3). --replica N, or --disperse N with --redundancy
-M, replaces them in those four experiments with one layout, the same for
+and metadata: distribute x3; sqlite: replica 3 and disperse 4+2). --replica
+N, or --disperse N with --redundancy M, replaces them in those five experiments with one layout, the same for
 mortar and GlusterFS ("volume create ... disperse 6 redundancy 2" over six
 bricks); seed001 and seed004 keep theirs (distribute over servers). The
 mortar-distribute target (not run unless named in --targets) is mortar with
