@@ -125,6 +125,10 @@ func OpenSpec(spec volume.Spec, opts Options) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := g.CheckKey(context.Background(), volume.DefaultConnectWait, opts.Build.Logger); err != nil {
+		g.Close()
+		return nil, err
+	}
 	live := volume.NewLive(g, volume.WithBuildOptions(opts.Build))
 	return &Volume{live: live, top: live, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}, nil
 }

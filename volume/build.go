@@ -2,6 +2,7 @@ package volume
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -128,6 +129,32 @@ type Graph struct {
 	// change (set once Build has stacked them).
 	caches   atomic.Pointer[[]layer.Forgetter]
 	onChange func(layer.Change) // BuildOptions.OnChange
+	crypt    *crypt.Layer       // nil: the volume is not encrypted here
+}
+
+// CheckKey fails with crypt.ErrWrongKey if the graph encrypts with a key
+// that is not the volume's (see crypt.Layer.CheckKey); nil on a volume
+// that is not encrypted, or seen as ciphertext. A check that cannot be
+// made (no brick answers within wait) is logged, not failed: the first
+// read then tells.
+func (g *Graph) CheckKey(ctx context.Context, wait time.Duration, log *slog.Logger) error {
+	if g.crypt == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	err := g.crypt.CheckKey(ctx)
+	if err != nil && !errors.Is(err, crypt.ErrWrongKey) {
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		log.Warn("could not check the volume key; a wrong one fails at the first read", "volume", g.Spec.Name, "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("volume %s: %w (key check value on the volume root)", g.Spec.Name, err)
+	}
+	return nil
 }
 
 // changed is told a change by a brick's client: the graph's caches
@@ -283,7 +310,7 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 			g.Close()
 			return nil, fmt.Errorf("volume %s: %w", spec.Name, err)
 		}
-		g.Top = c
+		g.Top, g.crypt = c, c
 	} else if quickRead(spec, opts) {
 		qr := quickread.New(top, quickReadOptions(spec))
 		g.Top, caches = qr, append(caches, qr)

@@ -243,6 +243,10 @@ func mountSpec(spec volume.Spec, req mountRequest, log *slog.Logger) (*fuse.Serv
 	if err != nil {
 		return nil, nil, fmt.Errorf("volume %s: %w", spec.Name, err)
 	}
+	if err := graph.CheckKey(context.Background(), volume.DefaultConnectWait, log); err != nil {
+		graph.Close()
+		return nil, nil, err
+	}
 	live := volume.NewLive(graph, volume.WithBuildOptions(bo))
 	fo := fuseOptions(spec, req, log)
 	fo.Notifier = kernel
