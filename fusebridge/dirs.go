@@ -16,6 +16,9 @@ type dirHandle struct {
 	mu      sync.Mutex
 	entries []layer.Entry // nil until the first read
 	seq     uint64        // bridge.seq when the listing was taken
+	// missing: the listing lacks what an unreachable brick holds
+	// (layer.DirPage.Missing); a read past its entries fails with it.
+	missing error
 }
 
 func (b *bridge) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
@@ -42,7 +45,9 @@ func (b *bridge) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status 
 }
 
 // listing returns the snapshot of an open directory to serve a read at
-// offset off, taking a new one at offset 0.
+// offset off, taking a new one at offset 0. A read past the entries of a
+// snapshot that lacks some fails with what they lack: the caller got the
+// reachable entries, then the error (`ls` shows them and reports it).
 func (b *bridge) listing(fh, off uint64) (*handle, []layer.Entry, uint64, fuse.Status) {
 	h := b.handles.get(fh)
 	if h == nil || h.dir == nil {
@@ -57,14 +62,17 @@ func (b *bridge) listing(fh, off uint64) (*handle, []layer.Entry, uint64, fuse.S
 			return nil, nil, 0, errStatus(err)
 		}
 		seq := b.seq.Load()
-		entries, err := layer.ReadDirAll(b.ctx(), b.top, p)
+		entries, missing, err := layer.ReadDirReachable(b.ctx(), b.top, p)
 		if err != nil {
 			return nil, nil, 0, b.status("readdir", p, err)
 		}
 		if entries == nil {
 			entries = []layer.Entry{}
 		}
-		d.entries, d.seq = entries, seq
+		d.entries, d.seq, d.missing = entries, seq, missing
+	}
+	if d.missing != nil && off >= uint64(len(d.entries))+2 {
+		return nil, nil, 0, errStatus(d.missing)
 	}
 	return h, d.entries, d.seq, fuse.OK
 }

@@ -130,6 +130,11 @@ type DirPage struct {
 	Entries []Entry
 	Next    uint64
 	EOF     bool
+	// Missing, when not nil, says the listing lacks the names that a part
+	// of the volume it cannot reach holds (ENOTCONN of a brick that is
+	// down, for distribute): Entries are the reachable ones. ReadDirAll
+	// fails with it; ReadDirReachable returns both.
+	Missing error
 }
 
 // Owner gives a new inode its owner and identity.
@@ -366,21 +371,35 @@ func Split(p string) (dir, name string) {
 	return p[:i], p[i+1:]
 }
 
-// ReadDirAll reads every page of a directory listing.
+// ReadDirAll reads every page of a directory listing; a listing that
+// lacks what an unreachable part of the volume holds fails (with
+// DirPage.Missing).
 func ReadDirAll(ctx context.Context, l Layer, path string) ([]Entry, error) {
-	var all []Entry
+	all, missing, err := ReadDirReachable(ctx, l, path)
+	if err == nil && missing != nil {
+		return nil, missing
+	}
+	return all, err
+}
+
+// ReadDirReachable reads every page of a directory listing, and returns
+// with the entries what kept some from being listed (DirPage.Missing).
+func ReadDirReachable(ctx context.Context, l Layer, path string) (all []Entry, missing, err error) {
 	var cookie uint64
 	for {
 		page, err := l.Readdir(ctx, path, cookie, 1024)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		all = append(all, page.Entries...)
+		if missing == nil {
+			missing = page.Missing
+		}
 		if page.EOF {
-			return all, nil
+			return all, missing, nil
 		}
 		if page.Next == cookie && len(page.Entries) == 0 {
-			return nil, fmt.Errorf("readdir %s: no progress at cookie %d: %w", path, cookie, syscall.EIO)
+			return nil, nil, fmt.Errorf("readdir %s: no progress at cookie %d: %w", path, cookie, syscall.EIO)
 		}
 		cookie = page.Next
 	}

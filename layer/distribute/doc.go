@@ -202,8 +202,9 @@
 // # Errors and what is not done yet
 //
 // Children's errors are passed through. Operations that need every child
-// (Mkdir, Rmdir, directory rename, Readdir, Statfs, directory Setattr and
-// xattrs) fail when one child fails, e.g. with ENOTCONN when it is down,
+// (Mkdir, Rmdir, directory rename, Statfs, directory Setattr and xattrs)
+// fail when one child fails (Readdir lists what the children up hold and
+// says what it lacks, see Readdir), e.g. with ENOTCONN when it is down,
 // after undoing what can be undone; an update already applied to the
 // hashed child of a directory is not undone (the children then differ
 // until a future heal). Lookup and file operations need only the children

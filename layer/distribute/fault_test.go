@@ -2,6 +2,7 @@ package distribute
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"syscall"
 	"testing"
@@ -165,9 +166,17 @@ func TestChildDown(t *testing.T) {
 	_, err = r.d.Lookup(r.ctx, r.name("/d", "x", 2))
 	r.errno(err, syscall.ENOTCONN, "name on the dead child")
 
+	// A listing shows what the healthy children hold and says what it
+	// lacks; ReadDirAll, for callers that need every name, fails.
+	page, err := r.d.Readdir(r.ctx, "/d", 0, 100)
+	r.ok(err, "readdir")
+	if len(page.Entries) != 2 || !errors.Is(page.Missing, syscall.ENOTCONN) {
+		t.Errorf("readdir with a child down: %d entries, missing %v; want 2 and ENOTCONN", len(page.Entries), page.Missing)
+	}
+	_, err = layer.ReadDirAll(r.ctx, r.d, "/d")
+	r.errno(err, syscall.ENOTCONN, "ReadDirAll")
+
 	// Operations that need every child fail cleanly.
-	_, err = r.d.Readdir(r.ctx, "/d", 0, 100)
-	r.errno(err, syscall.ENOTCONN, "readdir")
 	_, err = r.d.Statfs(r.ctx, "/")
 	r.errno(err, syscall.ENOTCONN, "statfs")
 	for _, p := range []string{r.name("/", "m", 0), r.name("/", "m", 2)} {
@@ -281,4 +290,16 @@ func TestFirstChildDown(t *testing.T) {
 	r.errno(err, syscall.ENOTCONN, "file on the dead child")
 	_, err = r.d.Lookup(r.ctx, r.name("/d", "x", 0))
 	r.errno(err, syscall.ENOTCONN, "missing name hashed to the dead child")
+	// The root and a directory whose hashed child is down list what the
+	// others hold.
+	for _, p := range []string{"/", "/d", dirOnDead} {
+		page, err := r.d.Readdir(r.ctx, p, 0, 100)
+		r.ok(err, "readdir "+p)
+		if !errors.Is(page.Missing, syscall.ENOTCONN) {
+			t.Errorf("readdir %s with its hashed child down: missing %v, want ENOTCONN", p, page.Missing)
+		}
+	}
+	if page, _ := r.d.Readdir(r.ctx, "/d", 0, 100); len(page.Entries) != 1 || "/d/"+page.Entries[0].Name != f1 {
+		t.Errorf("readdir /d with child 0 down: %v, want %s alone", page.Entries, f1)
+	}
 }

@@ -3,9 +3,11 @@ package distribute
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/mortarfs/mortar/layer"
@@ -24,9 +26,13 @@ import (
 // cookie returns an empty page with EOF. The FUSE bridge snapshots a
 // directory on opendir, so it never asks for a second page.
 //
-// A child that fails fails the whole listing (ENOTCONN for a child that is
-// down): a listing that silently lacks a brick's files would look like
-// data loss to rsync, rm -r and backups. A child that lacks the directory
+// A child that is down (ENOTCONN) leaves its names out: the page lists
+// what the others hold and says what it lacks in Missing (the mount then
+// ends the listing with ENOTCONN after its entries, so that `ls` shows
+// them and reports the error, and rsync, rm -r and backups see a read
+// error rather than a directory that silently lost a brick's files). The
+// listing fails only if no child up holds the directory. Another error of
+// a child fails the whole listing. A child that lacks the directory
 // itself (ENOENT; it holds no file there then) adds nothing, unless it is
 // the directory's hashed child, whose answer is authoritative.
 func (d *Distribute) Readdir(ctx context.Context, path string, cookie uint64, max int) (layer.DirPage, error) {
@@ -38,6 +44,7 @@ func (d *Distribute) Readdir(ctx context.Context, path string, cookie uint64, ma
 		return layer.DirPage{}, err
 	}
 	lists := make([][]layer.Entry, len(d.children))
+	var held atomic.Int32 // children that listed the directory
 	errs := d.parallel(d.all(), func(i int) error {
 		var err error
 		lists[i], err = layer.ReadDirAll(ctx, d.child(i), path)
@@ -47,8 +54,12 @@ func (d *Distribute) Readdir(ctx context.Context, path string, cookie uint64, ma
 			}
 			return nil
 		}
+		if err == nil {
+			held.Add(1)
+		}
 		return err
 	})
+	missing := d.leaveOutDown(path, errs, held.Load() > 0)
 	if ph, ok := d.prevHashed(path); ok && ph != h && errors.Is(errs[h], syscall.ENOENT) && errs[ph] == nil {
 		// A rebalance is under way and the directory's new hashed
 		// child does not have it yet (fix-layout makes it): the
@@ -67,7 +78,28 @@ func (d *Distribute) Readdir(ctx context.Context, path string, cookie uint64, ma
 	entries, orphans := merge(lists, lay)
 	entries = append(entries, d.resolvePointers(ctx, path, orphans)...)
 	slices.SortFunc(entries, func(a, b layer.Entry) int { return strings.Compare(a.Name, b.Name) })
-	return layer.DirPage{Entries: entries, Next: 1, EOF: true}, nil
+	return layer.DirPage{Entries: entries, Next: 1, EOF: true, Missing: missing}, nil
+}
+
+// leaveOutDown clears the errors of the children that are down, if some
+// child listed the directory (held), and returns what the listing then
+// lacks (nil: nothing).
+func (d *Distribute) leaveOutDown(path string, errs []error, held bool) error {
+	if !held {
+		return nil
+	}
+	var down []string
+	for i, err := range errs {
+		if errors.Is(err, syscall.ENOTCONN) {
+			errs[i] = nil
+			down = append(down, d.children[i].ID)
+		}
+	}
+	if len(down) == 0 {
+		return nil
+	}
+	d.log.Debug("listing without the names of children that are down", "path", path, "down", down)
+	return fmt.Errorf("%s lists without the names on %s: %w", path, strings.Join(down, ", "), syscall.ENOTCONN)
 }
 
 // merge combines per-child listings, indexed by child, as Readdir says.

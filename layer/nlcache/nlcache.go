@@ -169,6 +169,9 @@ func (l *Layer) list(dir string) (map[string]struct{}, error) {
 	names := map[string]struct{}{}
 	for cookie := uint64(0); ; {
 		page, err := l.Child.Readdir(ctx, dir, cookie, 1024)
+		if err == nil {
+			err = page.Missing // names it cannot see must not be denied
+		}
 		if err != nil {
 			return nil, err
 		}
