@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mortarfs/mortar/mgmt"
 )
@@ -278,9 +279,17 @@ func TestDispersedVolumeCommands(t *testing.T) {
 	if out, err := run(t, "volume", "status", "ec", srv); err != nil || strings.Contains(out, " N ") || !strings.Contains(out, "Brick localhost:"+root+"/b12 ") {
 		t.Errorf("status: %v\n%s", err, out)
 	}
-	out, err = run(t, "volume", "heal", "ec", "info", srv)
-	if err != nil || strings.Count(out, "Status: Connected\nNumber of entries: 0\n") != 12 {
-		t.Errorf("heal info: %v\n%s", err, out)
+	// The heal daemon connects to the bricks after the start returns: its
+	// connections are awaited (heal info says which are not connected).
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		out, err = run(t, "volume", "heal", "ec", "info", srv)
+		if err == nil && strings.Count(out, "Status: Connected\nNumber of entries: 0\n") == 12 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("heal info 15 s after the start: %v\n%s", err, out)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if out, err := run(t, "volume", "heal", "ec", "full", srv); err != nil || !strings.Contains(out, "full self heal on volume ec has been successful") {
 		t.Errorf("heal full: %v\n%s", err, out)
