@@ -10,12 +10,24 @@ import (
 	"github.com/mortarfs/mortar/fusebridge/posixtest"
 )
 
-// The POSIX suite on a 3-brick distribute volume mounted by the binary.
+// The POSIX suite on a 3-brick distribute volume mounted by the binary,
+// with the default client caches, with every one on (cache invalidation
+// too) and with every one off.
 func TestPOSIXOnDistributeMount(t *testing.T) {
 	n := startNode(t)
-	n.volume("px", 3)
-	mnt := n.mount("px")
-	posixtest.Run(t, mnt)
+	for _, c := range []struct {
+		name, vol string
+		opts      []string
+	}{
+		{"defaults", "px", nil},
+		{"every-cache", "pxon", []string{"features.cache-invalidation", "on"}},
+		{"caches-off", "pxoff", []string{"performance.client-cache", "off"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n.createVolume(c.vol, 3, nil, c.opts)
+			posixtest.Run(t, n.mount(c.vol))
+		})
+	}
 }
 
 // The "done when" workloads of the foundation issue: cp -a of a document
@@ -41,6 +53,19 @@ func TestWorkloadsThroughMountHelper(t *testing.T) {
 		sh(t, mnt, "cp -a /usr/share/doc docs")
 		sh(t, mnt, "diff -r --no-dereference /usr/share/doc docs")
 	})
+	workloads(t, mnt)
+}
+
+// The same workloads (but cp -a) with every client cache off.
+func TestWorkloadsCachesOff(t *testing.T) {
+	need(t, "git", "sqlite3", "tar", "diff")
+	n := startNode(t)
+	n.createVolume("workoff", 3, nil, []string{"performance.client-cache", "off"})
+	workloads(t, n.mount("workoff"))
+}
+
+// workloads untars a tree with links, runs git and SQLite in mnt.
+func workloads(t *testing.T, mnt string) {
 	t.Run("tar", func(t *testing.T) {
 		src := t.TempDir()
 		sh(t, src, "mkdir -p a/b && seq 1 100000 > a/b/nums && ln -s b/nums a/link && ln a/b/nums a/hard && chmod 640 a/b/nums")
