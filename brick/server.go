@@ -61,6 +61,10 @@ type Server struct {
 	bricks map[string]*brick
 	conns  map[*conn]struct{}
 	closed bool
+	// served counts the registered connections until each has shut
+	// down (its requests done, its files released): Close waits for them,
+	// so that the storage can be closed after it.
+	served sync.WaitGroup
 	// TLS and access control (see UseTLS, SetAuth).
 	tls       *tlsconf.Identity
 	auth      map[string]AuthSource // by volume ID
@@ -162,7 +166,9 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 }
 
-// Close closes every connection; later connections are refused.
+// Close closes every connection, and returns once each has shut down
+// (no request of theirs runs any more, their files are released): the
+// layers below may then be closed. Later connections are refused.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -174,6 +180,7 @@ func (s *Server) Close() error {
 	for _, c := range conns {
 		c.nc.Close()
 	}
+	s.served.Wait()
 	return nil
 }
 
@@ -222,13 +229,16 @@ func (s *Server) register(c *conn) bool {
 		return false
 	}
 	s.conns[c] = struct{}{}
+	s.served.Add(1)
 	return true
 }
 
+// unregister follows the connection's shutdown.
 func (s *Server) unregister(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	s.served.Done()
 }
 
 // peer is who is at the other end of a connection.

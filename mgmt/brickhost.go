@@ -50,10 +50,11 @@ type brickHost struct {
 	wg     sync.WaitGroup
 }
 
-// hostedBrick is one brick of a host.
+// hostedBrick is one brick of a host, from its start command on.
 type hostedBrick struct {
-	sb     *ServedBrick
+	sb     *ServedBrick // nil while it opens
 	logs   io.Closer
+	ended  bool // asked to stop or be killed (guarded by brickHost.mu)
 	killed bool
 }
 
@@ -101,46 +102,55 @@ func (h *brickHost) tell(e hostEvent) {
 	h.out.Encode(e) //nolint:errcheck // the node may be gone; its end of the pipe closing ends us too
 }
 
-// do carries out one command.
+// do carries out one command. Starts and stops run on their own, so that
+// a brick slow to open or to close does not hold up the others.
 func (h *brickHost) do(c hostCommand) {
-	if c.Op == "start" {
-		h.start(c)
-		return
-	}
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	b := h.bricks[c.ID]
-	if b != nil && c.Op == "kill" {
-		b.killed = true
-	}
-	h.mu.Unlock()
 	switch {
+	case c.Op == "start" && b == nil:
+		b = &hostedBrick{}
+		h.bricks[c.ID] = b
+		h.wg.Go(func() { h.start(c, b) })
 	case b == nil:
-	case c.Op == "recheck":
+	case c.Op == "recheck" && b.sb != nil:
 		b.sb.Recheck()
 	case c.Op == "stop" || c.Op == "kill":
-		b.sb.Close()
+		b.killed = b.killed || c.Op == "kill"
+		b.ended = true
+		if b.sb != nil {
+			go b.sb.Close() // serve tells the node once it has closed
+		}
 	}
 }
 
-// start opens and serves a brick, telling the node its address or why not.
-func (h *brickHost) start(c hostCommand) {
+// start opens and serves a brick, telling the node its address or why
+// not. A brick asked to end while it opened is closed at once.
+func (h *brickHost) start(c hostCommand, b *hostedBrick) {
 	cfg, logs, err := h.parse(c.Args, c.Log)
+	var sb *ServedBrick
+	if err == nil {
+		if sb, err = OpenBrick(cfg); err != nil {
+			logs.Close()
+		}
+	}
 	if err != nil {
+		h.mu.Lock()
+		delete(h.bricks, c.ID)
+		h.mu.Unlock()
 		h.tell(hostEvent{ID: c.ID, Err: err.Error()})
 		return
 	}
-	sb, err := OpenBrick(cfg)
-	if err != nil {
-		logs.Close()
-		h.tell(hostEvent{ID: c.ID, Err: err.Error()})
-		return
-	}
-	b := &hostedBrick{sb: sb, logs: logs}
 	h.mu.Lock()
-	h.bricks[c.ID] = b
+	b.sb, b.logs = sb, logs
+	ended := b.ended
 	h.mu.Unlock()
 	h.tell(hostEvent{ID: c.ID, Addr: sb.Addr()})
-	h.wg.Go(func() { h.serve(c.ID, b) })
+	if ended {
+		sb.Close()
+	}
+	h.serve(c.ID, b)
 }
 
 // serve serves b until it is closed, then tells the node it exited.
@@ -165,10 +175,20 @@ func (h *brickHost) serve(id int, b *hostedBrick) {
 	h.tell(hostEvent{ID: id, Exited: why})
 }
 
+// closeAll asks every brick to end (each tells the node when it has).
 func (h *brickHost) closeAll() {
+	for id := range h.ids() {
+		h.do(hostCommand{Op: "stop", ID: id})
+	}
+}
+
+// ids returns the numbers of the bricks the host has.
+func (h *brickHost) ids() map[int]bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, b := range h.bricks {
-		b.sb.Close()
+	ids := map[int]bool{}
+	for id := range h.bricks {
+		ids[id] = true
 	}
+	return ids
 }

@@ -129,3 +129,25 @@ func TestBrickHostServesBricksApart(t *testing.T) {
 	}
 	h.ended <- nil // for the cleanup
 }
+
+// A brick asked to stop while it opens still reports where it listened,
+// then that it stopped; the host goes on serving the others.
+func TestBrickHostStopWhileOpening(t *testing.T) {
+	h := startTestHost(t)
+	h.send(hostCommand{Op: "start", ID: 1, Args: []string{brickDir(t), "b1"}})
+	h.send(hostCommand{Op: "stop", ID: 1})
+	if e := h.next(); e.ID != 1 || e.Addr == "" {
+		t.Fatalf("first event %+v, want brick 1's address", e)
+	}
+	if e := h.next(); e.ID != 1 || e.Exited != "stopped" {
+		t.Fatalf("second event %+v, want brick 1 stopped", e)
+	}
+	h.send(hostCommand{Op: "start", ID: 2, Args: []string{brickDir(t), "b2"}})
+	e := h.next()
+	if e.ID != 2 || e.Addr == "" {
+		t.Fatalf("after a stop: %+v, want brick 2's address", e)
+	}
+	if err := lookupRoot(e.Addr, "b2"); err != nil {
+		t.Fatal(err)
+	}
+}

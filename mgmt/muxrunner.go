@@ -62,7 +62,10 @@ func (r *muxRunner) start(cfg BrickConfig) (runningBrick, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := h.add(id)
+	b, err := h.add(id)
+	if err != nil {
+		return nil, err
+	}
 	cmd := hostCommand{Op: "start", ID: id, Args: BrickArgs(cfg, r.proc.logLevel)[1:],
 		Log: filepath.Join(r.proc.logDir, brickLogName(cfg.Path))}
 	if err := h.send(cmd); err != nil {
@@ -124,13 +127,18 @@ func (r *muxRunner) spawnHost() (*hostProc, error) {
 	return h, nil
 }
 
-// add registers brick id before it is started.
-func (h *hostProc) add(id int) *muxBrick {
+// add registers brick id before it is started; it fails with how the
+// host ended if it has.
+func (h *hostProc) add(id int) (*muxBrick, error) {
 	b := &muxBrick{h: h, id: id, ready: make(chan hostEvent, 1), exited: make(chan struct{})}
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.bricks == nil {
+		<-h.exited // listen closes it right after taking the map
+		return nil, h.err
+	}
 	h.bricks[id] = b
-	h.mu.Unlock()
-	return b
+	return b, nil
 }
 
 // send writes one command to the host; an error means the host is gone.
@@ -153,13 +161,18 @@ func (h *hostProc) send(c hostCommand) error {
 func (h *hostProc) listen(events io.ReadCloser) {
 	defer events.Close()
 	sc := bufio.NewScanner(events)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		var e hostEvent
 		if json.Unmarshal(sc.Bytes(), &e) == nil {
 			h.event(e)
 		}
 	}
-	h.cmd.Wait() //nolint:errcheck // ProcessState says it all
+	io.Copy(io.Discard, events) //nolint:errcheck // until the host is gone: its writes must not block
+	h.cmd.Wait()                //nolint:errcheck // ProcessState says it all
+	h.inMu.Lock()
+	h.in.Close()
+	h.inMu.Unlock()
 	h.err = fmt.Errorf("brick host process %d ended (%s); its log: %s", h.cmd.Process.Pid, h.cmd.ProcessState, h.logPath)
 	h.mu.Lock()
 	left := h.bricks
@@ -187,6 +200,10 @@ func (h *hostProc) event(e hostEvent) {
 			b.err = errors.New(e.Exited)
 		}
 		close(b.exited)
+	case e.Err != "":
+		b.err = errors.New(e.Err)
+		b.ready <- e
+		close(b.exited) // it never ran: nothing is left to wait for
 	default:
 		b.ready <- e
 	}
