@@ -159,3 +159,49 @@ func TestNameRemovedAsStaleIsLookedAtAgain(t *testing.T) {
 	scan(h)
 	c.healthy()
 }
+
+// The same when the directory also changes during the heal, so that it is
+// healed again with its names held: the pass under the hold finds nothing
+// to remove, and must still leave the sink blamed (the racing create
+// reaches the good replicas only once the hold ends).
+func TestNameRemovedAsStaleStaysBlamedThroughHeldPasses(t *testing.T) {
+	c := newCluster(t, 3, false)
+	// Replicas 1 and 2 missed a create: healing replica 1 makes the first
+	// pass settle marks, and see "/" changed.
+	c.on([]int{0}, create("/missed", layer.NewGfid(), []byte("x")))
+	g := layer.NewGfid()
+	if err := create("/new", g, []byte("y"))(bg, c.stores[2]); err != nil {
+		t.Fatal(err)
+	}
+	connect := c.serve()
+	healers, writers := connect(), connect()
+	var once sync.Once
+	for i, cl := range healers {
+		c.set[i].Layer = readdirHook{Client: cl, held: func(bool) {},
+			hook: func(path string) {
+				if path == "/" && i == 0 {
+					once.Do(func() { // a client changes "/": the first pass sees it change
+						for _, w := range writers {
+							if err := setattr("/", layer.SetattrIn{Valid: layer.SetMode, Mode: 0o755})(bg, w); err != nil {
+								t.Error(err)
+							}
+						}
+					})
+				}
+			}}
+	}
+	h := c.healer(Options{})
+	if err := h.Heal(bg, 0, "/"); err != nil {
+		t.Fatal(err)
+	}
+	if c.pending(0, "/")&(1<<2) == 0 {
+		t.Fatal("/ no longer blames replica 2 after held passes that followed a removal of a stale name")
+	}
+	for _, i := range []int{0, 1} {
+		if err := create("/new", g, []byte("y"))(bg, c.stores[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.scanSettled(h)
+	c.healthy()
+}

@@ -58,15 +58,17 @@ func (h *Healer) healPath(ctx context.Context, j *job, path string, distrust, wi
 		return err
 	}
 	defer unlock()
-	p, err := h.healOnce(ctx, j, path, distrust, within, hint)
+	p, err := h.healOnce(ctx, j, path, distrust, within, hint, 0)
 	if err != nil || p == nil || !p.changed || !p.copies[p.src].Attr.IsDir() {
 		return err
 	}
 	// Clients changed the directory's names while it was healed: a
 	// directory written to all the time changes between every look and
 	// ClearPending, and would never be done. Heal it again with its names
-	// held still on the bricks (layer.EntryLocker).
-	return h.healHeld(ctx, j, path, distrust, within, hint)
+	// held still on the bricks (layer.EntryLocker). The sinks names were
+	// removed from stay blamed through these passes: a create that raced
+	// with the removal reaches the good copies only after the hold.
+	return h.healHeld(ctx, j, path, distrust, within, hint, p.unsure)
 }
 
 // heldPasses bounds the heals of a held directory: an operation that was
@@ -75,27 +77,32 @@ const heldPasses = 3
 
 // healHeld heals directory path while the bricks hold its names still.
 // Another healer holding it leaves the marks for a later pass.
-func (h *Healer) healHeld(ctx context.Context, j *job, path string, distrust, within replicate.Mask, hint *dirHint) error {
+func (h *Healer) healHeld(ctx context.Context, j *job, path string, distrust, within replicate.Mask, hint *dirHint, unsure replicate.Mask) error {
 	release, ok := h.holdEntries(ctx, j.set, path, within)
 	if !ok {
 		return nil
 	}
 	defer release()
 	for range heldPasses {
-		p, err := h.healOnce(ctx, j, path, distrust, within, hint)
+		p, err := h.healOnce(ctx, j, path, distrust, within, hint, unsure)
 		if err != nil || p == nil || !p.changed {
 			return err
 		}
+		unsure |= p.unsure
 	}
 	h.log.Debug("directory still changing while held", "path", path)
 	return nil
 }
 
 // healOnce looks at the copies of path, judges them and heals them, and
-// returns the plan it followed (nil: none).
-func (h *Healer) healOnce(ctx context.Context, j *job, path string, distrust, within replicate.Mask, hint *dirHint) (*plan, error) {
+// returns the plan it followed (nil: none). unsure are sinks that stay
+// blamed whatever this pass finds (see plan.unsure).
+func (h *Healer) healOnce(ctx context.Context, j *job, path string, distrust, within replicate.Mask, hint *dirHint, unsure replicate.Mask) (*plan, error) {
 	copies := h.look(ctx, j.set, path, within)
 	p, err := h.plan(j, path, copies, distrust)
+	if p != nil {
+		p.unsure = unsure
+	}
 	if err != nil || p == nil {
 		if err == nil {
 			h.noteSplit(j.set, path, layer.Gfid{}, false)
@@ -271,7 +278,7 @@ func (h *Healer) apply(ctx context.Context, j *job, path string, p *plan, hint *
 			// The names are not all right: no mark may be cleared.
 			return errors.Join(append(errs, err)...)
 		}
-		p.unsure = removed & p.sinks
+		p.unsure |= removed & p.sinks
 	}
 	var healed replicate.Mask
 	for s := range h.sets[si] {
