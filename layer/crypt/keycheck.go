@@ -9,6 +9,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mortarfs/mortar/layer"
 )
 
 // XattrKeyCheck is the xattr of the volume's root that holds the volume
@@ -20,15 +22,25 @@ const XattrKeyCheck = "user.mortar.crypt.key-check"
 // ErrWrongKey is what CheckKey returns for a key that is not the volume's.
 var ErrWrongKey = errors.New("wrong volume key: not the key this volume's files are encrypted with")
 
-// keyCheckProbe bounds how many regular files of the root a first check
-// looks at for a header written under another key.
-const keyCheckProbe = 32
+// keyCheckDirs and keyCheckNames bound the search of a first check for a
+// file header written under another key: directories listed, and names
+// read from each.
+const (
+	keyCheckDirs  = 64
+	keyCheckNames = 1024
+)
+
+// errNoCheck: the first check found neither a header nor an empty volume
+// within its bounds, so it records nothing.
+var errNoCheck = errors.New("no file header found within the first directories: the key check value is not recorded")
 
 // CheckKey compares the layer's volume key with the check value on the
-// volume's root, and records it there if the root has none yet (the first
-// mount of a volume; on a volume encrypted before there was such a value,
-// only if the root's first files were written with this key). It fails
-// with ErrWrongKey for another key, or with the error that kept it from
+// volume's root, and records it there if the root has none yet: on the
+// first mount of a volume, or, on a volume encrypted before there was
+// such a value, once a file header found by a bounded search from the
+// root was written with this key (a search that finds no header in a
+// volume it could not see whole records nothing). It fails with
+// ErrWrongKey for another key, or with the error that kept it from
 // checking.
 func (l *Layer) CheckKey(ctx context.Context) error {
 	for range 2 {
@@ -61,24 +73,42 @@ func (l *Layer) compareCheck(v []byte) error {
 	return nil
 }
 
-// probeHeaders fails with ErrWrongKey if one of the first files of the
-// root has a header written under another key.
+// probeHeaders searches the volume breadth first from the root for a
+// file header: it fails with ErrWrongKey if the first one found was
+// written under another key, and with errNoCheck if it found none but
+// could not list the whole volume within its bounds.
 func (l *Layer) probeHeaders(ctx context.Context) error {
-	page, err := l.Child.Readdir(ctx, "/", 0, keyCheckProbe)
-	if err != nil {
-		return fmt.Errorf("reading the volume root for its key: %w", err)
-	}
-	for _, e := range page.Entries {
-		if !e.Attr.IsReg() || e.Attr.Size < HeaderSize || e.Attr.Linkto != "" {
-			continue
+	dirs := []string{"/"}
+	for listed := 0; len(dirs) > 0; listed++ {
+		if listed == keyCheckDirs {
+			return errNoCheck
 		}
-		h, err := l.readHead(ctx, "/"+e.Name)
-		if err != nil || [4]byte(h[:4]) != magic {
-			continue
+		dir := dirs[0]
+		dirs = dirs[1:]
+		page, err := l.Child.Readdir(ctx, dir, 0, keyCheckNames)
+		if err == nil && (page.Missing != nil || !page.EOF) {
+			err = errNoCheck // a part of the directory is unseen
 		}
-		return l.compareCheck(h[8 : 8+checkSize])
+		if err != nil {
+			return fmt.Errorf("looking for a file header under %s: %w", dir, err)
+		}
+		for _, e := range page.Entries {
+			p := layer.Join(dir, e.Name)
+			switch {
+			case e.Attr.IsDir():
+				dirs = append(dirs, p)
+			case e.Attr.IsReg() && e.Attr.Size >= HeaderSize && e.Attr.Linkto == "":
+				h, err := l.readHead(ctx, p)
+				if err != nil {
+					return fmt.Errorf("reading the header of %s: %w", p, err)
+				}
+				if [4]byte(h[:4]) == magic {
+					return l.compareCheck(h[8 : 8+checkSize])
+				}
+			}
+		}
 	}
-	return nil
+	return nil // the volume has no encrypted content yet
 }
 
 // readHead reads the first bytes of a file's header, up to its key check.

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+
+	"github.com/mortarfs/mortar/layer"
 )
 
 // The first client records the key's check value on the root; a client
@@ -37,10 +39,15 @@ func TestCheckKeyRecordsAndRefuses(t *testing.T) {
 }
 
 // A volume encrypted before there was a check value: the first check
-// looks at a file's header, so a wrong key is refused and not recorded.
+// finds a file's header (here two directories down), so a wrong key is
+// refused and not recorded.
 func TestCheckKeyOnOlderVolume(t *testing.T) {
 	r := newRig(t, 2)
-	r.create(r.c, "/f", []byte("written before key checks"))
+	for _, d := range []string{"/a", "/a/b", "/c"} {
+		_, err := r.c.Mkdir(r.ctx, d, layer.MkdirIn{Mode: 0o755})
+		r.ok(err, "mkdir "+d)
+	}
+	r.create(r.c, "/a/b/f", []byte("written before key checks"))
 	if err := r.layer(NewKey()).CheckKey(r.ctx); !errors.Is(err, ErrWrongKey) {
 		t.Fatalf("wrong key on a volume with a file and no check value: %v, want ErrWrongKey", err)
 	}
