@@ -42,15 +42,21 @@ func (cn *clusterNode) stop() {
 	}
 }
 
-// freePort returns a port free on host now.
-func freePort(t *testing.T, host string) string {
+// apiAndRaft returns two distinct addresses free on host now, for a
+// node's API and Raft: both listeners are held until both are chosen (two
+// ports picked one after the other could be the same one, freed between).
+func apiAndRaft(t *testing.T, host string) (api, raft string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", host+":0")
-	if err != nil {
-		t.Skipf("cannot listen on %s (loopback addresses other than 127.0.0.1 are needed): %v", host, err)
+	var addrs []string
+	for range 2 {
+		ln, err := net.Listen("tcp", host+":0")
+		if err != nil {
+			t.Skipf("cannot listen on %s (loopback addresses other than 127.0.0.1 are needed): %v", host, err)
+		}
+		defer ln.Close()
+		addrs = append(addrs, ln.Addr().String())
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addrs[0], addrs[1]
 }
 
 // startCluster starts size nodes and probes the others from the first.
@@ -59,7 +65,8 @@ func startCluster(t *testing.T, size int) []*clusterNode {
 	var nodes []*clusterNode
 	for i := range size {
 		host := fmt.Sprintf("127.0.0.%d", i+2)
-		cn := &clusterNode{dir: t.TempDir(), bricks: t.TempDir(), host: host, api: freePort(t, host), raftA: freePort(t, host)}
+		cn := &clusterNode{dir: t.TempDir(), bricks: t.TempDir(), host: host}
+		cn.api, cn.raftA = apiAndRaft(t, host)
 		cn.start(t)
 		t.Cleanup(cn.stop)
 		nodes = append(nodes, cn)
@@ -288,7 +295,7 @@ func TestPeerProbeAndDetach(t *testing.T) {
 	}
 	// A node with a volume of its own cannot join.
 	lone := &clusterNode{dir: t.TempDir(), bricks: t.TempDir(), host: "127.0.0.9"}
-	lone.api, lone.raftA = freePort(t, lone.host), freePort(t, lone.host)
+	lone.api, lone.raftA = apiAndRaft(t, lone.host)
 	lone.start(t)
 	t.Cleanup(lone.stop)
 	if _, err := lone.c.CreateVolume(ctx, CreateVolumeRequest{Name: "own", Bricks: []string{lone.host + ":" + t.TempDir()}, Force: true}); err != nil {

@@ -377,7 +377,7 @@ func TestProbeSealsSecrets(t *testing.T) {
 	probe := func(via *clusterNode, host string, cl *Client) {
 		t.Helper()
 		lone := &clusterNode{dir: t.TempDir(), bricks: t.TempDir(), host: host}
-		lone.api, lone.raftA = freePort(t, host), freePort(t, host)
+		lone.api, lone.raftA = apiAndRaft(t, host)
 		lone.start(t)
 		t.Cleanup(lone.stop)
 		own := lone.n.secret()

@@ -58,7 +58,8 @@ func TestTLSCluster(t *testing.T) {
 	var nodes []*clusterNode
 	for i := range 2 {
 		host := []string{"127.0.0.2", "127.0.0.3"}[i]
-		cn := &clusterNode{dir: t.TempDir(), bricks: t.TempDir(), host: host, api: freePort(t, host), raftA: freePort(t, host)}
+		cn := &clusterNode{dir: t.TempDir(), bricks: t.TempDir(), host: host}
+		cn.api, cn.raftA = apiAndRaft(t, host)
 		id := ca.identity("node"+host, tlsconf.KindNode, host)
 		n, err := Start(Config{DataDir: cn.dir, Listen: cn.api, RaftListen: cn.raftA, TLS: id, Logger: testLogger(t).With("node", host)})
 		if err != nil {
