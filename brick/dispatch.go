@@ -175,12 +175,67 @@ func (c *conn) fileOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 		e.Lock(lk)
 		return err
 	case wire.OpSetlk:
-		return f.Setlk(ctx, c.owner(r.LockOwner), r.Lock, r.Wait)
+		return c.setlk(ctx, f, r, e)
+	case wire.OpLeaseReturn:
+		return c.returnLease(ctx, f, r)
 	}
 	return syscall.ENOSYS
 }
 
-func isFileOp(op uint8) bool { return op >= wire.OpRead && op <= wire.OpRelease }
+// setlk takes or releases a lock; one asked with wire.SetlkLease may come
+// back with a lease (answered with its id).
+func (c *conn) setlk(ctx context.Context, f layer.File, r *wire.Request, e *wire.Enc) error {
+	lf, ok := f.(layer.LockLeaser)
+	if !ok || r.Wait || r.Flags&wire.SetlkLease == 0 {
+		return f.Setlk(ctx, c.owner(r.LockOwner), r.Lock, r.Wait)
+	}
+	id, err := lf.SetlkLease(ctx, c.owner(r.LockOwner), r.Lock, leaseHolder{c, r.Fh})
+	if err == nil && id != 0 {
+		e.U64(id)
+	}
+	return err
+}
+
+// returnLease ends a lease the client held through f, taking over the
+// locks it reports.
+func (c *conn) returnLease(ctx context.Context, f layer.File, r *wire.Request) error {
+	lf, ok := f.(layer.LockLeaser)
+	if !ok {
+		return syscall.ENOSYS
+	}
+	for i := range r.Locks {
+		r.Locks[i].Owner = c.owner(r.Locks[i].Owner)
+	}
+	return lf.ReturnLease(ctx, r.Cookie, r.Locks, r.Flags&wire.LeaseKeep != 0)
+}
+
+// leaseHolder is a client connection holding a lease through file fh.
+type leaseHolder struct {
+	c  *conn
+	fh uint64
+}
+
+// Recall sends the recall frame (without waiting: the locks layer calls
+// it with its table locked).
+func (h leaseHolder) Recall(id uint64) {
+	var e wire.Enc
+	e.U64(h.fh)
+	go func() {
+		if err := h.c.w.Send(wire.Header{Kind: wire.KindRecall, ID: id}, e.B); err != nil {
+			h.c.nc.Close()
+		}
+	}()
+}
+
+// Revoke closes the connection of a client that kept a recalled lease.
+func (h leaseHolder) Revoke() {
+	h.c.log.Warn("client did not return a recalled lock lease in time: disconnecting it", "fh", h.fh)
+	h.c.nc.Close()
+}
+
+func isFileOp(op uint8) bool {
+	return op >= wire.OpRead && op <= wire.OpRelease || op == wire.OpLeaseReturn
+}
 
 func isXattrOp(op uint8) bool { return op >= wire.OpGetxattr && op <= wire.OpRemovexattr }
 

@@ -108,7 +108,7 @@ func OpenBrick(cfg BrickConfig) (*ServedBrick, error) {
 	} else if !cfg.Auth.Empty() {
 		srv.SetAuth(cfg.VolumeID, cfg.Auth)
 	}
-	srv.Add(cfg.BrickID, cfg.VolumeID, readahead.New(locks.New(st)))
+	srv.Add(cfg.BrickID, cfg.VolumeID, locks.New(readahead.New(st))) // locks on top: its Files lease (layer.LockLeaser)
 	return &ServedBrick{cfg: cfg, ln: ln, srv: srv, store: st}, nil
 }
 

@@ -289,6 +289,24 @@ func (d *Dec) Strs() []string {
 	return out
 }
 
+// heldLocks decodes the locks of an OpLeaseReturn (at most MaxLeaseLocks).
+func (d *Dec) heldLocks() []layer.HeldLock {
+	n := d.U32()
+	if d.Err == nil && (n > MaxLeaseLocks || uint64(n)*34 > uint64(len(d.B))) {
+		d.Err = ErrShort
+	}
+	if d.Err != nil || n == 0 {
+		return nil
+	}
+	out := make([]layer.HeldLock, 0, n)
+	for i := uint32(0); i < n && d.Err == nil; i++ {
+		h := layer.HeldLock{Owner: d.U64(), Lock: d.Lock()}
+		h.Lock.Domain = d.U8()
+		out = append(out, h)
+	}
+	return out
+}
+
 // LookupData decodes what Enc.LookupData wrote. The content aliases the
 // message; it is nil when not given, and never nil when given.
 func (d *Dec) LookupData() (layer.Attr, []byte) {

@@ -8,7 +8,7 @@
 // A frame is a 24-byte header followed by Len bytes of payload:
 //
 //	offset 0  u32 Len     payload length (≤ MaxPayload)
-//	       4  u8  Kind    Request, Response, Cancel, Ping, Pong, Notify
+//	       4  u8  Kind    Request, Response, Cancel, Ping, Pong, Notify, Recall
 //	       5  u8  Op      operation (requests and responses)
 //	       6  u16 Flags   FlagNoReply (requests), else zero
 //	       8  u64 ID      request id, echoed in the response
@@ -60,6 +60,9 @@ const (
 	KindPing     = 4
 	KindPong     = 5
 	KindNotify   = 6 // brick → client: changes others made (EncodeChanges); ID 0
+	// KindRecall: brick → client: return lock lease ID (SetlkLease); the
+	// payload is the u64 handle of the file it is held through.
+	KindRecall = 7
 )
 
 // FlagNoReply, on a request, asks for no answer: the client waits for
@@ -103,7 +106,7 @@ func ParseHeader(b []byte) (Header, error) {
 	if h.Len > MaxPayload {
 		return h, fmt.Errorf("%w: %d-byte payload exceeds the %d-byte limit", ErrFrameTooLarge, h.Len, MaxPayload)
 	}
-	if h.Kind < KindRequest || h.Kind > KindNotify {
+	if h.Kind < KindRequest || h.Kind > KindRecall {
 		return h, fmt.Errorf("wire: unknown frame kind %d", h.Kind)
 	}
 	flags := uint16(0) // the flags a kind may carry

@@ -23,6 +23,7 @@ func everyRequest() []*Request {
 		Wait: true, Value: []byte("v\x00v"), VolumeID: "vol", BrickID: "b1", Version: Version,
 		Pending: 1<<63 | 5, Size: 42, Gfid: g, Ctime: layer.Timespec{Sec: 14, Nsec: 15},
 		Proof: HandshakeProof("secret", "vol", "b1", make([]byte, ChallengeSize)),
+		Locks: []layer.HeldLock{{Owner: 16, Lock: layer.Lock{Type: 2, Start: 17, End: 18, Pid: 19}}},
 	}
 	var out []*Request
 	for op := OpHandshake; op < opMax; op++ {
@@ -43,6 +44,7 @@ var fieldNames = map[field]string{
 	fLock: "Lock", fWait: "Wait", fValue: "Value", fVolume: "VolumeID", fBrick: "BrickID",
 	fVersion: "Version", fPending: "Pending", fGfid: "Gfid", fCtime: "Ctime", fSize: "Size", fProof: "Proof",
 	fLockDomain: "Lock", // Lock.Domain
+	fLocks:      "Locks",
 }
 
 // project returns the request for op carrying only the fields of r that
@@ -72,12 +74,15 @@ func normal(r *Request) *Request {
 	if len(c.Data) == 0 {
 		c.Data = nil
 	}
+	if len(c.Locks) == 0 {
+		c.Locks = nil
+	}
 	return &c
 }
 
 func TestEveryOpHasASchema(t *testing.T) {
-	if len(fieldNames) != int(fLockDomain)+1 {
-		t.Fatalf("fieldNames covers %d fields, the schema has %d", len(fieldNames), fLockDomain+1)
+	if len(fieldNames) != int(fLocks)+1 {
+		t.Fatalf("fieldNames covers %d fields, the schema has %d", len(fieldNames), fLocks+1)
 	}
 	for op := OpHandshake; op < opMax; op++ {
 		if schema[op] == nil {

@@ -8,7 +8,7 @@ import (
 )
 
 // Version is the protocol version a client offers in its handshake.
-const Version = 4
+const Version = 5
 
 // The handshake: after Magic, the client sends a Handshake request naming
 // the volume and the brick (Proof empty); the brick answers it with
@@ -70,6 +70,7 @@ const (
 	OpLookupData
 	OpWatch
 	OpUnlinkData
+	OpLeaseReturn
 	opMax
 )
 
@@ -77,7 +78,8 @@ var opNames = [...]string{"", "handshake", "lookup", "setattr", "mknod", "mkdir"
 	"readlink", "unlink", "rmdir", "rename", "link", "create", "open", "readdir", "statfs",
 	"getxattr", "setxattr", "listxattr", "removexattr", "read", "write", "fgetattr",
 	"fsetattr", "fsync", "fallocate", "flush", "getlk", "setlk", "release",
-	"healindex", "markpending", "clearpending", "drophealentry", "entrylk", "lookupdata", "watch", "unlinkdata"}
+	"healindex", "markpending", "clearpending", "drophealentry", "entrylk", "lookupdata", "watch", "unlinkdata",
+	"leasereturn"}
 
 // OpName names an operation for logs and metrics.
 func OpName(op uint8) string {
@@ -124,6 +126,8 @@ type Request struct {
 	// Proof answers the brick's challenge in the second handshake
 	// (HandshakeProof).
 	Proof []byte
+	// Locks are the locks a client returns with a lease (OpLeaseReturn).
+	Locks []layer.HeldLock
 	// Data is the raw tail of a write request (not part of the schema).
 	Data []byte
 }
@@ -142,6 +146,20 @@ const (
 	WatchOff uint32 = iota
 	WatchOn
 )
+
+// Flags of OpSetlk: SetlkLease says the client can hold a lease of the
+// inode's POSIX locks (layer.LockLeaser); the brick's answer is then the
+// lease's id (u64) when it granted one, else empty. The brick recalls a
+// lease with a KindRecall frame.
+const SetlkLease uint32 = 1
+
+// Flags of OpLeaseReturn: LeaseKeep returns a lease the client did not
+// know of (a recall of it came first): the brick's locks stand. Without
+// it, Locks are the locks held through the file, owners as in requests.
+const LeaseKeep uint32 = 1
+
+// MaxLeaseLocks bounds the locks one OpLeaseReturn carries.
+const MaxLeaseLocks = 4096
 
 // WriteHead is the size of a write request's fields (fh, offset, pending,
 // size), which come before its data.
@@ -178,6 +196,7 @@ const (
 	fSize
 	fProof
 	fLockDomain
+	fLocks
 )
 
 var schema = [opMax][]field{
@@ -208,7 +227,7 @@ var schema = [opMax][]field{
 	OpFallocate:     {fFh, fMode, fOff, fLen, fPending},
 	OpFlush:         {fFh, fLockOwner},
 	OpGetlk:         {fFh, fLockOwner, fLock, fLockDomain},
-	OpSetlk:         {fFh, fLockOwner, fLock, fWait, fLockDomain},
+	OpSetlk:         {fFh, fLockOwner, fLock, fWait, fLockDomain, fFlags},
 	OpRelease:       {fFh},
 	OpHealIndex:     {fGfid, fMax},
 	OpMarkPending:   {fPath, fGfid, fPending},
@@ -218,6 +237,7 @@ var schema = [opMax][]field{
 	OpLookupData:    {fPath, fMax},   // answer: EncodeLookupData
 	OpWatch:         {fFlags},        // Flags: WatchOn or WatchOff
 	OpUnlinkData:    {fPath, fPending},
+	OpLeaseReturn:   {fFh, fCookie, fFlags, fLocks},
 }
 
 // Encode appends the request's schema fields (not Data) to e.
@@ -280,6 +300,13 @@ func (r *Request) Encode(e *Enc) {
 			e.Bytes(r.Proof)
 		case fLockDomain: // Lock's own encoding predates its Domain
 			e.U8(r.Lock.Domain)
+		case fLocks:
+			e.U32(uint32(len(r.Locks)))
+			for _, h := range r.Locks {
+				e.U64(h.Owner)
+				e.Lock(h.Lock)
+				e.U8(h.Lock.Domain)
+			}
 		}
 	}
 }
@@ -362,5 +389,7 @@ func (r *Request) decodeField(d *Dec, f field) {
 		r.Proof = d.Bytes()
 	case fLockDomain:
 		r.Lock.Domain = d.U8()
+	case fLocks:
+		r.Locks = d.heldLocks()
 	}
 }

@@ -17,6 +17,10 @@
 // conflict reports in Pid how many requests wait for internal locks of the
 // inode: a holder polls it to let go when others wait.
 //
+// A client that alone locks an inode may hold its POSIX locks under a
+// lease (layer.LockLeaser, lease.go) and serve them without asking; any
+// other POSIX lock request on the inode recalls the lease first.
+//
 // Flush(owner) drops the owner's POSIX locks on the inode, as close(2)
 // does; Release drops every lock taken through the File. A waiting Setlk
 // is woken whenever locks on its inode are released, and ends with EINTR
@@ -119,10 +123,8 @@ func normalize(lk layer.Lock) (layer.Lock, error) {
 	}
 	if lk.Flock {
 		lk.Start, lk.End = 0, math.MaxUint64
-	} else if lk.End < lk.Start {
-		lk.End = math.MaxUint64
 	}
-	return lk, nil
+	return openEnd(lk), nil
 }
 
 // Getlk returns the first lock of another owner that conflicts with lk, or
@@ -137,6 +139,11 @@ func (f *file) Getlk(ctx context.Context, owner uint64, lk layer.Lock) (layer.Lo
 	}
 	f.l.mu.Lock()
 	defer f.l.mu.Unlock()
+	if layer.Leasable(lk) {
+		if err := f.l.yield(ctx, f, true); err != nil {
+			return layer.Lock{}, err
+		}
+	}
 	if c := f.ino.conflict(owner, lk); c != nil {
 		return c.lock(), nil
 	}
@@ -158,11 +165,16 @@ func (f *file) Setlk(ctx context.Context, owner uint64, lk layer.Lock, wait bool
 	l := f.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if lk.Type == syscall.F_UNLCK {
-		f.ino.set(owner, lk, f)
-		return nil
-	}
 	for {
+		if layer.Leasable(lk) {
+			if err := l.yield(ctx, f, true); err != nil {
+				return err
+			}
+		}
+		if lk.Type == syscall.F_UNLCK {
+			f.ino.set(owner, lk, f)
+			return nil
+		}
 		c := f.ino.conflict(owner, lk)
 		if c == nil {
 			f.ino.set(owner, lk, f)
@@ -178,19 +190,18 @@ func (f *file) Setlk(ctx context.Context, owner uint64, lk layer.Lock, wait bool
 			l.waits[owner] = waiting{f.ino, lk}
 		}
 		changed := f.ino.changed
-		internal := lk.Domain == layer.DomainInternal
-		if internal {
-			f.ino.internalWaits++
+		waits := &f.ino.posixWaits
+		if lk.Domain == layer.DomainInternal {
+			waits = &f.ino.internalWaits
 		}
+		*waits++
 		l.mu.Unlock()
 		select {
 		case <-changed:
 		case <-ctx.Done():
 		}
 		l.mu.Lock()
-		if internal {
-			f.ino.internalWaits--
-		}
+		*waits--
 		delete(l.waits, owner)
 		if ctx.Err() != nil {
 			return syscall.EINTR
@@ -227,10 +238,18 @@ func (l *Layer) wouldDeadlock(owner, holder uint64) bool {
 }
 
 // Flush drops owner's POSIX locks on the inode and flushes the child.
+// A lease held through another File is recalled first: the owner may
+// hold locks through it too.
 func (f *file) Flush(ctx context.Context, owner uint64) error {
 	f.l.mu.Lock()
-	f.ino.dropOwner(owner)
+	err := f.l.yield(ctx, f, false)
+	if err == nil {
+		f.ino.dropOwner(owner)
+	}
 	f.l.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	return f.File.Flush(ctx, owner)
 }
 
@@ -238,6 +257,9 @@ func (f *file) Flush(ctx context.Context, owner uint64) error {
 func (f *file) Release(ctx context.Context) error {
 	l := f.l
 	l.mu.Lock()
+	if f.ino.lease != nil && f.ino.lease.file == f {
+		f.ino.endLease()
+	}
 	f.ino.dropFile(f)
 	f.ino.refs--
 	if f.ino.refs == 0 {

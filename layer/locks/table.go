@@ -3,6 +3,7 @@ package locks
 import (
 	"math"
 	"syscall"
+	"time"
 
 	"github.com/mortarfs/mortar/layer"
 )
@@ -14,8 +15,13 @@ type inode struct {
 	posix    []*lock // byte-range locks, any order
 	flocks   []*lock // whole-file locks, at most one per owner
 	internal []*lock // byte-range locks of layer.DomainInternal
-	// internalWaits counts the Setlk calls waiting for internal locks.
-	internalWaits int
+	// internalWaits counts the Setlk calls waiting for internal locks,
+	// posixWaits those waiting for POSIX locks.
+	internalWaits, posixWaits int
+	// lease is the lease of the POSIX locks, if one is held (lease.go);
+	// contended is when one was last recalled.
+	lease     *lease
+	contended time.Time
 	// changed is closed (and replaced) whenever locks are released or
 	// weakened, to wake the waiters.
 	changed chan struct{}

@@ -7,7 +7,9 @@
 // ENOTCONN, and new operations wait at most ConnectWait for a new
 // connection before failing the same way. Open files survive a reconnect:
 // they are reopened by path on first use (locks held through them are
-// lost, as the brick dropped them when the old connection closed).
+// lost, as the brick dropped them when the old connection closed). A file
+// the brick leased its inode's POSIX locks to serves them itself until
+// the brick recalls the lease (lease.go).
 package protocol
 
 import (

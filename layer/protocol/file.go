@@ -22,6 +22,12 @@ type file struct {
 	s        *session
 	fh       uint64
 	released bool
+
+	// lmu orders the file's POSIX lock requests with its lock lease
+	// (lease.go); it is not held while a request waits on the brick.
+	lmu     sync.Mutex
+	lease   *heldLease // nil: none
+	waiting int        // blocking Setlk requests on the brick
 }
 
 var _ layer.File = (*file)(nil)
@@ -158,6 +164,11 @@ func (f *file) Flush(ctx context.Context, owner uint64) error {
 	if !f.c.usedLocks.Load() {
 		return nil // no lock was ever taken through this client: nothing to drop
 	}
+	f.lmu.Lock()
+	defer f.lmu.Unlock()
+	if le := f.liveLease(); le != nil {
+		le.table.DropOwner(owner)
+	}
 	_, err := f.do(ctx, &wire.Request{Op: wire.OpFlush, LockOwner: owner}, nil, nil, false)
 	return err
 }
@@ -173,6 +184,17 @@ func (f *file) usesLocks(lk layer.Lock) {
 
 func (f *file) Getlk(ctx context.Context, owner uint64, lk layer.Lock) (layer.Lock, error) {
 	f.usesLocks(lk)
+	if layer.Leasable(lk) {
+		f.lmu.Lock()
+		defer f.lmu.Unlock()
+		if le := f.liveLease(); le != nil {
+			if c, ok := le.table.Conflict(owner, lk); ok {
+				return c, nil
+			}
+			lk.Type = syscall.F_UNLCK
+			return lk, nil
+		}
+	}
 	cl, err := f.do(ctx, &wire.Request{Op: wire.OpGetlk, LockOwner: owner, Lock: lk}, nil, nil, false)
 	if err != nil {
 		return layer.Lock{}, err
@@ -185,8 +207,13 @@ func (f *file) Getlk(ctx context.Context, owner uint64, lk layer.Lock) (layer.Lo
 
 func (f *file) Setlk(ctx context.Context, owner uint64, lk layer.Lock, wait bool) error {
 	f.usesLocks(lk)
-	_, err := f.do(ctx, &wire.Request{Op: wire.OpSetlk, LockOwner: owner, Lock: lk, Wait: wait}, nil, nil, false)
-	return err
+	if !layer.Leasable(lk) {
+		_, _, _, err := f.setlk(ctx, owner, lk, wait, 0)
+		return err
+	}
+	f.lmu.Lock()
+	defer f.lmu.Unlock()
+	return f.leasedSetlk(ctx, owner, lk, wait)
 }
 
 // Release closes the file on the brick. Unless locks are in use it does not
@@ -200,6 +227,9 @@ func (f *file) Release(ctx context.Context) error {
 	f.released = true
 	s, fh := f.s, f.fh
 	f.mu.Unlock()
+	f.lmu.Lock()
+	f.dropLease()
+	f.lmu.Unlock()
 	if !alive(s) {
 		return nil // the brick closed it with the old connection
 	}

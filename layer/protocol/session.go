@@ -32,6 +32,10 @@ type session struct {
 	onDead func(*session)
 	// onChange takes the changes the brick reports (nil: not watching).
 	onChange func(layer.Change)
+	// leases are the lock leases held, by id (lease.go); recalled are
+	// leases recalled before they were known here, by when.
+	leases   map[uint64]*file
+	recalled map[uint64]time.Time
 }
 
 // call is one request waiting for its response.
@@ -47,9 +51,11 @@ type call struct {
 func newSession(nc net.Conn, gen uint64, onDead func(*session)) *session {
 	s := &session{
 		nc: nc, gen: gen, onDead: onDead,
-		w:       wire.NewWriter(nc, 0),
-		pending: map[uint64]*call{},
-		dead:    make(chan struct{}),
+		w:        wire.NewWriter(nc, 0),
+		pending:  map[uint64]*call{},
+		dead:     make(chan struct{}),
+		leases:   map[uint64]*file{},
+		recalled: map[uint64]time.Time{},
 	}
 	s.lastRecv.Store(time.Now().UnixNano())
 	return s
@@ -184,6 +190,8 @@ func (s *session) receive(h wire.Header) error {
 		return nil
 	case wire.KindNotify:
 		return s.notice(h)
+	case wire.KindRecall:
+		return s.recall(h)
 	case wire.KindResponse:
 	default:
 		return fmt.Errorf("unexpected frame kind %d from brick", h.Kind)

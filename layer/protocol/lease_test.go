@@ -1,0 +1,129 @@
+package protocol
+
+import (
+	"context"
+	"syscall"
+	"testing"
+
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/locks"
+)
+
+func wrlck(start, end uint64) layer.Lock {
+	return layer.Lock{Type: syscall.F_WRLCK, Start: start, End: end}
+}
+
+func leased(f layer.File) bool {
+	pf := f.(*file)
+	pf.lmu.Lock()
+	defer pf.lmu.Unlock()
+	return pf.liveLease() != nil
+}
+
+// Two clients of one brick: the first locks alone under a lease, with no
+// round trip; the second's request recalls it, and sees exactly the locks
+// the first held by then.
+func TestLockLeaseAcrossClients(t *testing.T) {
+	ctx := context.Background()
+	b := newTestBrick(t)
+	b.srv.Add("brick-1", testVolume, locks.New(b.store))
+	c1, c2 := b.client(t, Config{}), b.client(t, Config{})
+	f1 := writeFile(t, c1, "/db", "x")
+	defer f1.Release(ctx)
+	f2, err := c2.Open(ctx, "/db", syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f2.Release(ctx)
+
+	if err := f1.Setlk(ctx, 7, wrlck(0, 0), false); err != nil {
+		t.Fatal(err)
+	}
+	if !leased(f1) {
+		t.Fatal("no lease for the only client locking")
+	}
+	// Under the lease: unlock 0, take 10-20, test against its own owner.
+	unlock := layer.Lock{Type: syscall.F_UNLCK, Start: 0, End: 0}
+	if err := f1.Setlk(ctx, 7, unlock, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := f1.Setlk(ctx, 7, wrlck(10, 20), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := f1.Setlk(ctx, 8, wrlck(15, 15), false); err != syscall.EAGAIN {
+		t.Fatalf("another owner's lock over a leased one: %v, want EAGAIN", err)
+	}
+	if lk, err := f1.Getlk(ctx, 8, wrlck(0, 100)); err != nil || lk.Start != 10 || lk.End != 20 {
+		t.Fatalf("getlk under the lease: %+v, %v", lk, err)
+	}
+	if !leased(f1) {
+		t.Fatal("the lease ended without a recall")
+	}
+
+	// The second client: its requests recall the lease.
+	if err := f2.Setlk(ctx, 7, wrlck(12, 12), false); err != syscall.EAGAIN {
+		t.Fatalf("lock over the first client's: %v, want EAGAIN", err)
+	}
+	if leased(f1) {
+		t.Fatal("the first client kept a recalled lease")
+	}
+	if err := f2.Setlk(ctx, 7, wrlck(0, 5), false); err != nil {
+		t.Fatalf("lock of a range the first client unlocked under its lease: %v", err)
+	}
+	if lk, err := f2.Getlk(ctx, 7, wrlck(0, 100)); err != nil || lk.Start != 10 || lk.Type != syscall.F_WRLCK {
+		t.Fatalf("getlk from the second client: %+v, %v", lk, err)
+	}
+	if err := f1.Setlk(ctx, 7, wrlck(3, 3), false); err != syscall.EAGAIN {
+		t.Fatalf("first client over the second's lock: %v, want EAGAIN", err)
+	}
+	if leased(f1) {
+		t.Fatal("a lease granted while another client holds locks")
+	}
+
+	// A blocking request waits on the brick for the other's unlock.
+	done := make(chan error, 1)
+	go func() { done <- f1.Setlk(ctx, 7, wrlck(3, 3), true) }()
+	if err := f2.Flush(ctx, 7); err != nil { // close(2): drops its locks
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("blocking lock after the other's close: %v", err)
+	}
+}
+
+// A lease dies with its connection: after a reconnect the client asks the
+// brick again.
+func TestLockLeaseEndsWithConnection(t *testing.T) {
+	ctx := context.Background()
+	b := newTestBrick(t)
+	b.srv.Add("brick-1", testVolume, locks.New(b.store))
+	c := b.client(t, Config{})
+	f := writeFile(t, c, "/db", "x")
+	defer f.Release(ctx)
+	if err := f.Setlk(ctx, 1, wrlck(0, 0), false); err != nil {
+		t.Fatal(err)
+	}
+	if !leased(f) {
+		t.Fatal("no lease")
+	}
+	old := f.(*file).lease.s
+	b.stop()
+	<-old.dead
+	b.start(b.addr)
+	b.srv.Add("brick-1", testVolume, locks.New(b.store))
+	if !c.WaitConnected(ctx) {
+		t.Fatal("no reconnect")
+	}
+	if leased(f) {
+		t.Fatal("a lease outlived its connection")
+	}
+	other := b.client(t, Config{})
+	g, err := other.Open(ctx, "/db", syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Release(ctx)
+	if err := g.Setlk(ctx, 1, wrlck(0, 0), false); err != nil {
+		t.Fatalf("a lock of a connection that closed stands: %v", err)
+	}
+}
