@@ -131,7 +131,9 @@ func (c *conn) request(h wire.Header) error {
 	size := int64(h.Len)
 	setlk := h.Op == wire.OpSetlk // admitted once decoded: it may be a lock wait
 	done := func() {}             // gives back what admission took
-	if !setlk {
+	// A lease's return is never held back: the connection's requests may
+	// all be waiting for it (other files' lock requests recalling it).
+	if !setlk && h.Op != wire.OpLeaseReturn {
 		c.admit(size)
 		done = func() { c.leave(size) }
 	}

@@ -2,6 +2,7 @@ package locks
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync/atomic"
 	"syscall"
@@ -34,12 +35,19 @@ type lease struct {
 	holder   layer.LeaseHolder
 	recalled bool
 	done     chan struct{} // closed when the lease ends
+	// closed are owners that closed a descriptor of the inode while the
+	// lease was out: the holder's locks of theirs do not come back.
+	closed map[uint64]bool
 }
 
-// endLease ends the inode's lease, if any.
+// endLease ends the inode's lease, if any. The end of a recalled lease
+// starts the Quiet time: the waiters it held up go first.
 func (ino *inode) endLease() {
-	if ino.lease != nil {
-		close(ino.lease.done)
+	if le := ino.lease; le != nil {
+		if le.recalled {
+			ino.contended = time.Now()
+		}
+		close(le.done)
 		ino.lease = nil
 	}
 }
@@ -70,26 +78,34 @@ func (l *Layer) yield(ctx context.Context, f *file, own bool) error {
 		l.mu.Unlock()
 		err := awaitLease(ctx, le)
 		l.mu.Lock()
-		if err != nil {
+		if err == errRevoked && f.ino.lease == le {
+			// The holder is cut off: its locks through the file go as
+			// they would with its connection.
+			f.ino.posix = filter(f.ino.posix, func(k *lock) bool { return k.file == le.file })
+			f.ino.endLease()
+			f.ino.wake()
+		} else if err != nil && err != errRevoked {
 			return err
 		}
 	}
 }
 
+// errRevoked says a recalled lease did not come back in time.
+var errRevoked = errors.New("lease revoked")
+
 // awaitLease waits for a recalled lease to end; a holder that does not
-// return it within RecallTimeout is revoked.
+// return it within RecallTimeout is revoked (errRevoked).
 func awaitLease(ctx context.Context, le *lease) error {
 	t := time.NewTimer(RecallTimeout)
 	defer t.Stop()
-	for {
-		select {
-		case <-le.done:
-			return nil
-		case <-ctx.Done():
-			return syscall.EINTR
-		case <-t.C:
-			le.holder.Revoke()
-		}
+	select {
+	case <-le.done:
+		return nil
+	case <-ctx.Done():
+		return syscall.EINTR
+	case <-t.C:
+		le.holder.Revoke()
+		return errRevoked
 	}
 }
 
@@ -113,26 +129,29 @@ func (f *file) SetlkLease(ctx context.Context, owner uint64, lk layer.Lock, hold
 		return 0, syscall.EAGAIN
 	}
 	f.ino.set(owner, lk, f)
-	if !f.ino.leasableTo(f) {
+	if !f.ino.leasableTo(f, owner, lk) {
 		return 0, nil
 	}
 	f.ino.lease = &lease{id: leaseIDs.Add(1), file: f, holder: holder, done: make(chan struct{})}
 	return f.ino.lease.id, nil
 }
 
-// leasableTo reports whether the inode's lease may go to f: every POSIX
-// lock is held through f, nobody waits for one, and no lease was recalled
-// lately.
-func (ino *inode) leasableTo(f *file) bool {
+// leasableTo reports whether the inode's lease may go to f with owner's
+// lock lk, just set: the client starts its table with that lock alone, so
+// it must be the inode's only POSIX lock (or none is left, for an
+// unlock); nobody may wait for one, and no lease was recalled lately.
+func (ino *inode) leasableTo(f *file, owner uint64, lk layer.Lock) bool {
 	if ino.posixWaits > 0 || time.Since(ino.contended) < Quiet {
 		return false
 	}
-	for _, k := range ino.posix {
-		if k.file != f {
-			return false
-		}
+	switch len(ino.posix) {
+	case 0:
+		return true
+	case 1:
+		k := ino.posix[0]
+		return k.file == f && k.owner == owner && k.typ == lk.Type && k.start == lk.Start && k.end == lk.End
 	}
-	return true
+	return false
 }
 
 // ReturnLease ends the lease held through f: the locks the holder reports
@@ -149,7 +168,7 @@ func (f *file) ReturnLease(ctx context.Context, id uint64, held []layer.HeldLock
 		f.ino.posix = filter(f.ino.posix, func(k *lock) bool { return k.file == f })
 		for _, h := range held {
 			lk, err := normalize(h.Lock)
-			if err != nil || !layer.Leasable(lk) || lk.Type == syscall.F_UNLCK {
+			if err != nil || !layer.Leasable(lk) || lk.Type == syscall.F_UNLCK || le.closed[h.Owner] {
 				continue
 			}
 			f.ino.set(h.Owner, lk, f)
@@ -158,6 +177,18 @@ func (f *file) ReturnLease(ctx context.Context, id uint64, held []layer.HeldLock
 	}
 	f.ino.endLease()
 	return nil
+}
+
+// closedDuring records that owner closed a descriptor of the inode while
+// its lease is out (a Flush whose recall was interrupted): the holder's
+// locks of that owner are dropped when the lease comes back. l.mu is held.
+func (ino *inode) closedDuring(owner uint64) {
+	if le := ino.lease; le != nil {
+		if le.closed == nil {
+			le.closed = map[uint64]bool{}
+		}
+		le.closed[owner] = true
+	}
 }
 
 // Local is the table of POSIX locks a client keeps for one open file
@@ -183,6 +214,9 @@ func (t *Local) Set(owner uint64, lk layer.Lock) { t.ino.set(owner, openEnd(lk),
 
 // DropOwner removes owner's locks (close(2) of one of its descriptors).
 func (t *Local) DropOwner(owner uint64) { t.ino.dropOwner(owner) }
+
+// Len is the number of locks held.
+func (t *Local) Len() int { return len(t.ino.posix) }
 
 // Held lists the locks and their owners.
 func (t *Local) Held() []layer.HeldLock {

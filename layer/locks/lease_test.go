@@ -2,6 +2,7 @@ package locks_test
 
 import (
 	"context"
+	"math"
 	"syscall"
 	"testing"
 	"time"
@@ -95,6 +96,23 @@ func TestLeaseRecalledAndReturned(t *testing.T) {
 	}
 }
 
+// The client starts its table with the lock that brought the lease: no
+// lease while the file holds other locks, which that table would miss.
+func TestLeaseOnlyWithTheOneLock(t *testing.T) {
+	ctx := context.Background()
+	a, _ := leaseStack(t)
+	if err := a.Setlk(ctx, 1, wrlck(5, 5), false); err != nil {
+		t.Fatal(err)
+	}
+	if id := lease(t, a, 1, wrlck(0, 0), newHolder()); id != 0 {
+		t.Fatal("lease granted while the file holds another lock")
+	}
+	unlock := layer.Lock{Type: syscall.F_UNLCK, End: math.MaxUint64}
+	if id := lease(t, a, 1, unlock, newHolder()); id == 0 {
+		t.Fatal("no lease once the file holds no lock")
+	}
+}
+
 // Getlk and Flush through another File recall the lease too: the lease's
 // locks are not on the brick's table until it comes back.
 func TestLeaseRecalledByGetlkAndFlush(t *testing.T) {
@@ -139,13 +157,46 @@ func TestLeaseEndsWithReleaseOrRevocation(t *testing.T) {
 	lease(t, a, 1, wrlck(0, 0), h)
 	done := run(func() error { return b.Setlk(ctx, 2, wrlck(1, 1), false) })
 	<-h.recalls
-	<-h.revoked // the holder's connection is cut: its files are released
-	a.Release(ctx)
+	<-h.revoked
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Setlk(ctx, 2, wrlck(0, 0), false); err != nil {
-		t.Fatalf("a released file's lock stands: %v", err)
+		t.Fatalf("a revoked holder's lock stands: %v", err)
+	}
+	// A lease that ends with its file is not waited for.
+	locks.RecallTimeout = timeout
+	if id := lease(t, b, 2, layer.Lock{Type: syscall.F_UNLCK, End: math.MaxUint64}, newHolder()); id == 0 {
+		t.Fatal("no lease for the only file locking")
+	}
+	done = run(func() error { return a.Setlk(ctx, 1, wrlck(5, 5), false) })
+	b.Release(ctx)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A close through another File whose wait for the recall is interrupted
+// still drops the owner's locks: those the holder returns too.
+func TestLeaseInterruptedFlushDropsOwner(t *testing.T) {
+	a, b := leaseStack(t)
+	h := newHolder()
+	id := lease(t, a, 1, wrlck(0, 0), h)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := run(func() error { return b.Flush(ctx, 1) })
+	<-h.recalls
+	cancel()
+	<-done
+	held := []layer.HeldLock{{Owner: 1, Lock: wrlck(0, 0)}, {Owner: 3, Lock: wrlck(1, 1)}}
+	if err := a.(layer.LockLeaser).ReturnLease(context.Background(), id, held, false); err != nil {
+		t.Fatal(err)
+	}
+	bg := context.Background()
+	if err := b.Setlk(bg, 2, wrlck(0, 0), false); err != nil {
+		t.Fatalf("the lock of an owner that closed came back: %v", err)
+	}
+	if err := b.Setlk(bg, 2, wrlck(1, 1), false); err != syscall.EAGAIN {
+		t.Fatalf("another owner's returned lock: %v, want EAGAIN", err)
 	}
 }
 

@@ -239,17 +239,15 @@ func (l *Layer) wouldDeadlock(owner, holder uint64) bool {
 
 // Flush drops owner's POSIX locks on the inode and flushes the child.
 // A lease held through another File is recalled first: the owner may
-// hold locks through it too.
+// hold locks through it too. If the wait for it is interrupted, the
+// owner's locks are dropped from what it brings back.
 func (f *file) Flush(ctx context.Context, owner uint64) error {
 	f.l.mu.Lock()
-	err := f.l.yield(ctx, f, false)
-	if err == nil {
-		f.ino.dropOwner(owner)
+	if err := f.l.yield(ctx, f, false); err != nil {
+		f.ino.closedDuring(owner)
 	}
+	f.ino.dropOwner(owner)
 	f.l.mu.Unlock()
-	if err != nil {
-		return err
-	}
 	return f.File.Flush(ctx, owner)
 }
 

@@ -27,10 +27,27 @@ type heldLease struct {
 	table *locks.Local
 }
 
-// liveLease returns f's lease if its session lives. f.lmu is held.
+// leaseTrust bounds how long after the brick was last heard from a lease
+// is used: well within the time a brick waits for a recalled lease before
+// it cuts the holder off and lets others have the locks
+// (locks.RecallTimeout, 10 s). A healthy session hears a pong every
+// PingInterval.
+const leaseTrust = 4 * time.Second
+
+// liveLease returns f's lease if its session lives and was heard from
+// lately; a lease that may have been recalled unheard is handed back (the
+// locks are lost if the brick no longer listens, as with a connection
+// lost). f.lmu is held.
 func (f *file) liveLease() *heldLease {
-	if f.lease != nil && !alive(f.lease.s) {
+	le := f.lease
+	switch {
+	case le == nil:
+	case !alive(le.s):
 		f.lease = nil
+	case time.Since(time.Unix(0, le.s.lastRecv.Load())) > leaseTrust:
+		if err := f.giveBack(); err != nil {
+			f.c.log.Warn("returning a lock lease failed", "path", f.path, "err", err)
+		}
 	}
 	return f.lease
 }
@@ -47,14 +64,18 @@ func (f *file) leasedSetlk(ctx context.Context, owner uint64, lk layer.Lock, wai
 	}
 	if le := f.liveLease(); le != nil {
 		_, conflict := le.table.Conflict(owner, lk)
+		// A lock may split one in two: the table must stay within what
+		// a return carries.
+		full := le.table.Len()+2 > wire.MaxLeaseLocks
 		switch {
-		case lk.Type == syscall.F_UNLCK || !conflict:
+		case !full && (lk.Type == syscall.F_UNLCK || !conflict):
 			le.table.Set(owner, lk)
 			return nil
-		case !wait:
+		case !full && !wait:
 			return syscall.EAGAIN
 		}
-		// Another owner of this file holds it: the brick does the waiting.
+		// Another owner of this file holds it (the brick does the
+		// waiting), or the table is full.
 		if err := f.giveBack(); err != nil {
 			return err
 		}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/mortarfs/mortar/brick"
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/layer/locks"
+	"github.com/mortarfs/mortar/wire"
 )
 
 func wrlck(start, end uint64) layer.Lock {
@@ -125,5 +128,87 @@ func TestLockLeaseEndsWithConnection(t *testing.T) {
 	defer g.Release(ctx)
 	if err := g.Setlk(ctx, 1, wrlck(0, 0), false); err != nil {
 		t.Fatalf("a lock of a connection that closed stands: %v", err)
+	}
+}
+
+// A connection whose request slots are all taken by requests waiting for
+// a lease it holds still carries the lease's return.
+func TestLockLeaseReturnedOnFullConnection(t *testing.T) {
+	ctx := context.Background()
+	b := newTestBrick(t)
+	b.srv.Add("brick-1", testVolume, locks.New(b.store))
+	b.srv.SetLimits(brick.Limits{MaxInFlight: 1})
+	c := b.client(t, Config{})
+	f := writeFile(t, c, "/db", "x")
+	defer f.Release(ctx)
+	g, err := c.Open(ctx, "/db", syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Release(ctx)
+	if err := f.Setlk(ctx, 1, wrlck(0, 0), false); err != nil {
+		t.Fatal(err)
+	}
+	if !leased(f) {
+		t.Fatal("no lease")
+	}
+	// g's request takes the one slot and waits for f's lease.
+	if err := g.Setlk(ctx, 2, wrlck(0, 0), false); err != syscall.EAGAIN {
+		t.Fatalf("lock over the leased one: %v, want EAGAIN", err)
+	}
+}
+
+// A client does not keep more locks under a lease than a return carries.
+func TestLockLeaseGivenBackWhenFull(t *testing.T) {
+	ctx := context.Background()
+	b := newTestBrick(t)
+	b.srv.Add("brick-1", testVolume, locks.New(b.store))
+	c1, c2 := b.client(t, Config{}), b.client(t, Config{})
+	f := writeFile(t, c1, "/db", "x")
+	defer f.Release(ctx)
+	for i := range uint64(wire.MaxLeaseLocks + 10) {
+		if err := f.Setlk(ctx, 1, wrlck(2*i, 2*i), false); err != nil {
+			t.Fatalf("lock %d: %v", i, err)
+		}
+	}
+	if leased(f) {
+		t.Fatal("a lease kept past the locks a return carries")
+	}
+	g, err := c2.Open(ctx, "/db", syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Release(ctx)
+	last := 2 * uint64(wire.MaxLeaseLocks+9)
+	if err := g.Setlk(ctx, 2, wrlck(last, last), false); err != syscall.EAGAIN {
+		t.Fatalf("lock over the first client's last one: %v, want EAGAIN", err)
+	}
+	if err := g.Setlk(ctx, 2, wrlck(1, 1), false); err != nil {
+		t.Fatalf("lock between the first client's: %v", err)
+	}
+}
+
+// A lease whose brick has not been heard from for a while may have been
+// recalled and revoked unheard: the client hands it back before using it.
+func TestLockLeaseNotTrustedUnheard(t *testing.T) {
+	ctx := context.Background()
+	b := newTestBrick(t)
+	b.srv.Add("brick-1", testVolume, locks.New(b.store))
+	c := b.client(t, Config{PingInterval: time.Hour, PingTimeout: 2 * time.Hour})
+	f := writeFile(t, c, "/db", "x")
+	defer f.Release(ctx)
+	if err := f.Setlk(ctx, 1, wrlck(0, 0), false); err != nil {
+		t.Fatal(err)
+	}
+	if !leased(f) {
+		t.Fatal("no lease")
+	}
+	s := f.(*file).lease.s
+	s.lastRecv.Store(time.Now().Add(-leaseTrust - time.Second).UnixNano())
+	if lk, err := f.Getlk(ctx, 2, wrlck(0, 0)); err != nil || lk.Type != syscall.F_WRLCK {
+		t.Fatalf("getlk: %+v, %v; want the lock, from the brick", lk, err)
+	}
+	if leased(f) {
+		t.Fatal("a lease used unheard from its brick")
 	}
 }
