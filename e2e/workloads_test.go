@@ -72,6 +72,12 @@ func workloads(t *testing.T, mnt string) {
 		sh(t, src, "tar cf "+filepath.Join(src, "t.tar")+" a")
 		sh(t, mnt, "mkdir untar && cd untar && tar xpf "+filepath.Join(src, "t.tar"))
 		sh(t, mnt, "diff -r --no-dereference "+filepath.Join(src, "a")+" untar/a")
+		// tar p restores modes, owners and times: the attribute changes
+		// the mount keeps with a file's writes must land, after them.
+		attrs := "find a \\( -type f -o -type d \\) -exec stat -c '%n %a %u %g %Y %s' {} + | sort"
+		if want, got := sh(t, src, attrs), sh(t, filepath.Join(mnt, "untar"), attrs); got != want {
+			t.Errorf("attributes after tar xp:\n%s\nwant:\n%s", got, want)
+		}
 		if out := sh(t, mnt, "stat -c %h untar/a/hard"); strings.TrimSpace(out) != "2" {
 			t.Errorf("hard link from tar has link count %s", out)
 		}

@@ -178,7 +178,9 @@ func (b *bridge) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 	}
 	killIn(&s, in, n)
 	var a layer.Attr
-	if err == nil {
+	if f := writerOf(n, in.Caller.Pid); f != nil {
+		a, err = f.Setattr(ctx, s)
+	} else if err == nil {
 		a, err = b.top.Setattr(ctx, p, s)
 	} else if f := b.handles.anyOpen(n); f != nil {
 		a, err = f.Setattr(ctx, s) // fchmod, futimens... on an unlinked file

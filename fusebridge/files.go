@@ -18,6 +18,8 @@ type handle struct {
 	// released is closed when the kernel releases the file, to end lock
 	// waits still running on it.
 	released chan struct{}
+	// pid is the process that opened it.
+	pid uint32
 }
 
 // handleTable maps fh numbers to handles.
@@ -87,9 +89,26 @@ func (b *bridge) openFlags() uint32 {
 	return 0
 }
 
-func (b *bridge) newHandle(n *node, f layer.File) uint64 {
+// newHandle numbers file f, opened on n with flags by process pid.
+func (b *bridge) newHandle(n *node, f layer.File, flags, pid uint32) uint64 {
 	b.nodes.setOpen(n, 1)
-	return b.handles.add(&handle{node: n, file: f, released: make(chan struct{})})
+	h := &handle{node: n, file: f, released: make(chan struct{}), pid: pid}
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		n.writer.Store(h)
+	}
+	return b.handles.add(h)
+}
+
+// writerOf returns the file that process pid has open for writing on n
+// (the last it opened), or nil. A SETATTR by path of that process — tar's
+// and cp -a's fchown, fchmod and futimens: the kernel names no handle for
+// them — goes through it, so the layers can keep the change with the
+// file's writes not yet sent (write-behind).
+func writerOf(n *node, pid uint32) layer.File {
+	if h := n.writer.Load(); h != nil && h.pid == pid {
+		return h.file
+	}
+	return nil
 }
 
 func (b *bridge) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
@@ -113,7 +132,7 @@ func (b *bridge) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, 
 		return errStatus(err)
 	}
 	b.fillEntry(&out.EntryOut, n.ino, &a)
-	out.OpenOut = fuse.OpenOut{Fh: b.newHandle(n, f), OpenFlags: b.openFlags()}
+	out.OpenOut = fuse.OpenOut{Fh: b.newHandle(n, f, in.Flags, in.Caller.Pid), OpenFlags: b.openFlags()}
 	return fuse.OK
 }
 
@@ -132,7 +151,7 @@ func (b *bridge) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 			return b.status("open", p, err)
 		}
 	}
-	*out = fuse.OpenOut{Fh: b.newHandle(n, f), OpenFlags: b.openFlags()}
+	*out = fuse.OpenOut{Fh: b.newHandle(n, f, in.Flags, in.Caller.Pid), OpenFlags: b.openFlags()}
 	return fuse.OK
 }
 
@@ -202,6 +221,7 @@ func (b *bridge) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 		return
 	}
 	close(h.released)
+	h.node.writer.CompareAndSwap(h, nil)
 	if err := h.file.Release(b.ctx()); err != nil {
 		b.log.Warn("release failed", "ino", h.node.ino, "err", err)
 	}

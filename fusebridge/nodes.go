@@ -30,6 +30,9 @@ type node struct {
 	touched atomic.Uint64
 	// mode is the mode last told to the kernel (see killpriv.go).
 	mode atomic.Uint32
+	// writer is the handle last opened for writing on the node, while
+	// open (see writerOf).
+	writer atomic.Pointer[handle]
 }
 
 type link struct {

@@ -27,7 +27,12 @@ type file struct {
 	mu    sync.Mutex
 	off   int64
 	buf   []byte
-	timer *time.Timer // sends the window once it is MaxAge old
+	set   layer.SetattrIn // attribute changes behind the writes (attrs.go)
+	timer *time.Timer     // sends the window once it is MaxAge old
+	// attr are the file's attributes as the layer knows them, true while
+	// the Windows' generation is attrGen (0: not known; attrs.go).
+	attr    layer.Attr
+	attrGen uint64
 }
 
 // Write keeps p in the window if it continues it and fits; otherwise the
@@ -49,20 +54,25 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	f.l.w.flushInode(ctx, f.inode(), f)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.buf) > 0 && off == f.off+int64(len(f.buf)) && len(f.buf)+len(p) <= f.l.window && f.l.w.room(len(p)) {
+	f.carry()
+	if f.set.Valid == 0 && len(f.buf) > 0 && off == f.off+int64(len(f.buf)) &&
+		len(f.buf)+len(p) <= f.l.window && f.l.w.room(len(p)) {
 		f.buf = append(f.buf, p...)
+		f.wrote(off, len(p))
 		return len(p), nil
 	}
-	f.send(ctx)
+	f.send(ctx) // attribute changes too: a write after them sets the times
 	if err := f.l.w.takeErr(f); err != nil {
 		return 0, err
 	}
 	if len(p) >= f.l.window || !f.l.w.room(len(p)) {
-		return f.File.Write(ctx, p, off)
+		n, err := f.File.Write(ctx, p, off)
+		f.wrote(off, n)
+		return n, err
 	}
 	f.off, f.buf = off, append(make([]byte, 0, min(f.l.window, 64<<10)), p...)
-	f.timer = time.AfterFunc(f.l.maxAge, f.age)
-	f.l.w.held(f, true)
+	f.wrote(off, len(p))
+	f.pend()
 	return len(p), nil
 }
 
@@ -104,18 +114,27 @@ func (f *file) send(ctx context.Context) {
 		f.timer.Stop()
 		f.timer = nil
 	}
-	if len(f.buf) == 0 {
+	if len(f.buf) == 0 && f.set.Valid == 0 {
 		return
 	}
-	n, err := f.File.Write(context.WithoutCancel(ctx), f.buf, f.off)
-	if err == nil && n < len(f.buf) {
-		err = syscall.EIO // a short write of acknowledged bytes: they are lost
+	ctx = context.WithoutCancel(ctx)
+	if len(f.buf) > 0 {
+		n, err := f.File.Write(ctx, f.buf, f.off)
+		if err == nil && n < len(f.buf) {
+			err = syscall.EIO // a short write of acknowledged bytes: they are lost
+		}
+		if err != nil {
+			f.l.w.failed(f, err)
+		}
+		f.l.w.bytes.Add(-int64(len(f.buf)))
+		f.buf = nil // a file open long but written once keeps no memory
 	}
-	if err != nil {
-		f.l.w.failed(f, err)
+	if f.set.Valid != 0 {
+		if _, err := f.File.Setattr(ctx, f.set); err != nil {
+			f.l.w.failed(f, err)
+		}
+		f.set = layer.SetattrIn{}
 	}
-	f.l.w.bytes.Add(-int64(len(f.buf)))
-	f.buf = nil // a file open long but written once keeps no memory
 	f.l.w.held(f, false)
 }
 
@@ -130,13 +149,30 @@ func (f *file) Read(ctx context.Context, p []byte, off int64) (int, error) {
 }
 
 func (f *file) Getattr(ctx context.Context) (layer.Attr, error) {
-	f.sendAll(ctx)
-	return f.File.Getattr(ctx)
+	gen := f.l.flushAll(ctx)
+	a, err := f.File.Getattr(ctx)
+	return f.learn(gen, a, err)
 }
 
+// Setattr keeps the change with the window if it may wait (attrs.go).
 func (f *file) Setattr(ctx context.Context, in layer.SetattrIn) (layer.Attr, error) {
-	f.sendAll(ctx)
-	return f.File.Setattr(ctx, in)
+	if a, ok := f.setBehind(in); ok {
+		return a, nil
+	}
+	gen := f.l.flushAll(ctx)
+	a, err := f.File.Setattr(ctx, in)
+	return f.learn(gen, a, err)
+}
+
+// learn keeps the attributes the child answered as what the file knows
+// at generation gen (that of the flushAll before asking).
+func (f *file) learn(gen uint64, a layer.Attr, err error) (layer.Attr, error) {
+	if err == nil && f.behind {
+		f.mu.Lock()
+		f.know(a, gen)
+		f.mu.Unlock()
+	}
+	return a, err
 }
 
 func (f *file) Fallocate(ctx context.Context, mode uint32, off, length int64) error {

@@ -11,6 +11,10 @@
 // WindowSize; it is acknowledged at once. Any other write sends the
 // window first; a write that would not fit goes through as it is.
 //
+// Attribute changes of a file created through the layer (mode, owner,
+// times: what tar and cp -a do to every file) wait with its window the
+// same way (attrs.go).
+//
 // # When the bricks get it
 //
 // Before anything could observe the file: every operation on any file of
@@ -101,6 +105,9 @@ type Layer struct {
 type Windows struct {
 	max   int64
 	bytes atomic.Int64 // held by all windows
+	// gen moves at every operation of the layers but a write joining a
+	// window (attrs.go).
+	gen atomic.Uint64
 
 	mu      sync.Mutex
 	pending map[*file]struct{}
@@ -133,9 +140,12 @@ func New(child layer.Layer, opts Options) *Layer {
 	return &Layer{Base: layer.Base{Child: child}, window: opts.WindowSize, maxAge: opts.MaxAge, w: opts.Windows}
 }
 
-// flushAll sends every window; their errors stay with their files.
-func (w *Windows) flushAll(ctx context.Context) {
+// flushAll sends every window; their errors stay with their files. It
+// returns the generation it moved to.
+func (w *Windows) flushAll(ctx context.Context) uint64 {
+	gen := w.gen.Add(1)
 	w.sendEach(ctx, func(*file) bool { return true })
+	return gen
 }
 
 // flushInode sends the windows of the files of inode g but f (all
@@ -231,8 +241,9 @@ func (w *Windows) room(n int) bool {
 // Off reports whether the layer keeps no windows of its own.
 func (l *Layer) Off() bool { return l.window == 0 }
 
-// flushAll sends every window of the layer's Windows.
-func (l *Layer) flushAll(ctx context.Context) { l.w.flushAll(ctx) }
+// flushAll sends every window of the layer's Windows, and returns the
+// generation it moved to.
+func (l *Layer) flushAll(ctx context.Context) uint64 { return l.w.flushAll(ctx) }
 
 // behind reports whether writes of a file opened with flags may wait.
 func behind(flags uint32) bool {
@@ -244,9 +255,13 @@ func behind(flags uint32) bool {
 
 // wrap gives f (of inode g, if known) a window if its writes may wait;
 // every file of the layer is wrapped, so that whatever it does first sends
-// the windows of the others.
-func (l *Layer) wrap(f layer.File, flags uint32, g layer.Gfid) layer.File {
+// the windows of the others. A file created knows its attributes a at
+// generation gen (0: none).
+func (l *Layer) wrap(f layer.File, flags uint32, g layer.Gfid, a layer.Attr, gen uint64) layer.File {
 	wf := &file{File: f, l: l, behind: l.window > 0 && behind(flags), gfid: g}
+	if wf.behind {
+		wf.attr, wf.attrGen = a, gen
+	}
 	l.w.mu.Lock()
 	l.w.open[wf] = struct{}{}
 	l.w.mu.Unlock()
@@ -254,12 +269,12 @@ func (l *Layer) wrap(f layer.File, flags uint32, g layer.Gfid) layer.File {
 }
 
 func (l *Layer) Create(ctx context.Context, path string, in layer.CreateIn) (layer.File, layer.Attr, error) {
-	l.flushAll(ctx)
+	gen := l.flushAll(ctx)
 	f, a, err := l.Child.Create(ctx, path, in)
 	if err != nil {
 		return nil, a, err
 	}
-	return l.wrap(f, in.Flags, a.Gfid), a, nil
+	return l.wrap(f, in.Flags, a.Gfid, a, gen), a, nil
 }
 
 func (l *Layer) Open(ctx context.Context, path string, flags uint32) (layer.File, error) {
@@ -268,5 +283,5 @@ func (l *Layer) Open(ctx context.Context, path string, flags uint32) (layer.File
 	if err != nil {
 		return nil, err
 	}
-	return l.wrap(f, flags, layer.Gfid{}), nil
+	return l.wrap(f, flags, layer.Gfid{}, layer.Attr{}, 0), nil
 }
