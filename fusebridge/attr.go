@@ -177,9 +177,9 @@ func (b *bridge) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 		return errStatus(err)
 	}
 	killIn(&s, in, n)
-	var a layer.Attr
-	if f := writerOf(n, in.Caller.Pid); f != nil {
-		a, err = f.Setattr(ctx, s)
+	a, through, ferr := setattrThrough(n, in.Caller.Pid, s, func(f layer.File) (layer.Attr, error) { return f.Setattr(ctx, s) })
+	if through {
+		err = ferr
 	} else if err == nil {
 		a, err = b.top.Setattr(ctx, p, s)
 	} else if f := b.handles.anyOpen(n); f != nil {

@@ -20,6 +20,13 @@ type handle struct {
 	released chan struct{}
 	// pid is the process that opened it.
 	pid uint32
+	// gone is set, under mu, when the kernel releases the file: a
+	// SETATTR routed through it (writerOf) holds mu for reading, so the
+	// file is not released under it. (The kernel sends RELEASE after
+	// close(2) has returned: the process may already be on to its next
+	// call.)
+	mu   sync.RWMutex
+	gone bool
 }
 
 // handleTable maps fh numbers to handles.
@@ -99,16 +106,24 @@ func (b *bridge) newHandle(n *node, f layer.File, flags, pid uint32) uint64 {
 	return b.handles.add(h)
 }
 
-// writerOf returns the file that process pid has open for writing on n
-// (the last it opened), or nil. A SETATTR by path of that process — tar's
-// and cp -a's fchown, fchmod and futimens: the kernel names no handle for
-// them — goes through it, so the layers can keep the change with the
-// file's writes not yet sent (write-behind).
-func writerOf(n *node, pid uint32) layer.File {
-	if h := n.writer.Load(); h != nil && h.pid == pid {
-		return h.file
+// setattrThrough runs a SETATTR without a handle through the file that
+// process pid has open for writing on n (the last it opened), if there is
+// one, and reports whether there was. That is tar's and cp -a's fchown,
+// fchmod and futimens (the kernel names no handle for them): through the
+// file, the layers can keep the change with its writes not yet sent
+// (write-behind). A change of size keeps its own way.
+func setattrThrough(n *node, pid uint32, s layer.SetattrIn, do func(layer.File) (layer.Attr, error)) (a layer.Attr, through bool, err error) {
+	h := n.writer.Load()
+	if h == nil || h.pid != pid || s.Valid&layer.SetSize != 0 {
+		return layer.Attr{}, false, nil
 	}
-	return nil
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.gone {
+		return layer.Attr{}, false, nil
+	}
+	a, err = do(h.file)
+	return a, true, err
 }
 
 func (b *bridge) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
@@ -222,6 +237,9 @@ func (b *bridge) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	}
 	close(h.released)
 	h.node.writer.CompareAndSwap(h, nil)
+	h.mu.Lock()
+	h.gone = true
+	h.mu.Unlock()
 	if err := h.file.Release(b.ctx()); err != nil {
 		b.log.Warn("release failed", "ino", h.node.ino, "err", err)
 	}
