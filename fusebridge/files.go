@@ -111,10 +111,12 @@ func (b *bridge) newHandle(n *node, f layer.File, flags, pid uint32) uint64 {
 // one, and reports whether there was. That is tar's and cp -a's fchown,
 // fchmod and futimens (the kernel names no handle for them): through the
 // file, the layers can keep the change with its writes not yet sent
-// (write-behind). A change of size keeps its own way.
+// (write-behind). A change of size keeps its own way, and so do callers
+// the kernel gives no pid for (outside the mount's pid namespace: they
+// cannot be told apart).
 func setattrThrough(n *node, pid uint32, s layer.SetattrIn, do func(layer.File) (layer.Attr, error)) (a layer.Attr, through bool, err error) {
 	h := n.writer.Load()
-	if h == nil || h.pid != pid || s.Valid&layer.SetSize != 0 {
+	if h == nil || pid == 0 || h.pid != pid || s.Valid&layer.SetSize != 0 {
 		return layer.Attr{}, false, nil
 	}
 	h.mu.RLock()

@@ -16,9 +16,10 @@ import (
 // latest MaxAge after), and a failure is reported the same way.
 //
 // What a file knows stays true only while nothing else happened: the
-// Windows' generation moves at every operation of their layers, and a
-// file trusts its attributes only while the generation is the one it
-// learnt them at — or moved on to with its own writes (carry). No other
+// Windows' generation moves as every operation of their layers begins and
+// ends, and a file trusts its attributes only while the generation is the
+// one it learnt them at — an operation that overlapped another learns
+// nothing — or moved on to with its own writes and changes (carry). No other
 // file's writes (another open of the inode), no name operation (a link
 // or unlink changes the link count), no other client's... except those:
 // what another client changes meanwhile is missed, as by every cache of
@@ -28,10 +29,15 @@ import (
 // once) and no "now" (the bricks' clock would set another time).
 const behindSet = layer.SetMode | layer.SetUid | layer.SetGid | layer.SetAtime | layer.SetMtime
 
-// know records a as the file's attributes, learnt at generation gen.
-// f.mu is held.
+// know records a as the file's attributes, learnt at generation gen (and
+// its inode, if the file did not know it). f.mu is held.
 func (f *file) know(a layer.Attr, gen uint64) {
 	f.attr, f.attrGen = a, gen
+	f.l.w.mu.Lock()
+	if f.gfid.IsZero() {
+		f.gfid = a.Gfid
+	}
+	f.l.w.mu.Unlock()
 }
 
 // setBehind keeps in with the window if it may wait, and returns the
@@ -40,11 +46,17 @@ func (f *file) setBehind(in layer.SetattrIn) (layer.Attr, bool) {
 	if !f.behind || in.Valid == 0 || in.Valid&^behindSet != 0 {
 		return layer.Attr{}, false
 	}
+	if f.inode().IsZero() {
+		return layer.Attr{}, false // its window would not go before others' writes
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.attrGen == 0 || f.attrGen != f.l.w.gen.Load() {
+	// Nothing else went on since the file learnt its attributes, and
+	// whatever other files know of the inode ends now.
+	if f.flushed || f.attrGen == 0 || !f.l.w.gen.CompareAndSwap(f.attrGen, f.attrGen+1) {
 		return layer.Attr{}, false
 	}
+	f.attrGen++
 	applySet(&f.attr, in)
 	mergeSet(&f.set, in)
 	f.pend()
@@ -103,12 +115,12 @@ func mergeSet(set *layer.SetattrIn, in layer.SetattrIn) {
 // carry moves the generation on for a write through f: what every other
 // file knows ends, what f knows stays if it was current. f.mu is held.
 func (f *file) carry() {
-	g := f.l.w.gen.Add(1)
-	if f.attrGen == g-1 {
-		f.attrGen = g
-	} else {
-		f.attrGen = 0
+	if g := f.attrGen; g != 0 && f.l.w.gen.CompareAndSwap(g, g+1) {
+		f.attrGen = g + 1
+		return
 	}
+	f.l.w.gen.Add(1)
+	f.attrGen = 0
 }
 
 // wrote updates what the file knows after its own write of n bytes at
@@ -117,10 +129,10 @@ func (f *file) wrote(off int64, n int) {
 	if f.attrGen == 0 || n == 0 {
 		return
 	}
-	if end := uint64(off) + uint64(n); end > f.attr.Size {
-		f.attr.Size = end
-		f.attr.Blocks = max(f.attr.Blocks, (end+4095)/4096*8)
-	}
+	end := uint64(off) + uint64(n)
+	// The blocks a local file system would add, at most: the data's.
+	f.attr.Blocks = min(f.attr.Blocks+(uint64(n)+4095)/4096*8, (max(end, f.attr.Size)+4095)/4096*8)
+	f.attr.Size = max(f.attr.Size, end)
 	t := now()
 	f.attr.Mtime, f.attr.Ctime = t, t
 }

@@ -3,6 +3,7 @@ package writebehind
 import (
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mortarfs/mortar/layer"
 )
@@ -121,5 +122,92 @@ func TestFailedAttributesReportedAtClose(t *testing.T) {
 	r.fault.Fail("FileSetattr", syscall.EIO)
 	if err := f.Flush(bg, 0); err != syscall.EIO {
 		t.Fatalf("close after a failed change: %v, want EIO", err)
+	}
+}
+
+// What a file learns while another operation is under way is not
+// trusted: that operation may change what it learnt.
+func TestAttributesLearntDuringAnotherOperationNotTrusted(t *testing.T) {
+	r := newRig(t, 64<<10)
+	f := r.create("/f", syscall.O_WRONLY)
+	defer f.Release(bg)
+	other := r.l.begin(bg) // another process's chmod, on its way
+	if _, err := f.Getattr(bg); err != nil {
+		t.Fatal(err)
+	}
+	r.l.done(other)
+	if _, err := f.Setattr(bg, tarSet[2]); err != nil || r.count.Count("FileSetattr") != 1 {
+		t.Fatalf("setattr after an overlapping operation: %v, %d sent, want 1", err, r.count.Count("FileSetattr"))
+	}
+}
+
+// A file opened (not created) learns its attributes and its inode from a
+// getattr; a change kept then still goes before another file's write of
+// the inode, which then sets the times.
+func TestAttributesOfOpenedFileGoBeforeOthersWrites(t *testing.T) {
+	r := newRig(t, 64<<10)
+	c := r.create("/f", syscall.O_WRONLY)
+	c.Release(bg)
+	f, err := r.l.Open(bg, "/f", syscall.O_WRONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Release(bg)
+	if _, err := f.Getattr(bg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Setattr(bg, tarSet[0]); err != nil {
+		t.Fatal(err)
+	}
+	g, err := r.l.Open(bg, "/f", syscall.O_WRONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Release(bg)
+	r.write(g, []byte("x"), 0)
+	if err := g.Flush(bg, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Flush(bg, 0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.count.Lookup(bg, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Mtime.Sec == 2000 {
+		t.Fatal("a time change made before another file's write landed after it")
+	}
+}
+
+// After a close, or a window that failed, changes go at once.
+func TestAttributesAfterCloseOrFailureGoAtOnce(t *testing.T) {
+	r := newRig(t, 64<<10)
+	f := r.create("/f", syscall.O_WRONLY)
+	defer f.Release(bg)
+	if err := f.Flush(bg, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Setattr(bg, tarSet[2]); err != nil || r.count.Count("FileSetattr") != 1 {
+		t.Fatalf("setattr after close: %v, %d sent, want 1", err, r.count.Count("FileSetattr"))
+	}
+	// A window that its age sends, and fails.
+	r.l = New(r.count, Options{WindowSize: 64 << 10, MaxAge: time.Millisecond})
+	r.fault.Fail("Write", syscall.ENOSPC)
+	g := r.create("/g", syscall.O_WRONLY)
+	defer g.Release(bg)
+	r.write(g, []byte("x"), 0)
+	for deadline := time.Now().Add(10 * time.Second); r.count.Count("Write") == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the window was not sent within its age")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	g.(*file).mu.Lock() // the send is over
+	g.(*file).mu.Unlock()
+	r.fault.Clear()
+	before := r.count.Count("FileSetattr")
+	if _, err := g.Setattr(bg, tarSet[2]); err != nil || r.count.Count("FileSetattr") != before+1 {
+		t.Fatalf("setattr after a failed window: %v, not sent at once", err)
 	}
 }

@@ -33,6 +33,9 @@ type file struct {
 	// the Windows' generation is attrGen (0: not known; attrs.go).
 	attr    layer.Attr
 	attrGen uint64
+	// flushed is set by a close (Flush) until the next write: changes
+	// then go at once (the descriptor may be another process's).
+	flushed bool
 }
 
 // Write keeps p in the window if it continues it and fits; otherwise the
@@ -45,7 +48,7 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		return 0, nil
 	}
 	if !f.behind || !f.knowInode(ctx) {
-		f.l.flushAll(ctx)
+		defer f.l.done(f.l.begin(ctx))
 		if err := f.l.w.takeErr(f); err != nil {
 			return 0, err
 		}
@@ -55,6 +58,7 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.carry()
+	f.flushed = false
 	if f.set.Valid == 0 && len(f.buf) > 0 && off == f.off+int64(len(f.buf)) &&
 		len(f.buf)+len(p) <= f.l.window && f.l.w.room(len(p)) {
 		f.buf = append(f.buf, p...)
@@ -67,6 +71,7 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	}
 	if len(p) >= f.l.window || !f.l.w.room(len(p)) {
 		n, err := f.File.Write(ctx, p, off)
+		f.carry() // others may have learnt the inode while it went
 		f.wrote(off, n)
 		return n, err
 	}
@@ -125,31 +130,33 @@ func (f *file) send(ctx context.Context) {
 		}
 		if err != nil {
 			f.l.w.failed(f, err)
+			f.attrGen = 0 // the bricks do not have what it knows
 		}
 		f.l.w.bytes.Add(-int64(len(f.buf)))
 		f.buf = nil // a file open long but written once keeps no memory
 	}
 	if f.set.Valid != 0 {
 		if _, err := f.File.Setattr(ctx, f.set); err != nil {
-			f.l.w.failed(f, err)
+			f.l.w.failedFile(f, err)
+			f.attrGen = 0
 		}
 		f.set = layer.SetattrIn{}
 	}
 	f.l.w.held(f, false)
 }
 
-// sendAll sends every window of the layer: what the file does next then
-// follows every write acknowledged before. A failed window's error stays
-// for the next write, fsync or close.
-func (f *file) sendAll(ctx context.Context) { f.l.flushAll(ctx) }
+// Every operation of a file but a write begins and ends as the layer's
+// do (begin sends every window of the layer: what the file does next
+// then follows every write acknowledged before; a failed window's error
+// stays for the next write, fsync or close).
 
 func (f *file) Read(ctx context.Context, p []byte, off int64) (int, error) {
-	f.sendAll(ctx)
+	defer f.l.done(f.l.begin(ctx))
 	return f.File.Read(ctx, p, off)
 }
 
 func (f *file) Getattr(ctx context.Context) (layer.Attr, error) {
-	gen := f.l.flushAll(ctx)
+	gen := f.l.begin(ctx)
 	a, err := f.File.Getattr(ctx)
 	return f.learn(gen, a, err)
 }
@@ -159,15 +166,17 @@ func (f *file) Setattr(ctx context.Context, in layer.SetattrIn) (layer.Attr, err
 	if a, ok := f.setBehind(in); ok {
 		return a, nil
 	}
-	gen := f.l.flushAll(ctx)
+	gen := f.l.begin(ctx)
 	a, err := f.File.Setattr(ctx, in)
 	return f.learn(gen, a, err)
 }
 
-// learn keeps the attributes the child answered as what the file knows
-// at generation gen (that of the flushAll before asking).
+// learn ends an operation begun at gen that asked the child for the
+// file's attributes, and keeps them as what the file knows if nothing
+// else went on meanwhile.
 func (f *file) learn(gen uint64, a layer.Attr, err error) (layer.Attr, error) {
-	if err == nil && f.behind {
+	gen, current := f.l.end(gen)
+	if err == nil && current && f.behind && !a.Gfid.IsZero() {
 		f.mu.Lock()
 		f.know(a, gen)
 		f.mu.Unlock()
@@ -176,17 +185,17 @@ func (f *file) learn(gen uint64, a layer.Attr, err error) (layer.Attr, error) {
 }
 
 func (f *file) Fallocate(ctx context.Context, mode uint32, off, length int64) error {
-	f.sendAll(ctx)
+	defer f.l.done(f.l.begin(ctx))
 	return f.File.Fallocate(ctx, mode, off, length)
 }
 
 func (f *file) Getlk(ctx context.Context, owner uint64, lk layer.Lock) (layer.Lock, error) {
-	f.sendAll(ctx)
+	defer f.l.done(f.l.begin(ctx))
 	return f.File.Getlk(ctx, owner, lk)
 }
 
 func (f *file) Setlk(ctx context.Context, owner uint64, lk layer.Lock, wait bool) error {
-	f.sendAll(ctx)
+	defer f.l.done(f.l.begin(ctx))
 	return f.File.Setlk(ctx, owner, lk, wait)
 }
 
@@ -194,7 +203,7 @@ func (f *file) Setlk(ctx context.Context, owner uint64, lk layer.Lock, wait bool
 // bricks for the rest.
 func (f *file) Fsync(ctx context.Context, datasync bool) error {
 	f.knowInode(ctx)
-	f.sendAll(ctx)
+	defer f.l.done(f.l.begin(ctx))
 	if err := f.l.w.takeErr(f); err != nil {
 		return err
 	}
@@ -207,7 +216,10 @@ func (f *file) Fsync(ctx context.Context, datasync bool) error {
 // child's, at its exec, too — and the program's own close must still hear
 // it.
 func (f *file) Flush(ctx context.Context, owner uint64) error {
-	f.sendAll(ctx)
+	f.mu.Lock()
+	f.flushed = true // no attribute change waits from now: see setBehind
+	f.mu.Unlock()
+	defer f.l.done(f.l.begin(ctx))
 	err := f.l.w.peekErr(f)
 	if ferr := f.File.Flush(ctx, owner); err == nil {
 		err = ferr
@@ -218,7 +230,7 @@ func (f *file) Flush(ctx context.Context, owner uint64) error {
 // Release sends the windows too, and reports a failed one: a caller that
 // closes without Flush (the Go client library) hears it here.
 func (f *file) Release(ctx context.Context) error {
-	f.sendAll(ctx)
+	defer f.l.done(f.l.begin(ctx))
 	f.mu.Lock()
 	f.send(ctx) // stops the timer of a window the layer's count missed
 	f.mu.Unlock()

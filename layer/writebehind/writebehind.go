@@ -140,12 +140,9 @@ func New(child layer.Layer, opts Options) *Layer {
 	return &Layer{Base: layer.Base{Child: child}, window: opts.WindowSize, maxAge: opts.MaxAge, w: opts.Windows}
 }
 
-// flushAll sends every window; their errors stay with their files. It
-// returns the generation it moved to.
-func (w *Windows) flushAll(ctx context.Context) uint64 {
-	gen := w.gen.Add(1)
+// flushAll sends every window; their errors stay with their files.
+func (w *Windows) flushAll(ctx context.Context) {
 	w.sendEach(ctx, func(*file) bool { return true })
-	return gen
 }
 
 // flushInode sends the windows of the files of inode g but f (all
@@ -205,6 +202,16 @@ func (w *Windows) failed(f *file, err error) {
 	}
 }
 
+// failedFile records err as f's error alone (an attribute change that
+// failed: the inode's data is not in question).
+func (w *Windows) failedFile(f *file, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if f.err == nil {
+		f.err = err
+	}
+}
+
 // takeErr returns f's error and forgets it.
 func (w *Windows) takeErr(f *file) error {
 	w.mu.Lock()
@@ -241,9 +248,27 @@ func (w *Windows) room(n int) bool {
 // Off reports whether the layer keeps no windows of its own.
 func (l *Layer) Off() bool { return l.window == 0 }
 
-// flushAll sends every window of the layer's Windows, and returns the
-// generation it moved to.
-func (l *Layer) flushAll(ctx context.Context) uint64 { return l.w.flushAll(ctx) }
+// begin starts an operation of the layer: it moves the generation
+// (attrs.go) and sends every window of the layer's Windows. It returns
+// the generation it moved to, for end.
+func (l *Layer) begin(ctx context.Context) uint64 {
+	gen := l.w.gen.Add(1)
+	l.w.flushAll(ctx)
+	return gen
+}
+
+// end ends an operation begun at generation gen: it moves the generation
+// again, and reports whether nothing else began or ended meanwhile (then
+// what the operation learnt is current at the generation returned).
+func (l *Layer) end(gen uint64) (uint64, bool) {
+	if l.w.gen.CompareAndSwap(gen, gen+1) {
+		return gen + 1, true
+	}
+	return l.w.gen.Add(1), false
+}
+
+// done is end, for operations that learn nothing.
+func (l *Layer) done(gen uint64) { l.end(gen) }
 
 // behind reports whether writes of a file opened with flags may wait.
 func behind(flags uint32) bool {
@@ -269,16 +294,20 @@ func (l *Layer) wrap(f layer.File, flags uint32, g layer.Gfid, a layer.Attr, gen
 }
 
 func (l *Layer) Create(ctx context.Context, path string, in layer.CreateIn) (layer.File, layer.Attr, error) {
-	gen := l.flushAll(ctx)
+	gen := l.begin(ctx)
 	f, a, err := l.Child.Create(ctx, path, in)
+	gen, current := l.end(gen)
 	if err != nil {
 		return nil, a, err
+	}
+	if !current {
+		gen = 0
 	}
 	return l.wrap(f, in.Flags, a.Gfid, a, gen), a, nil
 }
 
 func (l *Layer) Open(ctx context.Context, path string, flags uint32) (layer.File, error) {
-	l.flushAll(ctx)
+	defer l.done(l.begin(ctx))
 	f, err := l.Child.Open(ctx, path, flags)
 	if err != nil {
 		return nil, err
