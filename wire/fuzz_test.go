@@ -172,7 +172,7 @@ func FuzzDecode(f *testing.F) {
 			if !bytes.Equal(back[:], frame[:HeaderSize]) {
 				t.Fatalf("header %+v re-encodes differently", h)
 			}
-			if h.Len > MaxPayload || h.Kind < KindRequest || h.Kind > KindNotify {
+			if h.Len > MaxPayload || h.Kind < KindRequest || h.Kind > KindRecall {
 				t.Fatalf("bad header accepted: %+v", h)
 			}
 			payload = payload[:min(len(payload), int(h.Len))]
