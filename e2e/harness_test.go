@@ -85,6 +85,10 @@ type node struct {
 	// multiplex: every brick in one process (the default); without it,
 	// started with --brick-multiplex=false.
 	multiplex bool
+	// keep: with multiplex, the bricks outlive the server (the default);
+	// without it, started with --keep-bricks=false, so that no brick
+	// host outlives the test.
+	keep bool
 }
 
 func freeAddr(t *testing.T) string {
@@ -123,6 +127,8 @@ func (n *node) start() {
 	if !n.multiplex {
 		// A process per brick, so that a test can kill one alone.
 		n.cmd.Args = append(n.cmd.Args, "--brick-multiplex=false")
+	} else if !n.keep {
+		n.cmd.Args = append(n.cmd.Args, "--keep-bricks=false")
 	}
 	n.cmd.Stdout, n.cmd.Stderr = log, log
 	if err := n.cmd.Start(); err != nil {

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -74,4 +76,81 @@ func TestBrickMultiplex(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(mnt, "g"), []byte("new"), 0o644); err != nil {
 		t.Fatalf("write after the restart: %v", err)
 	}
+}
+
+// With --keep-bricks (the default) the brick host outlives its server: a
+// server killed with SIGKILL, or stopped, and started again takes the
+// running bricks over — same process, same ports — and a mount writing
+// all along sees no error.
+func TestBricksOutliveServer(t *testing.T) {
+	n := &node{t: t, data: t.TempDir(), addr: freeAddr(t), multiplex: true, keep: true}
+	n.start()
+	n.replicaVolume("keep", 3, 3, false)
+	host := n.onePID(n.brickPIDs("keep"))
+	t.Cleanup(func() {
+		n.stop()
+		syscall.Kill(host, syscall.SIGKILL) //nolint:errcheck // the test may have ended it
+	})
+	ports := n.brickAddrs("keep")
+	mnt := n.mount("keep")
+
+	stop := make(chan struct{})
+	failed := make(chan error, 1)
+	wrote := make(chan int, 1)
+	go func() {
+		i := 0
+		defer func() { wrote <- i }()
+		for ; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := os.WriteFile(filepath.Join(mnt, fmt.Sprintf("f%d", i)), []byte("data"), 0o644); err != nil {
+				failed <- fmt.Errorf("write %d: %w", i, err)
+				return
+			}
+		}
+	}()
+	for _, how := range []string{"SIGKILL", "SIGTERM"} {
+		if how == "SIGKILL" {
+			n.kill()
+		} else {
+			n.stop()
+		}
+		n.start()
+		if got := n.onePID(n.brickPIDs("keep")); got != host {
+			t.Fatalf("after the server's %s and start, the bricks are in process %d, not %d", how, got, host)
+		}
+		if got := n.brickAddrs("keep"); !maps.Equal(got, ports) {
+			t.Fatalf("after the server's %s and start, the bricks listen on %v, not %v", how, got, ports)
+		}
+	}
+	close(stop)
+	count := <-wrote
+	select {
+	case err := <-failed:
+		t.Fatalf("the mount saw an error while the server restarted: %v", err)
+	default:
+	}
+	if count == 0 {
+		t.Fatal("nothing was written")
+	}
+	// The bricks are still the node's: a volume stop stops them.
+	n.must("volume", "stop", "keep")
+	for path, p := range n.brickPIDs("keep") {
+		if p != 0 {
+			t.Fatalf("brick %s still serving after volume stop", path)
+		}
+	}
+}
+
+// brickAddrs returns the port of every brick of vol, by path.
+func (n *node) brickAddrs(vol string) map[string]int {
+	n.t.Helper()
+	ports := map[string]int{}
+	for _, b := range n.brickStatus(vol) {
+		ports[b.Path] = b.Port
+	}
+	return ports
 }

@@ -50,25 +50,35 @@ func (n *node) brickPID(vol, dir string) int {
 // offline).
 func (n *node) brickPIDs(vol string) map[string]int {
 	n.t.Helper()
-	var st struct {
-		Bricks []struct {
-			Path   string `json:"path"`
-			Online bool   `json:"online"`
-			PID    int    `json:"pid"`
-		} `json:"bricks"`
-	}
-	out := n.must("volume", "status", vol, "--json")
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		n.t.Fatalf("volume status --json: %v\n%s", err, out)
-	}
 	pids := map[string]int{}
-	for _, b := range st.Bricks {
+	for _, b := range n.brickStatus(vol) {
 		pids[b.Path] = 0
 		if b.Online {
 			pids[b.Path] = b.PID
 		}
 	}
 	return pids
+}
+
+// brickStat is a brick as `volume status --json` shows it.
+type brickStat struct {
+	Path   string `json:"path"`
+	Port   int    `json:"port"`
+	Online bool   `json:"online"`
+	PID    int    `json:"pid"`
+}
+
+// brickStatus returns the bricks of vol as `volume status` shows them.
+func (n *node) brickStatus(vol string) []brickStat {
+	n.t.Helper()
+	var st struct {
+		Bricks []brickStat `json:"bricks"`
+	}
+	out := n.must("volume", "status", vol, "--json")
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		n.t.Fatalf("volume status --json: %v\n%s", err, out)
+	}
+	return st.Bricks
 }
 
 // killBrick kills the process of brick dir with SIGKILL.

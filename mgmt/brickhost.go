@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"sync"
 )
 
@@ -13,12 +16,17 @@ import (
 // GlusterFS's brick multiplexing): fewer processes compete for the CPU, at
 // the price of failing together. Each brick keeps its own listener, port,
 // TLS and access rules, as in a process of its own. The node drives the
-// host over two pipes, one JSON object per line: hostCommand from the node
-// on the host's stdin, hostEvent back on its readiness descriptor.
+// host over a unix socket, one connection at a time, one JSON object per
+// line each way: hostCommand from the node, hostEvent back. The host
+// serves its bricks whether a node is connected or not: a node that dies
+// or restarts (an upgrade) finds them serving, lists them and takes them
+// over, and the volumes' clients never notice.
 
 // hostCommand is what the node asks of a brick host.
 type hostCommand struct {
-	Op string `json:"op"` // "start", "stop", "kill" or "recheck"
+	// Op is "start", "stop", "kill" or "recheck" (of brick ID), "list"
+	// (every brick serving) or "shutdown" (close every brick and exit).
+	Op string `json:"op"`
 	ID int    `json:"id"` // the brick, numbered by the node
 	// Args are the flags of `mortar brick` (BrickArgs) for "start".
 	Args []string `json:"args,omitempty"`
@@ -26,14 +34,19 @@ type hostCommand struct {
 	Log string `json:"log,omitempty"`
 }
 
-// hostEvent is what a brick host tells the node of one brick: it listens
-// (Addr), it could not start (Err), or it has exited (Exited, the reason;
-// after a start that succeeded).
+// hostEvent is what a brick host tells the node: on connection, its Pid;
+// of one brick, that it listens (Addr), could not start (Err) or has
+// exited (Exited, the reason; after a start that succeeded); in answer to
+// "list", each brick serving (Listed, with its Addr and Args), then End.
 type hostEvent struct {
-	ID     int    `json:"id"`
-	Addr   string `json:"addr,omitempty"`
-	Err    string `json:"err,omitempty"`
-	Exited string `json:"exited,omitempty"`
+	ID     int      `json:"id"`
+	Addr   string   `json:"addr,omitempty"`
+	Err    string   `json:"err,omitempty"`
+	Exited string   `json:"exited,omitempty"`
+	Pid    int      `json:"pid,omitempty"`
+	Listed bool     `json:"listed,omitempty"`
+	End    bool     `json:"end,omitempty"`
+	Args   []string `json:"args,omitempty"`
 }
 
 // BrickParser turns the flags of `mortar brick` into a brick's config,
@@ -43,8 +56,9 @@ type BrickParser func(args []string, logPath string) (BrickConfig, io.Closer, er
 // brickHost is the running state of RunBrickHost.
 type brickHost struct {
 	parse  BrickParser
-	out    *json.Encoder
 	outMu  sync.Mutex
+	out    *json.Encoder // the node connected, nil if none
+	cur    net.Conn
 	mu     sync.Mutex
 	bricks map[int]*hostedBrick
 	wg     sync.WaitGroup
@@ -53,37 +67,74 @@ type brickHost struct {
 // hostedBrick is one brick of a host, from its start command on.
 type hostedBrick struct {
 	sb     *ServedBrick // nil while it opens
+	args   []string
 	logs   io.Closer
 	ended  bool // asked to stop or be killed (guarded by brickHost.mu)
 	killed bool
 }
 
-// RunBrickHost is the body of a brick host process: it reads commands from
-// cmds until it ends (the node is gone or done with it) or ctx is done,
-// then closes every brick it serves and returns once they have exited.
-func RunBrickHost(ctx context.Context, cmds io.Reader, events io.Writer, parse BrickParser) error {
-	h := &brickHost{parse: parse, out: json.NewEncoder(events), bricks: map[int]*hostedBrick{}}
+// RunBrickHost is the body of a brick host process: it serves the bricks
+// the nodes connecting to ctl ask for, until one asks it to shut down or
+// ctx is done, then closes every brick and returns once they have exited.
+func RunBrickHost(ctx context.Context, ctl net.Listener, parse BrickParser) error {
+	h := &brickHost{parse: parse, bricks: map[int]*hostedBrick{}}
+	conns := make(chan net.Conn)
+	go acceptNodes(ctl, conns)
 	lines := make(chan hostCommand)
-	readErr := make(chan error, 1)
-	go func() { readErr <- readCommands(cmds, lines) }()
-	var err error
+	quit := make(chan struct{})
+	defer close(quit)
 	for done := false; !done; {
 		select {
+		case c, ok := <-conns:
+			if !ok {
+				return errors.New("brick host: control socket closed")
+			}
+			h.attach(c, lines, quit)
 		case c := <-lines:
+			done = c.Op == "shutdown"
 			h.do(c)
-		case err = <-readErr:
-			done = true
 		case <-ctx.Done():
 			done = true
 		}
 	}
+	ctl.Close()
 	h.closeAll()
 	h.wg.Wait()
-	return err
+	return nil
 }
 
-// readCommands sends each command read from r to out; nil at the end of r.
-func readCommands(r io.Reader, out chan<- hostCommand) error {
+// acceptNodes hands every connection of ctl to conns, closing it when ctl
+// fails (is closed).
+func acceptNodes(ctl net.Listener, conns chan<- net.Conn) {
+	defer close(conns)
+	for {
+		c, err := ctl.Accept()
+		if err != nil {
+			return
+		}
+		conns <- c
+	}
+}
+
+// attach makes c the node's connection (ending the one before) and reads
+// its commands into lines until it ends or quit is closed.
+func (h *brickHost) attach(c net.Conn, lines chan<- hostCommand, quit <-chan struct{}) {
+	h.outMu.Lock()
+	if h.cur != nil {
+		h.cur.Close()
+	}
+	h.cur, h.out = c, json.NewEncoder(c)
+	h.out.Encode(hostEvent{Pid: os.Getpid()}) //nolint:errcheck // a node gone already reads nothing
+	h.outMu.Unlock()
+	go func() {
+		defer c.Close()
+		readCommands(c, lines, quit) //nolint:errcheck // a bad line ends the connection; the bricks go on
+	}()
+}
+
+// readCommands sends each command read from r to out until r ends or
+// quit is closed.
+func readCommands(r io.Reader, out chan<- hostCommand, quit <-chan struct{}) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -91,15 +142,39 @@ func readCommands(r io.Reader, out chan<- hostCommand) error {
 		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
 			return fmt.Errorf("brick host: bad command %q: %w", sc.Text(), err)
 		}
-		out <- c
+		select {
+		case out <- c:
+		case <-quit:
+			return nil
+		}
 	}
 	return sc.Err()
 }
 
+// tell sends e to the node connected, if any (a node that connects later
+// lists the bricks).
 func (h *brickHost) tell(e hostEvent) {
 	h.outMu.Lock()
 	defer h.outMu.Unlock()
-	h.out.Encode(e) //nolint:errcheck // the node may be gone; its end of the pipe closing ends us too
+	if h.out != nil {
+		h.out.Encode(e) //nolint:errcheck // the node may be gone
+	}
+}
+
+// list tells the node every brick serving, then the end of the list.
+func (h *brickHost) list() {
+	h.mu.Lock()
+	var out []hostEvent
+	for id, b := range h.bricks {
+		if b.sb != nil && !b.ended {
+			out = append(out, hostEvent{ID: id, Listed: true, Addr: b.sb.Addr(), Args: b.args})
+		}
+	}
+	h.mu.Unlock()
+	for _, e := range out {
+		h.tell(e)
+	}
+	h.tell(hostEvent{Listed: true, End: true})
 }
 
 // do carries out one command. Starts and stops run on their own, so that
@@ -109,8 +184,10 @@ func (h *brickHost) do(c hostCommand) {
 	defer h.mu.Unlock()
 	b := h.bricks[c.ID]
 	switch {
+	case c.Op == "list":
+		go h.list()
 	case c.Op == "start" && b == nil:
-		b = &hostedBrick{}
+		b = &hostedBrick{args: c.Args}
 		h.bricks[c.ID] = b
 		h.wg.Go(func() { h.start(c, b) })
 	case b == nil:

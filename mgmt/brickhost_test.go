@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,11 +15,12 @@ import (
 	"github.com/mortarfs/mortar/layer/protocol"
 )
 
-// testHost is a RunBrickHost driven through pipes, as the node drives a
-// brick host process.
+// testHost is a RunBrickHost driven over its control socket, as the node
+// drives a brick host process.
 type testHost struct {
 	t      *testing.T
-	cmds   *os.File
+	sock   string
+	conn   net.Conn
 	events *json.Decoder
 	ended  chan error
 }
@@ -32,27 +34,38 @@ func hostParse(args []string, logPath string) (BrickConfig, io.Closer, error) {
 }
 
 func startTestHost(t *testing.T) *testHost {
-	cr, cw, err := os.Pipe() // buffered, as between processes
+	sock := filepath.Join(t.TempDir(), "h.sock")
+	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	er, ew, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &testHost{t: t, cmds: cw, events: json.NewDecoder(er), ended: make(chan error, 1)}
-	go func() {
-		h.ended <- RunBrickHost(context.Background(), cr, ew, hostParse)
-		ew.Close()
-	}()
-	t.Cleanup(func() { cw.Close(); <-h.ended })
+	h := &testHost{t: t, sock: sock, ended: make(chan error, 1)}
+	go func() { h.ended <- RunBrickHost(context.Background(), ln, hostParse) }()
+	h.connect()
+	t.Cleanup(func() {
+		h.conn.Write([]byte(`{"op":"shutdown"}` + "\n")) //nolint:errcheck // a host shut down already reads nothing
+		<-h.ended
+	})
 	return h
+}
+
+// connect (again) to the host, as a node starting does.
+func (h *testHost) connect() {
+	h.t.Helper()
+	c, err := net.Dial("unix", h.sock)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.conn, h.events = c, json.NewDecoder(c)
+	if e := h.next(); e.Pid != os.Getpid() {
+		h.t.Fatalf("first event %+v, want the host's pid", e)
+	}
 }
 
 func (h *testHost) send(c hostCommand) {
 	h.t.Helper()
 	b, _ := json.Marshal(c)
-	if _, err := h.cmds.Write(append(b, '\n')); err != nil {
+	if _, err := h.conn.Write(append(b, '\n')); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -84,7 +97,8 @@ func lookupRoot(addr, id string) error {
 
 // A brick host serves each brick it is asked to start on its own port,
 // says why one cannot start, ends one brick alone when asked (the others
-// go on), and closes the rest when its commands end.
+// go on), serves on when its node goes away, lists its bricks to the
+// next, and closes them when asked to shut down.
 func TestBrickHostServesBricksApart(t *testing.T) {
 	h := startTestHost(t)
 	h.send(hostCommand{Op: "start", ID: 1, Args: []string{brickDir(t), "b1"}})
@@ -120,9 +134,23 @@ func TestBrickHostServesBricksApart(t *testing.T) {
 	if err := lookupRoot(addrs[2], "b2"); err != nil {
 		t.Fatalf("the other brick after one was killed: %v", err)
 	}
-	h.cmds.Close()
+	// The node goes away: the host goes on serving. A node connecting
+	// again finds the brick serving, with its flags.
+	h.conn.Close()
+	if err := lookupRoot(addrs[2], "b2"); err != nil {
+		t.Fatalf("the brick after its node went away: %v", err)
+	}
+	h.connect()
+	h.send(hostCommand{Op: "list"})
+	if e := h.next(); !e.Listed || e.ID != 2 || e.Addr != addrs[2] || len(e.Args) != 2 || e.Args[1] != "b2" {
+		t.Fatalf("listed %+v, want brick 2 at %s", e, addrs[2])
+	}
+	if e := h.next(); !e.Listed || !e.End {
+		t.Fatalf("listed %+v, want the end of the list", e)
+	}
+	h.send(hostCommand{Op: "shutdown"})
 	if e := h.next(); e.ID != 2 || e.Exited != "stopped" {
-		t.Fatalf("after the commands ended: %+v, want brick 2 stopped", e)
+		t.Fatalf("after shutdown: %+v, want brick 2 stopped", e)
 	}
 	if err := <-h.ended; err != nil {
 		t.Fatal(err)

@@ -134,9 +134,12 @@ func (n *Node) startBrick(vr *volumeRun, v *VolumeState, b BrickState) error {
 		return err
 	}
 	br.proc, br.err = proc, ""
-	vr.spawn(func(context.Context) {
-		<-proc.done()
-		n.reaped(vr, b.ID, proc)
+	vr.spawn(func(ctx context.Context) {
+		select {
+		case <-proc.done():
+			n.reaped(vr, b.ID, proc)
+		case <-ctx.Done(): // the volume's run ended (its bricks may serve on: see endVolumeRun)
+		}
 	})
 	n.log.Info("brick started", "volume", v.Name, "brick", b.Name(), "id", b.ID, "addr", proc.addr(), "pid", proc.pid())
 	return nil
@@ -173,7 +176,12 @@ func exitReason(proc runningBrick) string {
 // stopVolumeRun stops this node's bricks of volume id (all at once, each
 // with SIGTERM and then SIGKILL after brickStopTimeout) and the volume's
 // goroutines.
-func (n *Node) stopVolumeRun(id string) {
+func (n *Node) stopVolumeRun(id string) { n.endVolumeRun(id, true) }
+
+// endVolumeRun ends what the node runs for volume id; its bricks stop
+// only if stopBricks (a node closing with a runner that keeps them leaves
+// them serving, to take them over when it starts again).
+func (n *Node) endVolumeRun(id string, stopBricks bool) {
 	n.runMu.Lock()
 	vr := n.vols[id]
 	delete(n.vols, id)
@@ -192,12 +200,18 @@ func (n *Node) stopVolumeRun(id string) {
 	}
 	var wg sync.WaitGroup
 	for _, p := range procs {
-		wg.Go(func() { p.stop(brickStopTimeout) })
+		if stopBricks {
+			wg.Go(func() { p.stop(brickStopTimeout) })
+		}
 	}
 	wg.Wait()
 	vr.cancel()
 	vr.wg.Wait()
-	n.log.Info("bricks stopped", "volume", vr.name, "count", len(procs))
+	if stopBricks {
+		n.log.Info("bricks stopped", "volume", vr.name, "count", len(procs))
+	} else {
+		n.log.Info("bricks left serving", "volume", vr.name, "count", len(procs))
+	}
 }
 
 // restoreBricks starts the bricks of the started volumes when the node
@@ -221,16 +235,17 @@ func (n *Node) restoreBricks() {
 }
 
 // stopAllBricks stops every brick when the node closes (the volumes stay
-// started in the state and their bricks come back with the node) and
-// releases the runner.
+// started in the state and their bricks come back with the node), unless
+// the runner keeps them serving, and releases the runner.
 func (n *Node) stopAllBricks() {
 	n.runMu.Lock()
 	n.closing = true
 	ids := slices.Collect(maps.Keys(n.vols))
 	n.runMu.Unlock()
+	keep := n.runner != nil && n.runner.keeps()
 	var wg sync.WaitGroup
 	for _, id := range ids {
-		wg.Go(func() { n.stopVolumeRun(id) })
+		wg.Go(func() { n.endVolumeRun(id, !keep) })
 	}
 	wg.Wait()
 	if n.runner != nil {

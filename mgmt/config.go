@@ -56,6 +56,9 @@ type Config struct {
 	// CPU, but the bricks fail together. `mortar server` sets it unless
 	// told --brick-multiplex=false.
 	BrickMultiplex bool
+	// KeepBricks, with BrickMultiplex, keeps the brick host serving when
+	// the node closes or dies; a node starting takes its bricks over.
+	KeepBricks bool
 	// BrickLogLevel is the log level of brick processes: debug, info
 	// (default), warn or error.
 	BrickLogLevel string

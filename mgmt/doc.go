@@ -18,8 +18,12 @@
 // its own, `mortar brick` (RunBrick), like GlusterFS's glusterfsd.
 // `volume start` returns once every brick reported that it listens; a
 // brick that dies stays offline, with its exit status in `volume status`,
-// until `volume start NAME force`; brick processes get SIGKILL when the
-// node's process dies, and the node starts them again when it starts.
+// until `volume start NAME force`. With Config.KeepBricks (the server's
+// default) the brick host outlives the node: a node that dies, stops or
+// is upgraded leaves it serving, and takes its bricks over when it starts
+// again (over the host's unix control socket); otherwise brick processes
+// get SIGKILL when the node's process dies, and the node starts them
+// again when it starts.
 // Without BrickExec, bricks run inside the node, each on its own listener,
 // which is what tests and embedding programs use; KillBrick ends one
 // abruptly in every mode.

@@ -2,14 +2,19 @@ package mgmt
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -23,28 +28,59 @@ const hostLogName = "brick-host.log"
 // (a killed host takes every brick of the node down) and come back with
 // "volume start NAME force", which starts a new host if the old one is
 // gone.
+//
+// With keep (the server's default), the host outlives the node: it is
+// started in a session of its own, the node leaves it serving when it
+// closes, and a node starting finds it on its control socket and takes
+// its bricks over (adopt) instead of starting them — a crash, restart or
+// upgrade of the node does not interrupt I/O. Without, the host dies with
+// the node (`mortar dev`, tests).
 type muxRunner struct {
 	proc *procRunner // the program, log directory and spawning thread
+	sock string      // the host's control socket
+	keep bool
 
 	mu   sync.Mutex
-	host *hostProc // nil: none running
+	host *hostProc // nil: none connected
 	next int
 }
 
-func newMuxRunner(proc *procRunner) *muxRunner { return &muxRunner{proc: proc} }
+func newMuxRunner(proc *procRunner, dataDir string, keep bool) *muxRunner {
+	return &muxRunner{proc: proc, sock: hostSocket(dataDir), keep: keep}
+}
 
-// hostProc is one brick host process.
+// hostSocket is the control socket of the brick host of the node whose
+// data directory is dataDir: in it, unless the path is too long for a
+// unix socket; then in /run/mortar, named after it.
+func hostSocket(dataDir string) string {
+	if abs, err := filepath.Abs(dataDir); err == nil {
+		dataDir = abs
+	}
+	p := filepath.Join(dataDir, "brick-host.sock")
+	if len(p) < 100 {
+		return p
+	}
+	sum := sha256.Sum256([]byte(dataDir))
+	return filepath.Join("/run/mortar", "brick-host-"+hex.EncodeToString(sum[:8])+".sock")
+}
+
+// hostProc is the connection to one brick host process.
 type hostProc struct {
-	cmd     *exec.Cmd
+	conn    net.Conn
+	pid     int
 	logPath string
+	child   bool // started by this node (reaped by it)
 
 	inMu sync.Mutex
-	in   io.WriteCloser
+	enc  *json.Encoder
 
-	mu     sync.Mutex
-	bricks map[int]*muxBrick
-	exited chan struct{}
-	err    error // how it exited; set before exited is closed
+	mu       sync.Mutex
+	bricks   map[int]*muxBrick
+	adopted  map[string]*muxBrick // serving when the node connected, not yet taken over; by path
+	listed   chan struct{}        // closed at the end of the list
+	detached bool                 // the node let go of the host (keep)
+	exited   chan struct{}
+	err      error // how it ended; set before exited is closed
 }
 
 // muxBrick is a brick of a host.
@@ -53,21 +89,27 @@ type muxBrick struct {
 	id     int
 	ready  chan hostEvent // its first event: listening, or why not
 	listen string
+	args   []string
 	exited chan struct{}
 	err    error // how it exited; set before exited is closed
 }
 
 func (r *muxRunner) start(cfg BrickConfig) (runningBrick, error) {
-	h, id, err := r.hostFor()
+	h, err := r.hostFor()
 	if err != nil {
 		return nil, err
 	}
-	b, err := h.add(id)
+	args := BrickArgs(cfg, r.proc.logLevel)[1:]
+	if b := h.takeOver(cfg.Path, args); b != nil {
+		r.proc.log.Info("brick taken over from the running brick host", "volume", cfg.Volume, "path", cfg.Path, "pid", h.pid, "addr", b.listen)
+		return b, nil
+	}
+	b, err := h.add(r.nextID())
 	if err != nil {
 		return nil, err
 	}
-	cmd := hostCommand{Op: "start", ID: id, Args: BrickArgs(cfg, r.proc.logLevel)[1:],
-		Log: filepath.Join(r.proc.logDir, brickLogName(cfg.Path))}
+	b.args = args
+	cmd := hostCommand{Op: "start", ID: b.id, Args: args, Log: filepath.Join(r.proc.logDir, brickLogName(cfg.Path))}
 	if err := h.send(cmd); err != nil {
 		return nil, err
 	}
@@ -83,48 +125,196 @@ func (r *muxRunner) start(cfg BrickConfig) (runningBrick, error) {
 		b.kill()
 		return nil, fmt.Errorf("brick did not listen within %v; see %s", brickReadyTimeout, cmd.Log)
 	}
-	r.proc.log.Debug("brick ready in brick host", "volume", cfg.Volume, "path", cfg.Path, "pid", h.cmd.Process.Pid, "addr", b.listen)
+	r.proc.log.Debug("brick ready in brick host", "volume", cfg.Volume, "path", cfg.Path, "pid", h.pid, "addr", b.listen)
 	return b, nil
 }
 
-// hostFor returns the running host, starting one if there is none, and a
-// new brick number.
-func (r *muxRunner) hostFor() (*hostProc, int, error) {
+func (r *muxRunner) nextID() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.next++
+	return r.next
+}
+
+// hostFor returns the connected host: one already running (its bricks
+// to take over), or a new one.
+func (r *muxRunner) hostFor() (*hostProc, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.host != nil {
 		select {
 		case <-r.host.exited:
 		default:
-			return r.host, r.next, nil
+			return r.host, nil
 		}
 	}
-	h, err := r.spawnHost()
+	h, err := r.connect()
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	r.host = h
-	return h, r.next, nil
+	for id := range h.bricks {
+		r.next = max(r.next, id)
+	}
+	return h, nil
 }
 
-// spawnHost starts a brick host process.
+// connect connects to the running host, or starts one. r.mu is held.
+func (r *muxRunner) connect() (*hostProc, error) {
+	if c, err := net.Dial("unix", r.sock); err == nil {
+		h, err := r.attach(c, false)
+		if err == nil {
+			r.proc.log.Info("brick host found running", "pid", h.pid, "bricks", len(h.bricks), "socket", r.sock)
+		}
+		return h, err
+	}
+	return r.spawnHost()
+}
+
+// spawnHost starts a brick host process and connects to it.
 func (r *muxRunner) spawnHost() (*hostProc, error) {
+	if err := os.MkdirAll(filepath.Dir(r.sock), 0o700); err != nil {
+		return nil, fmt.Errorf("brick host socket directory: %w", err)
+	}
 	logPath := filepath.Join(r.proc.logDir, hostLogName)
-	stdin, in, err := os.Pipe()
+	args := []string{"brick-host", "--socket", r.sock, "--ready-fd", fmt.Sprint(brickReadyFd)}
+	cmd, ready, err := r.proc.run(args, logPath, nil, r.keep)
 	if err != nil {
 		return nil, err
 	}
-	defer stdin.Close()
-	cmd, events, err := r.proc.run([]string{"brick-host", "--events-fd", fmt.Sprint(brickReadyFd)}, logPath, stdin)
+	defer ready.Close()
+	go cmd.Wait() //nolint:errcheck // reaped; the connection tells when it ended
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(io.LimitReader(ready, 64<<10)).ReadString('\n')
+		line <- strings.TrimSpace(s)
+	}()
+	select {
+	case msg := <-line:
+		if !strings.HasPrefix(msg, readyOK) {
+			cmd.Process.Kill() //nolint:errcheck // it may have exited already
+			return nil, fmt.Errorf("brick host did not start (%q); its log: %s", msg, logPath)
+		}
+	case <-time.After(brickReadyTimeout):
+		cmd.Process.Kill() //nolint:errcheck // it may have exited already
+		return nil, fmt.Errorf("brick host did not listen within %v; its log: %s", brickReadyTimeout, logPath)
+	}
+	c, err := net.Dial("unix", r.sock)
 	if err != nil {
-		in.Close()
+		cmd.Process.Kill() //nolint:errcheck // it may have exited already
+		return nil, fmt.Errorf("brick host control socket: %w", err)
+	}
+	h, err := r.attach(c, true)
+	if err == nil {
+		r.proc.log.Info("brick host started", "pid", h.pid, "log", logPath, "socket", r.sock)
+	}
+	return h, err
+}
+
+// attach takes the host on c: it learns its pid and the bricks it serves.
+func (r *muxRunner) attach(c net.Conn, child bool) (*hostProc, error) {
+	h := &hostProc{conn: c, child: child, logPath: filepath.Join(r.proc.logDir, hostLogName),
+		enc: json.NewEncoder(c), bricks: map[int]*muxBrick{}, adopted: map[string]*muxBrick{},
+		listed: make(chan struct{}), exited: make(chan struct{})}
+	go h.listen()
+	if err := h.send(hostCommand{Op: "list"}); err != nil {
 		return nil, err
 	}
-	h := &hostProc{cmd: cmd, logPath: logPath, in: in, bricks: map[int]*muxBrick{}, exited: make(chan struct{})}
-	go h.listen(events)
-	r.proc.log.Info("brick host started", "pid", cmd.Process.Pid, "log", logPath)
-	return h, nil
+	select {
+	case <-h.listed:
+		return h, nil
+	case <-h.exited:
+		return nil, h.err
+	case <-time.After(brickReadyTimeout):
+		c.Close()
+		return nil, fmt.Errorf("brick host did not list its bricks within %v; its log: %s", brickReadyTimeout, h.logPath)
+	}
+}
+
+// takeOver returns the brick at path the host served when the node
+// connected, if it is the brick args start: the same flags but for the
+// log level and the address (a brick first started on port 0 listens on
+// the port the node then kept), listening where args ask. One that is
+// not (an option changed meanwhile) is stopped, to be started anew.
+func (h *hostProc) takeOver(path string, args []string) *muxBrick {
+	h.mu.Lock()
+	b := h.adopted[path]
+	delete(h.adopted, path)
+	h.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	if sameBrick(b, args) {
+		select {
+		case <-b.exited:
+			return nil
+		default:
+			return b
+		}
+	}
+	b.stop(brickStopTimeout)
+	return nil
+}
+
+// sameBrick reports whether b serves the brick args start.
+func sameBrick(b *muxBrick, args []string) bool {
+	_, port, _ := net.SplitHostPort(argValue(args, "--listen"))
+	_, has, _ := net.SplitHostPort(b.listen)
+	if port != "0" && port != has {
+		return false
+	}
+	return slices.Equal(withoutFlags(b.args, "--log-level", "--listen"), withoutFlags(args, "--log-level", "--listen"))
+}
+
+// withoutFlags returns the flags of a brick without the flags named (each
+// with its value).
+func withoutFlags(args []string, flags ...string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		if slices.Contains(flags, args[i]) {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
+}
+
+// argValue returns the value of flag in args ("" if absent).
+func argValue(args []string, flag string) string {
+	if i := slices.Index(args, flag); i >= 0 && i+1 < len(args) {
+		return args[i+1]
+	}
+	return ""
+}
+
+// settle stops the bricks the host served when the node connected that
+// the node did not take over (their volumes stopped or went meanwhile).
+func (r *muxRunner) settle() {
+	r.mu.Lock()
+	h := r.host
+	if h == nil && r.keep {
+		if c, err := net.Dial("unix", r.sock); err == nil {
+			if h, err = r.attach(c, false); err == nil {
+				r.host = h
+				for id := range h.bricks {
+					r.next = max(r.next, id)
+				}
+			}
+		}
+	}
+	r.mu.Unlock()
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	left := h.adopted
+	h.adopted = map[string]*muxBrick{}
+	h.mu.Unlock()
+	for path, b := range left {
+		r.proc.log.Info("stopping a brick the node no longer runs", "path", path)
+		b.stop(brickStopTimeout)
+	}
 }
 
 // add registers brick id before it is started; it fails with how the
@@ -143,24 +333,22 @@ func (h *hostProc) add(id int) (*muxBrick, error) {
 
 // send writes one command to the host; an error means the host is gone.
 func (h *hostProc) send(c hostCommand) error {
-	line, err := json.Marshal(c)
-	if err != nil {
-		return err
-	}
 	h.inMu.Lock()
-	defer h.inMu.Unlock()
-	if _, err := h.in.Write(append(line, '\n')); err != nil {
+	err := h.enc.Encode(c)
+	h.inMu.Unlock()
+	if err != nil {
+		h.conn.Close()
 		<-h.exited
 		return h.err
 	}
 	return nil
 }
 
-// listen hands the host's events to its bricks until the host exits, then
-// ends every brick still there with the host's exit.
-func (h *hostProc) listen(events io.ReadCloser) {
-	defer events.Close()
-	sc := bufio.NewScanner(events)
+// listen hands the host's events to its bricks until the connection ends
+// (the host exited, or the node let go of it), then ends every brick
+// still there.
+func (h *hostProc) listen() {
+	sc := bufio.NewScanner(h.conn)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		var e hostEvent
@@ -168,13 +356,12 @@ func (h *hostProc) listen(events io.ReadCloser) {
 			h.event(e)
 		}
 	}
-	io.Copy(io.Discard, events) //nolint:errcheck // until the host is gone: its writes must not block
-	h.cmd.Wait()                //nolint:errcheck // ProcessState says it all
-	h.inMu.Lock()
-	h.in.Close()
-	h.inMu.Unlock()
-	h.err = fmt.Errorf("brick host process %d ended (%s); its log: %s", h.cmd.Process.Pid, h.cmd.ProcessState, h.logPath)
+	h.conn.Close()
 	h.mu.Lock()
+	h.err = fmt.Errorf("brick host process %d ended; its log: %s", h.pid, h.logPath)
+	if h.detached {
+		h.err = errors.New("the node let go of its brick host")
+	}
 	left := h.bricks
 	h.bricks = nil
 	h.mu.Unlock()
@@ -185,8 +372,16 @@ func (h *hostProc) listen(events io.ReadCloser) {
 	close(h.exited)
 }
 
-// event delivers one event to its brick.
+// event delivers one event.
 func (h *hostProc) event(e hostEvent) {
+	switch {
+	case e.Pid != 0:
+		h.pid = e.Pid
+		return
+	case e.Listed:
+		h.listedBrick(e)
+		return
+	}
 	h.mu.Lock()
 	b := h.bricks[e.ID]
 	if b != nil && e.Addr == "" {
@@ -209,7 +404,22 @@ func (h *hostProc) event(e hostEvent) {
 	}
 }
 
-// close ends the host: it closes its bricks when its stdin ends.
+// listedBrick records a brick the host serves (answer to "list").
+func (h *hostProc) listedBrick(e hostEvent) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e.End {
+		close(h.listed)
+		return
+	}
+	b := &muxBrick{h: h, id: e.ID, listen: e.Addr, args: e.Args, exited: make(chan struct{})}
+	h.bricks[e.ID] = b
+	h.adopted[argValue(e.Args, "--path")] = b
+}
+
+// close releases the host: with keep it goes on serving its bricks (the
+// node's stopAllBricks left them running); otherwise it shuts down, and
+// is killed if it does not within brickStopTimeout.
 func (r *muxRunner) close() {
 	r.mu.Lock()
 	h := r.host
@@ -219,19 +429,37 @@ func (r *muxRunner) close() {
 	if h == nil {
 		return
 	}
-	h.inMu.Lock()
-	h.in.Close()
-	h.inMu.Unlock()
+	if r.keep {
+		h.mu.Lock()
+		h.detached = true
+		h.mu.Unlock()
+		h.conn.Close()
+		<-h.exited
+		return
+	}
+	h.send(hostCommand{Op: "shutdown"}) //nolint:errcheck // a gone host is shut down
 	select {
 	case <-h.exited:
 	case <-time.After(brickStopTimeout):
-		h.cmd.Process.Kill() //nolint:errcheck // it may have exited already
+		h.killHost()
 		<-h.exited
 	}
 }
 
+// keeps reports whether the node leaves its bricks serving when it
+// closes.
+func (r *muxRunner) keeps() bool { return r.keep }
+
+// killHost kills the host process.
+func (h *hostProc) killHost() {
+	if h.pid > 0 {
+		syscall.Kill(h.pid, syscall.SIGKILL) //nolint:errcheck // it may have exited already
+	}
+	h.conn.Close()
+}
+
 func (b *muxBrick) addr() string          { return b.listen }
-func (b *muxBrick) pid() int              { return b.h.cmd.Process.Pid }
+func (b *muxBrick) pid() int              { return b.h.pid }
 func (b *muxBrick) done() <-chan struct{} { return b.exited }
 
 func (b *muxBrick) exitErr() error {
@@ -260,7 +488,7 @@ func (b *muxBrick) end(op string, timeout time.Duration) {
 	select {
 	case <-b.exited:
 	case <-time.After(timeout):
-		b.h.cmd.Process.Kill() //nolint:errcheck // it may have exited already
+		b.h.killHost()
 		<-b.exited
 	}
 }

@@ -99,6 +99,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.settle()
 	n.restoreBricks()
+	n.runner.settle()
 	n.serve()
 	n.raft.onChange(n.changed)
 	n.raft.onLead(n.resumeTasks)
@@ -158,7 +159,7 @@ func (n *Node) open(cfg Config) error {
 		proc := newProcRunner(cfg.BrickExec, filepath.Join(cfg.DataDir, "logs", "bricks"), cfg.BrickLogLevel, n.log)
 		n.runner = proc
 		if cfg.BrickMultiplex {
-			n.runner = newMuxRunner(proc)
+			n.runner = newMuxRunner(proc, cfg.DataDir, cfg.KeepBricks)
 		}
 	} else {
 		n.runner = inProcRunner{}

@@ -100,11 +100,15 @@ func (r *procRunner) spawnLoop() {
 
 func (r *procRunner) close() { close(r.spawns) }
 
+func (r *procRunner) settle()     {}
+func (r *procRunner) keeps() bool { return false }
+
 // run starts `EXE args...` from the spawning thread (see spawnLoop),
 // logging to logPath, with stdin (if not nil) as its standard input and
 // the write end of a pipe as descriptor brickReadyFd, and returns the
-// pipe's read end.
-func (r *procRunner) run(args []string, logPath string, stdin io.Reader) (*exec.Cmd, *os.File, error) {
+// pipe's read end. A detached process is in a session of its own and
+// outlives the node; any other dies with it.
+func (r *procRunner) run(args []string, logPath string, stdin io.Reader, detach bool) (*exec.Cmd, *os.File, error) {
 	if err := os.MkdirAll(r.logDir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("brick log directory: %w", err)
 	}
@@ -129,6 +133,9 @@ func (r *procRunner) run(args []string, logPath string, stdin io.Reader) (*exec.
 		// its bricks; the node stops them itself.
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true},
 	}
+	if detach {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	}
 	req := spawnRequest{cmd: cmd, err: make(chan error, 1)}
 	r.spawns <- req
 	if err := <-req.err; err != nil {
@@ -140,7 +147,7 @@ func (r *procRunner) run(args []string, logPath string, stdin io.Reader) (*exec.
 
 func (r *procRunner) start(cfg BrickConfig) (runningBrick, error) {
 	logPath := filepath.Join(r.logDir, brickLogName(cfg.Path))
-	cmd, pr, err := r.run(BrickArgs(cfg, r.logLevel), logPath, nil)
+	cmd, pr, err := r.run(BrickArgs(cfg, r.logLevel), logPath, nil, false)
 	if err != nil {
 		return nil, err
 	}

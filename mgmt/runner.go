@@ -13,7 +13,16 @@ type brickRunner interface {
 	// start starts a brick and returns once it listens, or with the
 	// reason it could not start.
 	start(cfg BrickConfig) (runningBrick, error)
-	// close releases the runner; every brick it started has exited.
+	// settle runs once the node has started its volumes' bricks at its
+	// start: a runner that found bricks serving from before the node
+	// started (muxRunner with keep) stops those nobody took over.
+	settle()
+	// keeps reports whether the bricks go on serving when the node
+	// closes (they are not stopped then, and a node starting takes them
+	// over).
+	keeps() bool
+	// close releases the runner; every brick it started has exited,
+	// unless it keeps them.
 	close()
 }
 
@@ -59,7 +68,9 @@ func (inProcRunner) start(cfg BrickConfig) (runningBrick, error) {
 	return b, nil
 }
 
-func (inProcRunner) close() {}
+func (inProcRunner) close()      {}
+func (inProcRunner) settle()     {}
+func (inProcRunner) keeps() bool { return false }
 
 type inProcBrick struct {
 	sb     *ServedBrick

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -127,36 +128,67 @@ func parseHostedBrick(args []string, logPath string) (mgmt.BrickConfig, io.Close
 // every brick of a node (mortar server's default, --brick-multiplex). The node starts it;
 // it is hidden from help.
 func newBrickHostCommand() *cobra.Command {
-	var eventsFd int
+	var sock string
+	var readyFd int
 	cmd := &cobra.Command{
-		Use:   "brick-host --events-fd N",
+		Use:   "brick-host --socket PATH",
 		Short: "Serve many bricks in one process (started by mortar server)",
 		Long: `Serve the bricks a node asks for in this one process, each on its own TCP
-port, until standard input ends or SIGTERM.
+port, until the node asks it to shut down, or SIGTERM.
 
-"mortar server" (unless --brick-multiplex=false) starts it and sends it commands on
-standard input, one JSON object per line ({"op":"start","id":N,"args":[the
-flags of mortar brick],"log":FILE}, "stop", "kill", "recheck"); the host
-answers on descriptor --events-fd ({"id":N,"addr":ADDR} once the brick
-listens, {"id":N,"err":WHY} if it cannot, {"id":N,"exited":WHY} when it
-ends). Each brick logs to its own file, at the level its flags give. There
-is no need to run it by hand.`,
+"mortar server" (unless --brick-multiplex=false) starts it and drives it over
+the unix socket --socket (made readable by its owner only), one connection
+at a time, one JSON object per line: commands {"op":"start","id":N,"args":[the
+flags of mortar brick],"log":FILE}, "stop", "kill", "recheck", "list" and
+"shutdown"; events {"id":N,"addr":ADDR} once a brick listens, {"id":N,"err":WHY}
+if it cannot, {"id":N,"exited":WHY} when it ends. The host goes on serving
+when the node's connection ends: a node that restarts connects again, lists
+the bricks and takes them over. Each brick logs to its own file, at the level
+its flags give. With --ready-fd it writes "ok PATH" on that descriptor once
+the socket listens. There is no need to run it by hand.`,
 		Hidden: true,
 		Args:   usageArgs(0, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if eventsFd <= 0 {
-				return errors.New("mortar brick-host: --events-fd is required")
+			if sock == "" {
+				return errors.New("mortar brick-host: --socket is required")
 			}
-			events := os.NewFile(uintptr(eventsFd), "mortar-brick-host-events")
-			defer events.Close()
+			ctl, err := listenHostSocket(sock)
+			if err != nil {
+				return fmt.Errorf("mortar brick-host: %w", err)
+			}
+			defer os.Remove(sock)
+			if readyFd > 0 {
+				ready := os.NewFile(uintptr(readyFd), "mortar-brick-host-ready")
+				fmt.Fprintf(ready, "ok %s\n", sock)
+				ready.Close()
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			if err := mgmt.RunBrickHost(ctx, cmd.InOrStdin(), events, parseHostedBrick); err != nil {
+			if err := mgmt.RunBrickHost(ctx, ctl, parseHostedBrick); err != nil {
 				return fmt.Errorf("mortar brick-host: %w", err)
 			}
 			return nil
 		},
 	}
-	cmd.Flags().IntVar(&eventsFd, "events-fd", 0, "descriptor to report the bricks' events on")
+	cmd.Flags().StringVar(&sock, "socket", "", "unix socket the node drives the host on")
+	cmd.Flags().IntVar(&readyFd, "ready-fd", 0, "descriptor to say \"ok PATH\" on once the socket listens")
 	return cmd
+}
+
+// listenHostSocket listens on the unix socket path, readable and writable
+// by its owner only, replacing a stale one (a host that died).
+func listenHostSocket(path string) (net.Listener, error) {
+	if c, err := net.Dial("unix", path); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("a brick host already serves %s", path)
+	}
+	os.Remove(path)
+	old := syscall.Umask(0o077)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, err
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false) // removed by the host itself, not by a replaced listener
+	return ln, nil
 }

@@ -103,6 +103,7 @@ to DATA/logs/bricks/brick-host.log).`,
 	f.StringVar(&tlsName, "tls-name", "", "name of this node's certificate in --tls-dir (env "+tlsconf.EnvName+")")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.BoolVar(&cfg.BrickMultiplex, "brick-multiplex", true, "serve every brick of the node in one process (=false: one process per brick, which fail alone)")
+	f.BoolVar(&cfg.KeepBricks, "keep-bricks", true, "with --brick-multiplex: the bricks go on serving when the server stops or dies, and a server starting takes them over (=false: they stop with it)")
 	return cmd
 }
 

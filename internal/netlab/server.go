@@ -118,11 +118,13 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(logf, "--- netlab: starting mortar server at %s\n", time.Now().Format(time.RFC3339Nano))
-	args := append([]string{"server", "--data", s.cfg.DataDir, "--listen", s.Addr, "--log-level", s.cfg.LogLevel}, s.cfg.Args...)
+	// --keep-bricks=false: the bricks die with the server, which dies
+	// with this process: a test killed by its timeout leaves no server or
+	// brick behind (a later flag in Args may say otherwise).
+	args := append([]string{"server", "--data", s.cfg.DataDir, "--listen", s.Addr, "--log-level", s.cfg.LogLevel,
+		"--keep-bricks=false"}, s.cfg.Args...)
 	cmd := Command(s.NS, s.cfg.Bin, args...)
-	// The server dies with this process (its bricks die with it): a test
-	// killed by its timeout leaves no server behind. nsenter execs the
-	// binary, which keeps the signal.
+	// nsenter execs the binary, which keeps the signal.
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	cmd.Stdout, cmd.Stderr = logf, logf
 	err = startFromLockedThread(cmd)
