@@ -409,8 +409,8 @@ func (s *Server) introduce(req *wire.Request, p *peer) (*brick, AuthSource, erro
 	if p.needTLS {
 		return nil, nil, errNeedTLS
 	}
-	if req.Version != wire.Version {
-		return nil, nil, fmt.Errorf("protocol version %d not supported (server speaks %d)", req.Version, wire.Version)
+	if req.Version < wire.MinVersion || req.Version > wire.Version {
+		return nil, nil, fmt.Errorf("protocol version %d not supported (server speaks %d to %d)", req.Version, wire.MinVersion, wire.Version)
 	}
 	s.mu.Lock()
 	b, ok := s.bricks[req.BrickID]

@@ -10,6 +10,9 @@ import (
 	"net"
 	"os"
 	"sync"
+	"time"
+
+	"github.com/mortarfs/mortar/wire"
 )
 
 // A brick host is one process serving many bricks (`mortar brick-host`,
@@ -44,6 +47,8 @@ type hostEvent struct {
 	Err    string   `json:"err,omitempty"`
 	Exited string   `json:"exited,omitempty"`
 	Pid    int      `json:"pid,omitempty"`
+	Wire   uint32   `json:"wire,omitempty"` // with Pid: the wire protocol its bricks speak
+	Busy   bool     `json:"busy,omitempty"` // instead of Pid: another node is connected
 	Listed bool     `json:"listed,omitempty"`
 	End    bool     `json:"end,omitempty"`
 	Args   []string `json:"args,omitempty"`
@@ -55,13 +60,15 @@ type BrickParser func(args []string, logPath string) (BrickConfig, io.Closer, er
 
 // brickHost is the running state of RunBrickHost.
 type brickHost struct {
-	parse  BrickParser
-	outMu  sync.Mutex
-	out    *json.Encoder // the node connected, nil if none
-	cur    net.Conn
-	mu     sync.Mutex
-	bricks map[int]*hostedBrick
-	wg     sync.WaitGroup
+	parse    BrickParser
+	outMu    sync.Mutex
+	out      *json.Encoder // the node connected, nil if none
+	cur      net.Conn
+	mu       sync.Mutex
+	bricks   map[int]*hostedBrick
+	wg       sync.WaitGroup
+	opening  int        // bricks being opened (a list waits for them); under mu
+	openDone *sync.Cond // on mu: opening went down
 }
 
 // hostedBrick is one brick of a host, from its start command on.
@@ -78,6 +85,7 @@ type hostedBrick struct {
 // ctx is done, then closes every brick and returns once they have exited.
 func RunBrickHost(ctx context.Context, ctl net.Listener, parse BrickParser) error {
 	h := &brickHost{parse: parse, bricks: map[int]*hostedBrick{}}
+	h.openDone = sync.NewCond(&h.mu)
 	conns := make(chan net.Conn)
 	go acceptNodes(ctl, conns)
 	lines := make(chan hostCommand)
@@ -103,33 +111,51 @@ func RunBrickHost(ctx context.Context, ctl net.Listener, parse BrickParser) erro
 	return nil
 }
 
-// acceptNodes hands every connection of ctl to conns, closing it when ctl
-// fails (is closed).
+// acceptNodes hands every connection of ctl to conns until ctl is
+// closed; other accept errors (out of descriptors) are waited out.
 func acceptNodes(ctl net.Listener, conns chan<- net.Conn) {
 	defer close(conns)
 	for {
 		c, err := ctl.Accept()
-		if err != nil {
+		if errors.Is(err, net.ErrClosed) {
 			return
+		}
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
 		}
 		conns <- c
 	}
 }
 
-// attach makes c the node's connection (ending the one before) and reads
-// its commands into lines until it ends or quit is closed.
+// attach makes c the node's connection and reads its commands into lines
+// until it ends or quit is closed; while a node is connected, another is
+// told the host is busy and let go (the node's own connection ends when
+// its process does).
 func (h *brickHost) attach(c net.Conn, lines chan<- hostCommand, quit <-chan struct{}) {
 	h.outMu.Lock()
+	defer h.outMu.Unlock()
 	if h.cur != nil {
-		h.cur.Close()
+		json.NewEncoder(c).Encode(hostEvent{Busy: true}) //nolint:errcheck // it may be gone
+		c.Close()
+		return
 	}
 	h.cur, h.out = c, json.NewEncoder(c)
-	h.out.Encode(hostEvent{Pid: os.Getpid()}) //nolint:errcheck // a node gone already reads nothing
-	h.outMu.Unlock()
+	h.out.Encode(hostEvent{Pid: os.Getpid(), Wire: wire.Version}) //nolint:errcheck // a node gone already reads nothing
 	go func() {
-		defer c.Close()
 		readCommands(c, lines, quit) //nolint:errcheck // a bad line ends the connection; the bricks go on
+		h.detach(c)
 	}()
+}
+
+// detach forgets the node's connection c once it ended.
+func (h *brickHost) detach(c net.Conn) {
+	c.Close()
+	h.outMu.Lock()
+	defer h.outMu.Unlock()
+	if h.cur == c {
+		h.cur, h.out = nil, nil
+	}
 }
 
 // readCommands sends each command read from r to out until r ends or
@@ -161,9 +187,16 @@ func (h *brickHost) tell(e hostEvent) {
 	}
 }
 
-// list tells the node every brick serving, then the end of the list.
+// list tells the node every brick serving, then the end of the list,
+// once no brick is being opened. No other event goes out meanwhile: a
+// brick's exit comes after its entry.
 func (h *brickHost) list() {
+	h.outMu.Lock()
+	defer h.outMu.Unlock()
 	h.mu.Lock()
+	for h.opening > 0 {
+		h.openDone.Wait()
+	}
 	var out []hostEvent
 	for id, b := range h.bricks {
 		if b.sb != nil && !b.ended {
@@ -171,10 +204,12 @@ func (h *brickHost) list() {
 		}
 	}
 	h.mu.Unlock()
-	for _, e := range out {
-		h.tell(e)
+	if h.out == nil {
+		return
 	}
-	h.tell(hostEvent{Listed: true, End: true})
+	for _, e := range append(out, hostEvent{Listed: true, End: true}) {
+		h.out.Encode(e) //nolint:errcheck // the node may be gone
+	}
 }
 
 // do carries out one command. Starts and stops run on their own, so that
@@ -189,7 +224,10 @@ func (h *brickHost) do(c hostCommand) {
 	case c.Op == "start" && b == nil:
 		b = &hostedBrick{args: c.Args}
 		h.bricks[c.ID] = b
+		h.opening++
 		h.wg.Go(func() { h.start(c, b) })
+	case c.Op == "start":
+		go h.tell(hostEvent{ID: c.ID, Err: fmt.Sprintf("brick host: brick number %d is taken", c.ID)})
 	case b == nil:
 	case c.Op == "recheck" && b.sb != nil:
 		b.sb.Recheck()
@@ -212,14 +250,15 @@ func (h *brickHost) start(c hostCommand, b *hostedBrick) {
 			logs.Close()
 		}
 	}
+	h.mu.Lock()
+	h.opening--
+	h.openDone.Broadcast()
 	if err != nil {
-		h.mu.Lock()
 		delete(h.bricks, c.ID)
 		h.mu.Unlock()
 		h.tell(hostEvent{ID: c.ID, Err: err.Error()})
 		return
 	}
-	h.mu.Lock()
 	b.sb, b.logs = sb, logs
 	ended := b.ended
 	h.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mortarfs/mortar/brick/posix"
 	"github.com/mortarfs/mortar/layer/protocol"
+	"github.com/mortarfs/mortar/wire"
 )
 
 // testHost is a RunBrickHost driven over its control socket, as the node
@@ -49,16 +50,26 @@ func startTestHost(t *testing.T) *testHost {
 	return h
 }
 
-// connect (again) to the host, as a node starting does.
+// connect (again) to the host, as a node starting does: while the host
+// has not yet seen the last node's connection end, it says it is busy.
 func (h *testHost) connect() {
 	h.t.Helper()
-	c, err := net.Dial("unix", h.sock)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.conn, h.events = c, json.NewDecoder(c)
-	if e := h.next(); e.Pid != os.Getpid() {
-		h.t.Fatalf("first event %+v, want the host's pid", e)
+	for {
+		c, err := net.Dial("unix", h.sock)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		h.conn, h.events = c, json.NewDecoder(c)
+		e := h.next()
+		if e.Busy {
+			c.Close()
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if e.Pid != os.Getpid() || e.Wire != wire.Version {
+			h.t.Fatalf("first event %+v, want the host's pid and wire protocol", e)
+		}
+		return
 	}
 }
 
@@ -136,10 +147,21 @@ func TestBrickHostServesBricksApart(t *testing.T) {
 	}
 	// The node goes away: the host goes on serving. A node connecting
 	// again finds the brick serving, with its flags.
-	h.conn.Close()
+	old := h.conn
 	if err := lookupRoot(addrs[2], "b2"); err != nil {
 		t.Fatalf("the brick after its node went away: %v", err)
 	}
+	// Another node connecting meanwhile is turned away.
+	other, err := net.Dial("unix", h.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e hostEvent
+	if err := json.NewDecoder(other).Decode(&e); err != nil || !e.Busy {
+		t.Fatalf("a second node got %+v, %v; want busy", e, err)
+	}
+	other.Close()
+	old.Close()
 	h.connect()
 	h.send(hostCommand{Op: "list"})
 	if e := h.next(); !e.Listed || e.ID != 2 || e.Addr != addrs[2] || len(e.Args) != 2 || e.Args[1] != "b2" {

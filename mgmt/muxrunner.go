@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mortarfs/mortar/wire"
 )
 
 // hostLogName is the log file of a brick host's own messages, beside its
@@ -46,12 +49,15 @@ type muxRunner struct {
 }
 
 func newMuxRunner(proc *procRunner, dataDir string, keep bool) *muxRunner {
-	return &muxRunner{proc: proc, sock: hostSocket(dataDir), keep: keep}
+	// Brick numbers go on from where a host adopted from an earlier node
+	// may have left them (bricks it was still opening are not listed).
+	return &muxRunner{proc: proc, sock: hostSocket(dataDir), keep: keep, next: int(time.Now().UnixNano() / 1000)}
 }
 
 // hostSocket is the control socket of the brick host of the node whose
 // data directory is dataDir: in it, unless the path is too long for a
-// unix socket; then in /run/mortar, named after it.
+// unix socket; then in /run/mortar (root) or a directory of the user's
+// under the temporary directory, named after it.
 func hostSocket(dataDir string) string {
 	if abs, err := filepath.Abs(dataDir); err == nil {
 		dataDir = abs
@@ -61,13 +67,22 @@ func hostSocket(dataDir string) string {
 		return p
 	}
 	sum := sha256.Sum256([]byte(dataDir))
-	return filepath.Join("/run/mortar", "brick-host-"+hex.EncodeToString(sum[:8])+".sock")
+	dir := "/run/mortar"
+	if os.Geteuid() != 0 {
+		dir = filepath.Join(os.TempDir(), fmt.Sprintf("mortar-%d", os.Geteuid()))
+	}
+	return filepath.Join(dir, "brick-host-"+hex.EncodeToString(sum[:8])+".sock")
 }
+
+// hostBusyWait bounds how long a node waits for a brick host to notice
+// that the node before it (a process just killed) is gone.
+const hostBusyWait = 5 * time.Second
 
 // hostProc is the connection to one brick host process.
 type hostProc struct {
 	conn    net.Conn
 	pid     int
+	wire    uint32 // the wire protocol its bricks speak
 	logPath string
 	child   bool // started by this node (reaped by it)
 
@@ -159,17 +174,46 @@ func (r *muxRunner) hostFor() (*hostProc, error) {
 	return h, nil
 }
 
-// connect connects to the running host, or starts one. r.mu is held.
+// connect connects to the running host, or starts one. A host whose
+// bricks speak another wire protocol than this mortar (an upgrade that
+// changed it) is shut down first: this version's clients could not reach
+// them. r.mu is held.
 func (r *muxRunner) connect() (*hostProc, error) {
-	if c, err := net.Dial("unix", r.sock); err == nil {
-		h, err := r.attach(c, false)
-		if err == nil {
-			r.proc.log.Info("brick host found running", "pid", h.pid, "bricks", len(h.bricks), "socket", r.sock)
-		}
-		return h, err
+	h, err := r.dialHost()
+	switch {
+	case err != nil:
+		return nil, err
+	case h == nil:
+		return r.spawnHost()
+	case h.wire != wire.Version:
+		r.proc.log.Warn("the running brick host speaks another wire protocol: restarting it and its bricks",
+			"pid", h.pid, "its", h.wire, "ours", wire.Version)
+		h.shutdown()
+		return r.spawnHost()
 	}
-	return r.spawnHost()
+	r.proc.log.Info("brick host found running", "pid", h.pid, "bricks", len(h.bricks), "socket", r.sock)
+	return h, nil
 }
+
+// dialHost connects to the host serving on the socket, if one does (nil
+// if none), waiting while it is busy with a node that just went away.
+func (r *muxRunner) dialHost() (*hostProc, error) {
+	deadline := time.Now().Add(hostBusyWait)
+	for {
+		c, err := net.Dial("unix", r.sock)
+		if err != nil {
+			return nil, nil
+		}
+		h, err := r.attach(c, false)
+		if !errors.Is(err, errHostBusy) || time.Now().After(deadline) {
+			return h, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// errHostBusy: the host has another node connected.
+var errHostBusy = errors.New("the brick host serves another node")
 
 // spawnHost starts a brick host process and connects to it.
 func (r *muxRunner) spawnHost() (*hostProc, error) {
@@ -216,7 +260,21 @@ func (r *muxRunner) attach(c net.Conn, child bool) (*hostProc, error) {
 	h := &hostProc{conn: c, child: child, logPath: filepath.Join(r.proc.logDir, hostLogName),
 		enc: json.NewEncoder(c), bricks: map[int]*muxBrick{}, adopted: map[string]*muxBrick{},
 		listed: make(chan struct{}), exited: make(chan struct{})}
-	go h.listen()
+	sc := bufio.NewScanner(c)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var hello hostEvent
+	c.SetReadDeadline(time.Now().Add(brickReadyTimeout)) //nolint:errcheck // a unix socket takes it
+	if !sc.Scan() || json.Unmarshal(sc.Bytes(), &hello) != nil || hello.Pid == 0 && !hello.Busy {
+		c.Close()
+		return nil, fmt.Errorf("brick host on %s did not say who it is", r.sock)
+	}
+	c.SetReadDeadline(time.Time{}) //nolint:errcheck // as above
+	if hello.Busy {
+		c.Close()
+		return nil, errHostBusy
+	}
+	h.pid, h.wire = hello.Pid, hello.Wire
+	go h.listen(sc)
 	if err := h.send(hostCommand{Op: "list"}); err != nil {
 		return nil, err
 	}
@@ -258,12 +316,21 @@ func (h *hostProc) takeOver(path string, args []string) *muxBrick {
 
 // sameBrick reports whether b serves the brick args start.
 func sameBrick(b *muxBrick, args []string) bool {
-	_, port, _ := net.SplitHostPort(argValue(args, "--listen"))
-	_, has, _ := net.SplitHostPort(b.listen)
-	if port != "0" && port != has {
+	host, port, _ := net.SplitHostPort(argValue(args, "--listen"))
+	hasHost, hasPort, _ := net.SplitHostPort(b.listen)
+	if port != "0" && port != hasPort || !sameHost(host, hasHost) {
 		return false
 	}
 	return slices.Equal(withoutFlags(b.args, "--log-level", "--listen"), withoutFlags(args, "--log-level", "--listen"))
+}
+
+// sameHost reports whether a listener asked for host listens on has.
+func sameHost(host, has string) bool {
+	wildcard := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	if wildcard(host) || wildcard(has) {
+		return wildcard(host) && wildcard(has)
+	}
+	return host == has
 }
 
 // withoutFlags returns the flags of a brick without the flags named (each
@@ -293,14 +360,9 @@ func argValue(args []string, flag string) string {
 func (r *muxRunner) settle() {
 	r.mu.Lock()
 	h := r.host
-	if h == nil && r.keep {
-		if c, err := net.Dial("unix", r.sock); err == nil {
-			if h, err = r.attach(c, false); err == nil {
-				r.host = h
-				for id := range h.bricks {
-					r.next = max(r.next, id)
-				}
-			}
+	if h == nil {
+		if found, err := r.dialHost(); err == nil && found != nil {
+			h, r.host = found, found
 		}
 	}
 	r.mu.Unlock()
@@ -315,6 +377,31 @@ func (r *muxRunner) settle() {
 		r.proc.log.Info("stopping a brick the node no longer runs", "path", path)
 		b.stop(brickStopTimeout)
 	}
+}
+
+// shutdown asks the host to close its bricks and exit, and kills it if
+// it has not within brickStopTimeout.
+func (h *hostProc) shutdown() {
+	h.send(hostCommand{Op: "shutdown"}) //nolint:errcheck // a gone host is shut down
+	select {
+	case <-h.exited:
+	case <-time.After(brickStopTimeout):
+		h.killHost()
+		<-h.exited
+	}
+}
+
+// stopLeftoverHost shuts down a brick host left serving by an earlier
+// node on dataDir, for a node that runs its bricks otherwise (one process
+// per brick): the host's bricks would hold their ports.
+func stopLeftoverHost(dataDir string, log *slog.Logger) {
+	r := &muxRunner{sock: hostSocket(dataDir), proc: &procRunner{log: log}}
+	h, err := r.dialHost()
+	if err != nil || h == nil {
+		return
+	}
+	log.Info("shutting down the brick host an earlier node left serving", "pid", h.pid)
+	h.shutdown()
 }
 
 // add registers brick id before it is started; it fails with how the
@@ -344,12 +431,10 @@ func (h *hostProc) send(c hostCommand) error {
 	return nil
 }
 
-// listen hands the host's events to its bricks until the connection ends
-// (the host exited, or the node let go of it), then ends every brick
-// still there.
-func (h *hostProc) listen() {
-	sc := bufio.NewScanner(h.conn)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+// listen hands the host's events (read by sc) to its bricks until the
+// connection ends (the host exited, or the node let go of it), then ends
+// every brick still there.
+func (h *hostProc) listen(sc *bufio.Scanner) {
 	for sc.Scan() {
 		var e hostEvent
 		if json.Unmarshal(sc.Bytes(), &e) == nil {
@@ -374,11 +459,7 @@ func (h *hostProc) listen() {
 
 // event delivers one event.
 func (h *hostProc) event(e hostEvent) {
-	switch {
-	case e.Pid != 0:
-		h.pid = e.Pid
-		return
-	case e.Listed:
+	if e.Listed {
 		h.listedBrick(e)
 		return
 	}
@@ -390,6 +471,7 @@ func (h *hostProc) event(e hostEvent) {
 	h.mu.Unlock()
 	switch {
 	case b == nil:
+	case e.Addr != "" && b.listen != "": // listed already
 	case e.Exited != "":
 		if e.Exited != "stopped" {
 			b.err = errors.New(e.Exited)
@@ -412,7 +494,7 @@ func (h *hostProc) listedBrick(e hostEvent) {
 		close(h.listed)
 		return
 	}
-	b := &muxBrick{h: h, id: e.ID, listen: e.Addr, args: e.Args, exited: make(chan struct{})}
+	b := &muxBrick{h: h, id: e.ID, listen: e.Addr, args: e.Args, ready: make(chan hostEvent, 1), exited: make(chan struct{})}
 	h.bricks[e.ID] = b
 	h.adopted[argValue(e.Args, "--path")] = b
 }
@@ -437,13 +519,7 @@ func (r *muxRunner) close() {
 		<-h.exited
 		return
 	}
-	h.send(hostCommand{Op: "shutdown"}) //nolint:errcheck // a gone host is shut down
-	select {
-	case <-h.exited:
-	case <-time.After(brickStopTimeout):
-		h.killHost()
-		<-h.exited
-	}
+	h.shutdown()
 }
 
 // keeps reports whether the node leaves its bricks serving when it

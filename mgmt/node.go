@@ -160,6 +160,8 @@ func (n *Node) open(cfg Config) error {
 		n.runner = proc
 		if cfg.BrickMultiplex {
 			n.runner = newMuxRunner(proc, cfg.DataDir, cfg.KeepBricks)
+		} else {
+			stopLeftoverHost(cfg.DataDir, n.log)
 		}
 	} else {
 		n.runner = inProcRunner{}

@@ -7,8 +7,19 @@ import (
 	"github.com/mortarfs/mortar/layer"
 )
 
-// Version is the protocol version a client offers in its handshake.
-const Version = 5
+// Version is the protocol version a client offers in its handshake; a
+// brick also takes clients of MinVersion and later. Version 5 added lock
+// leases (a Setlk's Flags, OpLeaseReturn, KindRecall frames): a version 4
+// client sends Setlk without Flags, asks for no lease and so gets no
+// recall.
+const (
+	Version    = 5
+	MinVersion = 4
+)
+
+// addedSince are the fields at the end of an operation's schema that
+// clients of earlier versions do not send: decoded as zero when absent.
+var addedSince = map[uint8]field{OpSetlk: fFlags}
 
 // The handshake: after Magic, the client sends a Handshake request naming
 // the volume and the brick (Proof empty); the brick answers it with
@@ -320,6 +331,9 @@ func DecodeRequest(op uint8, payload []byte) (*Request, error) {
 	r := &Request{Op: op}
 	d := Dec{B: payload}
 	for _, f := range schema[op] {
+		if tail, ok := addedSince[op]; ok && f == tail && len(d.B) == 0 && d.Err == nil {
+			break
+		}
 		r.decodeField(&d, f)
 	}
 	if op == OpWrite && d.Err == nil {

@@ -188,3 +188,24 @@ func TestSendLater(t *testing.T) {
 		t.Fatalf("second of two: got %+v", h)
 	}
 }
+
+// A version 4 client's Setlk (without the Flags version 5 added) decodes,
+// with no lease asked.
+func TestSetlkOfVersion4Decodes(t *testing.T) {
+	var e Enc
+	e.U64(4)                                              // fh
+	e.U64(99)                                             // lock owner
+	e.Lock(layer.Lock{Type: 1, Start: 2, End: 3, Pid: 4}) // lock
+	e.Bool(true)                                          // wait
+	e.U8(0)                                               // lock domain
+	r, err := DecodeRequest(OpSetlk, e.B)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Fh != 4 || r.LockOwner != 99 || !r.Wait || r.Flags != 0 {
+		t.Fatalf("decoded %+v", r)
+	}
+	if _, err := DecodeRequest(OpSetlk, append(e.B, 1)); err == nil {
+		t.Fatal("a Setlk with a truncated Flags field decoded")
+	}
+}

@@ -27,15 +27,22 @@ the management API that the "mortar volume" commands and clients use on
 volumes, each on a TCP port of its own on the --listen host, chosen free when
 the brick first starts and kept from then on. "mortar volume status" shows
 each brick's port and process id. A brick that dies stays offline until
-"mortar volume start NAME force"; bricks are killed when the node dies, and
-the node starts them again (on the same ports) when it starts.
+"mortar volume start NAME force"; the node starts the bricks of started
+volumes (on the same ports) when it starts.
 
 By default every brick of the node is served by one process, "mortar
 brick-host" (GlusterFS's cluster.brick-multiplex): fewer processes compete
 for the CPU, which makes small-file work 15-20 % faster on a 2-core machine
 (docs/PERFORMANCE.md), but the bricks fail together: a killed host takes
-them all offline. --brick-multiplex=false runs one process per brick instead
-(as GlusterFS's glusterfsd), so that one can fail alone.
+them all offline. The host outlives the server (as GlusterFS's bricks
+outlive glusterd): a server that is killed, stopped or upgraded leaves its
+bricks serving, and takes them over when it starts again (bricks whose
+flags changed meanwhile are started anew, and every brick is if the new
+version speaks another wire protocol; a taken-over brick keeps its log
+level and its TLS certificate until it restarts). --keep-bricks=false stops
+the bricks with the server and kills them with it. --brick-multiplex=false
+runs one process per brick instead (as GlusterFS's glusterfsd), so that one
+can fail alone; those die with the server.
 
 --advertise is the address others use to reach this node; by default it is
 derived from --listen and the machine's host name or addresses.

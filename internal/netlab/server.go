@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -118,11 +119,14 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(logf, "--- netlab: starting mortar server at %s\n", time.Now().Format(time.RFC3339Nano))
-	// --keep-bricks=false: the bricks die with the server, which dies
-	// with this process: a test killed by its timeout leaves no server or
-	// brick behind (a later flag in Args may say otherwise).
-	args := append([]string{"server", "--data", s.cfg.DataDir, "--listen", s.Addr, "--log-level", s.cfg.LogLevel,
-		"--keep-bricks=false"}, s.cfg.Args...)
+	args := []string{"server", "--data", s.cfg.DataDir, "--listen", s.Addr, "--log-level", s.cfg.LogLevel}
+	if hasFlag(s.cfg.Bin, "server", "--keep-bricks") {
+		// The bricks die with the server, which dies with this process:
+		// a test killed by its timeout leaves no server or brick behind
+		// (a later flag in Args may say otherwise).
+		args = append(args, "--keep-bricks=false")
+	}
+	args = append(args, s.cfg.Args...)
 	cmd := Command(s.NS, s.cfg.Bin, args...)
 	// nsenter execs the binary, which keeps the signal.
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
@@ -339,4 +343,19 @@ func (h *Host) Restart(ctx context.Context) error {
 		return err
 	}
 	return s.Start(ctx)
+}
+
+var flagsSeen sync.Map // "bin command flag" -> bool
+
+// hasFlag reports whether `bin command --help` lists flag: a benchmark
+// may run an older mortar.
+func hasFlag(bin, command, flag string) bool {
+	key := bin + " " + command + " " + flag
+	if v, ok := flagsSeen.Load(key); ok {
+		return v.(bool)
+	}
+	out, _ := exec.Command(bin, command, "--help").CombinedOutput()
+	has := strings.Contains(string(out), flag)
+	flagsSeen.Store(key, has)
+	return has
 }
