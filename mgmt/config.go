@@ -45,8 +45,8 @@ type Config struct {
 	// BrickExec, when set, runs every brick as a process of its own, as
 	// GlusterFS runs a glusterfsd per brick: the program BrickExec with
 	// the arguments BrickArgs returns (`mortar brick ...`), logging to
-	// DataDir/logs/bricks/, killed when the node's process dies. `mortar
-	// server` sets it to its own binary. Empty (the default): bricks run
+	// DataDir/logs/bricks/, killed when the node's process dies (but see
+	// KeepBricks). `mortar server` sets it to its own binary. Empty (the default): bricks run
 	// inside this process, each on its own listener, which tests and
 	// programs embedding a node use (a test binary cannot be a brick).
 	BrickExec string
