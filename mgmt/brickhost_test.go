@@ -201,3 +201,29 @@ func TestBrickHostStopWhileOpening(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A node takes over a running brick only if it is the brick it would
+// start: the same flags but the log level, on the address it would ask.
+func TestSameBrick(t *testing.T) {
+	running := &muxBrick{listen: "127.0.0.1:4000",
+		args: []string{"brick", "--path", "/b", "--listen", "127.0.0.1:0", "--log-level", "info"}}
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"brick", "--path", "/b", "--listen", "127.0.0.1:4000", "--log-level", "debug"}, true},
+		{[]string{"brick", "--path", "/b", "--listen", "127.0.0.1:0", "--log-level", "info"}, true},
+		{[]string{"brick", "--path", "/b", "--listen", "127.0.0.1:4001", "--log-level", "info"}, false},
+		{[]string{"brick", "--path", "/b", "--listen", "10.0.0.5:4000", "--log-level", "info"}, false},
+		{[]string{"brick", "--path", "/b", "--listen", ":4000", "--log-level", "info"}, false},
+		{[]string{"brick", "--path", "/b", "--listen", "127.0.0.1:4000", "--log-level", "info", "--arbiter"}, false},
+	} {
+		if got := sameBrick(running, c.args); got != c.want {
+			t.Errorf("sameBrick(%v) = %v, want %v", c.args, got, c.want)
+		}
+	}
+	wild := &muxBrick{listen: "[::]:4000", args: []string{"brick", "--listen", ":4000"}}
+	if !sameBrick(wild, []string{"brick", "--listen", "0.0.0.0:4000"}) {
+		t.Error("a brick on every address is not the brick asked on 0.0.0.0")
+	}
+}
