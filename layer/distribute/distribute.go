@@ -346,7 +346,10 @@ func firstErr(errs []error, prefer int) error {
 
 func (d *Distribute) Lookup(ctx context.Context, path string) (layer.Attr, error) {
 	l, err := d.locate(ctx, path)
-	return l.attr, err
+	if err != nil {
+		return l.attr, err
+	}
+	return d.dirTimes(ctx, path, l), nil
 }
 
 // onFound runs op on path where find finds it. A file found through a

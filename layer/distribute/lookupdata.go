@@ -22,6 +22,9 @@ func (d *Distribute) LookupData(ctx context.Context, path string, max int) (laye
 		first, data, err = layer.LookupData(ctx, d.child(h), path, max)
 		return first, err
 	})
+	if err == nil && l.attr.IsDir() {
+		return d.dirTimes(ctx, path, l), nil, nil
+	}
 	if err != nil || l.ptr || l.prev || l.cached != l.hashed || l.attr.Gfid != first.Gfid || l.attr.Size != first.Size {
 		return l.attr, nil, err
 	}
