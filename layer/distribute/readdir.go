@@ -126,11 +126,19 @@ func merge(lists [][]layer.Entry, lay *layout) (out []layer.Entry, orphans []str
 				continue
 			}
 			j, dup := at[e.Name]
-			if !dup {
+			switch {
+			case !dup:
 				at[e.Name] = len(out)
 				out = append(out, e)
-			} else if lay.owner(hashName(e.Name)) == i {
-				out[j] = e
+			case lay.owner(hashName(e.Name)) == i:
+				e, out[j] = out[j], e
+				fallthrough
+			default:
+				// A directory's times are the latest of its copies, as
+				// its lookup answers (dirtimes.go).
+				if out[j].Attr.IsDir() && e.Attr.IsDir() {
+					latestTimes(&out[j].Attr, e.Attr)
+				}
 			}
 		}
 	}
