@@ -107,6 +107,9 @@ const (
 	// attributes: a change made through another client may be missed for
 	// that long.
 	OptMdCacheTimeout = volume.OptMdCacheTimeout
+	// OptLockLeases ("on"/"off") lets clients take and release the POSIX
+	// locks of files they alone lock without a round trip.
+	OptLockLeases = volume.OptLockLeases
 )
 
 var knownOptions = []Option{
@@ -134,6 +137,7 @@ var knownOptions = []Option{
 	{OptStatPrefetch, "on", "on or off: clients keep the attributes of directories (the kernel asks for them again after every name made in one)", oneOf("on", "off")},
 	{OptMdCacheTimeout, strconv.FormatFloat(mdcache.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a client keeps a directory's attributes (a change through another client may be missed for that long)", seconds(0.01)},
 	{OptCacheInvalidation, "off", "on or off: bricks tell every mount what other clients change, so that its caches (quick-read, nl-cache, the kernel's) forget it at once rather than at their timeouts", oneOf("on", "off")},
+	{OptLockLeases, "on", "on or off: a client that alone locks a file (fcntl) takes and releases its locks without a round trip until another client asks for one (off, or performance.client-cache off: every lock goes to the bricks)", oneOf("on", "off")},
 	{OptNlCacheTimeout, strconv.FormatFloat(nlcache.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a client trusts what it knows of a directory's names (a name made through another client may be missed for that long)", seconds(0.01)},
 }
 

@@ -105,6 +105,12 @@ const (
 // switches its performance.cache-invalidation).
 const OptCacheInvalidation = "features.cache-invalidation"
 
+// OptLockLeases "on" (the default) lets clients hold leases of the POSIX
+// locks of files they alone lock, taking and releasing them without a
+// round trip (layer/locks, lease.go); "off", or OptClientCache "off",
+// sends every lock to the bricks.
+const OptLockLeases = "features.lock-leases"
+
 // OptClientCache "off" turns every client cache off at once, for honest
 // measurements (as seed 001 measured GlusterFS): no quick-read, no
 // write-behind, no negative-lookup cache, and kernel cache timeouts of 0
@@ -386,11 +392,12 @@ func (g *Graph) Close() error {
 }
 
 // BrickClientConfig is how a client reaches brick b of spec: its address,
-// the ids its handshake names, the volume's secret, and the volume's ping
-// timeout. Callers add the dialer, the connect wait and the logger.
+// the ids its handshake names, the volume's secret, the volume's ping
+// timeout and whether it asks for lock leases. Callers add the dialer, the connect wait and the logger.
 func BrickClientConfig(spec Spec, b Brick) protocol.Config {
 	return protocol.Config{
 		Addr: b.Addr, BrickID: b.ID, VolumeID: spec.ID, Secret: spec.Secret,
 		PingTimeout: spec.DurationOption("network.ping-timeout", 0),
+		NoLeases:    spec.Option(OptLockLeases, "on") != "on" || !spec.ClientCache(),
 	}
 }

@@ -2,6 +2,7 @@ package volume
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,5 +113,19 @@ func TestQuickReadOptions(t *testing.T) {
 	got = quickReadOptions(Spec{Options: map[string]string{OptQuickReadMaxFileSize: "big"}})
 	if got.MaxFileSize != quickread.DefaultMaxFileSize || got.Timeout != quickread.DefaultTimeout {
 		t.Errorf("unset or malformed: %+v", got)
+	}
+}
+
+// Lock leases are on unless the volume turns them, or every client cache,
+// off.
+func TestBrickClientConfigLeases(t *testing.T) {
+	for opts, want := range map[string]bool{"": false, OptLockLeases + "=off": true, OptClientCache + "=off": true} {
+		spec := Spec{Options: map[string]string{}}
+		if k, v, ok := strings.Cut(opts, "="); ok {
+			spec.Options[k] = v
+		}
+		if got := BrickClientConfig(spec, Brick{}).NoLeases; got != want {
+			t.Errorf("options %q: NoLeases %v, want %v", opts, got, want)
+		}
 	}
 }

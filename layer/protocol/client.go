@@ -43,6 +43,9 @@ type Config struct {
 	// plugs in here.
 	Dial   func(ctx context.Context, network, addr string) (net.Conn, error)
 	Logger *slog.Logger
+	// NoLeases never asks the brick for a lease of POSIX locks: every
+	// lock request is a round trip (lease.go).
+	NoLeases bool
 	// OnChange, if set, is told what other clients change on the brick
 	// (wire.OpWatch), and layer.ChangedAll after a reconnect (notices
 	// were missed meanwhile). It runs on the connection's reader: it must

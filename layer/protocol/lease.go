@@ -89,7 +89,7 @@ func (f *file) leasedSetlk(ctx context.Context, owner uint64, lk layer.Lock, wai
 		return err
 	}
 	var flags uint32
-	if f.waiting == 0 {
+	if f.waiting == 0 && !f.c.cfg.NoLeases {
 		flags = wire.SetlkLease
 	}
 	payload, s, fh, err := f.setlk(ctx, owner, lk, false, flags)

@@ -212,3 +212,19 @@ func TestLockLeaseNotTrustedUnheard(t *testing.T) {
 		t.Fatal("a lease used unheard from its brick")
 	}
 }
+
+// A client told not to ask for leases sends every lock to the brick.
+func TestNoLeases(t *testing.T) {
+	ctx := context.Background()
+	b := newTestBrick(t)
+	b.srv.Add("brick-1", testVolume, locks.New(b.store))
+	c := b.client(t, Config{NoLeases: true})
+	f := writeFile(t, c, "/db", "x")
+	defer f.Release(ctx)
+	if err := f.Setlk(ctx, 1, wrlck(0, 0), false); err != nil {
+		t.Fatal(err)
+	}
+	if leased(f) {
+		t.Fatal("a lease for a client that asks for none")
+	}
+}
