@@ -14,12 +14,12 @@ import (
 // Two mounts of a replica-3 volume increment one counter file, each under
 // a POSIX write lock of a lock file, 100 times each and at once: the lock
 // passes between them (a client holding it under a lease hands it back
-// when the other asks), so no increment is lost. Client caches are off
-// and the kernel's attribute cache too, so that what one wrote under the
-// lock is what the other reads under it.
+// when the other asks), so no increment is lost. Quick-read is off and
+// the kernel's attribute cache too, so that what one wrote under the lock
+// (sent at its close) is what the other reads under it.
 func TestLockedCounterOnTwoMounts(t *testing.T) {
 	n := startNode(t)
-	n.createVolume("lockc", 3, []string{"replica", "3"}, []string{"performance.client-cache", "off"})
+	n.createVolume("lockc", 3, []string{"replica", "3"}, []string{"performance.quick-read", "off"})
 	mounts := []string{
 		n.mount("lockc", "attr-timeout=0,entry-timeout=0"),
 		n.mount("lockc", "attr-timeout=0,entry-timeout=0"),
