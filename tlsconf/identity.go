@@ -23,12 +23,13 @@ const (
 // Identity is a loaded certificate of the cluster: the CA to verify peers
 // with, and this process's own certificate and key.
 type Identity struct {
-	dir  string
-	name string
-	kind Kind
-	ca   *x509.Certificate
-	pool *x509.CertPool
-	cert tls.Certificate // with Leaf set
+	dir     string
+	name    string
+	kind    Kind
+	ca      *x509.Certificate
+	pool    *x509.CertPool
+	cert    tls.Certificate // with Leaf set
+	revoked *revocations    // dir's revocation list (revoke.go)
 }
 
 // Load reads dir's ca.pem, NAME.pem and NAME.key and checks that they fit:
@@ -76,7 +77,8 @@ func Load(dir, name string) (*Identity, error) {
 	if leaf.Subject.CommonName != name {
 		return nil, fmt.Errorf("%s names %q, not %q", CertPath(dir, name), leaf.Subject.CommonName, name)
 	}
-	return &Identity{dir: dir, name: name, kind: kindOf(leaf), ca: ca, pool: pool, cert: cert}, nil
+	return &Identity{dir: dir, name: name, kind: kindOf(leaf), ca: ca, pool: pool, cert: cert,
+		revoked: &revocations{path: RevokedPath(dir)}}, nil
 }
 
 // FromEnv loads the identity named by MORTAR_TLS_DIR and MORTAR_TLS_NAME,
@@ -116,13 +118,20 @@ func (id *Identity) Dir() string { return id.dir }
 func (id *Identity) Certificate() *x509.Certificate { return id.cert.Leaf }
 
 // ServerConfig is the configuration a server accepts connections with:
-// TLS 1.3, and a client certificate signed by the cluster's CA required.
+// TLS 1.3, and a client certificate signed by the cluster's CA, and not
+// revoked, required.
 func (id *Identity) ServerConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{id.cert},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ClientCAs:    id.pool,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("tlsconf: the client sent no certificate")
+			}
+			return id.revoked.check(cs.PeerCertificates[0])
+		},
 	}
 }
 
@@ -142,7 +151,10 @@ func (id *Identity) ClientConfig() *tls.Config {
 		RootCAs:            pool,
 		InsecureSkipVerify: true, // VerifyConnection verifies the chain
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			return verifyServer(pool, cs)
+			if err := verifyServer(pool, cs); err != nil {
+				return err
+			}
+			return id.revoked.check(cs.PeerCertificates[0])
 		},
 	}
 }

@@ -418,3 +418,42 @@ func TestDescribeHandshakeError(t *testing.T) {
 		t.Errorf("%v", err)
 	}
 }
+
+// A certificate on the revocation list is refused at the handshake, by
+// servers (a client's) and by clients (a node's), as soon as the list
+// says so: no restart.
+func TestRevoked(t *testing.T) {
+	dir := newCA(t)
+	if err := Issue(dir, "c2", KindClient, nil, 30); err != nil {
+		t.Fatal(err)
+	}
+	server := mustLoad(t, dir, "n1")
+	addr, logs := echoServer(t, server)
+	c1, c2 := mustLoad(t, dir, "c1"), mustLoad(t, dir, "c2")
+	if err := dialWith(t, c1.ClientConfig(), addr); err != nil {
+		t.Fatalf("before the revocation: %v", err)
+	}
+	serial, err := Revoke(dir, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dialWith(t, c1.ClientConfig(), addr); err == nil || !strings.Contains(err.Error(), "TLS handshake failed") {
+		t.Fatalf("a revoked client: %v, want a TLS handshake failure", err)
+	}
+	if line := recordText(<-logs); !strings.Contains(line, "revoked") || !strings.Contains(line, serial) {
+		t.Errorf("server logged %q, want the revocation", line)
+	}
+	if err := dialWith(t, c2.ClientConfig(), addr); err != nil {
+		t.Fatalf("another client after the revocation: %v", err)
+	}
+	// A revoked node certificate is refused by clients.
+	if _, err := Revoke(dir, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.Dialer(5*time.Second)(context.Background(), "tcp", addr); err == nil || !strings.Contains(err.Error(), "revoked") {
+		t.Fatalf("dialing a server whose certificate is revoked: %v", err)
+	}
+	if _, err := Revoke(dir, "ca"); err == nil {
+		t.Fatal("the CA revoked")
+	}
+}

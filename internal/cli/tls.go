@@ -66,7 +66,7 @@ kind ("node" or "client") in the subject's OU, the name in its CN.`,
 		Example: tlsExample,
 	}
 	ca.AddCommand(newTLSCAInitCommand())
-	cmd.AddCommand(ca, newTLSIssueCommand(), newTLSShowCommand())
+	cmd.AddCommand(ca, newTLSIssueCommand(), newTLSShowCommand(), newTLSRevokeCommand())
 	return cmd
 }
 
@@ -174,6 +174,37 @@ replaced: to renew, remove NAME.pem and NAME.key and issue again.`,
 	f.StringVar(&client, "client", "", "make the certificate of client NAME")
 	f.StringSliceVar(&hosts, "host", nil, "DNS names and IP addresses of the node (comma list, or repeat)")
 	f.IntVar(&days, "days", tlsconf.DefaultDays, "days the certificate is valid (at most until the CA expires)")
+	return cmd
+}
+
+func newTLSRevokeCommand() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "revoke --dir DIR NAME",
+		Short: "Stop accepting certificate NAME of DIR",
+		Long: `Add the serial number of DIR/NAME.pem to DIR/revoked, the revocation list
+that every server, brick, mount and CLI using DIR refuses at the TLS handshake:
+a revoked client cannot connect, a revoked node is not trusted by clients.
+They read the list again whenever it changes: no restart. Copy DIR/revoked to
+the TLS directory of every machine of the cluster, as the certificates were
+(mortar does not copy it). The CA itself cannot be revoked: make a new one.`,
+		Example: `  mortar tls revoke --dir /etc/mortar/tls laptop
+  scp /etc/mortar/tls/revoked server2:/etc/mortar/tls/`,
+		Args: usageArgs(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := needDir(dir); err != nil {
+				return err
+			}
+			serial, err := tlsconf.Revoke(dir, args[0])
+			if err != nil {
+				return fmt.Errorf("tls revoke: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s (serial %s) in %s; copy it to every machine's TLS directory\n",
+				args[0], serial, tlsconf.RevokedPath(dir))
+			return nil
+		},
+	}
+	tlsDirFlag(cmd, &dir)
 	return cmd
 }
 
