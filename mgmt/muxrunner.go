@@ -84,7 +84,6 @@ type hostProc struct {
 	pid     int
 	wire    uint32 // the wire protocol its bricks speak
 	logPath string
-	child   bool // started by this node (reaped by it)
 
 	inMu sync.Mutex
 	enc  *json.Encoder
@@ -204,7 +203,7 @@ func (r *muxRunner) dialHost() (*hostProc, error) {
 		if err != nil {
 			return nil, nil
 		}
-		h, err := r.attach(c, false)
+		h, err := r.attach(c)
 		if !errors.Is(err, errHostBusy) || time.Now().After(deadline) {
 			return h, err
 		}
@@ -248,7 +247,7 @@ func (r *muxRunner) spawnHost() (*hostProc, error) {
 		cmd.Process.Kill() //nolint:errcheck // it may have exited already
 		return nil, fmt.Errorf("brick host control socket: %w", err)
 	}
-	h, err := r.attach(c, true)
+	h, err := r.attach(c)
 	if err == nil {
 		r.proc.log.Info("brick host started", "pid", h.pid, "log", logPath, "socket", r.sock)
 	}
@@ -256,8 +255,8 @@ func (r *muxRunner) spawnHost() (*hostProc, error) {
 }
 
 // attach takes the host on c: it learns its pid and the bricks it serves.
-func (r *muxRunner) attach(c net.Conn, child bool) (*hostProc, error) {
-	h := &hostProc{conn: c, child: child, logPath: filepath.Join(r.proc.logDir, hostLogName),
+func (r *muxRunner) attach(c net.Conn) (*hostProc, error) {
+	h := &hostProc{conn: c, logPath: filepath.Join(r.proc.logDir, hostLogName),
 		enc: json.NewEncoder(c), bricks: map[int]*muxBrick{}, adopted: map[string]*muxBrick{},
 		listed: make(chan struct{}), exited: make(chan struct{})}
 	sc := bufio.NewScanner(c)

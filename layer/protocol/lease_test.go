@@ -16,6 +16,36 @@ func wrlck(start, end uint64) layer.Lock {
 	return layer.Lock{Type: syscall.F_WRLCK, Start: start, End: end}
 }
 
+// lockBrick is a test brick with the locks layer over its store.
+func lockBrick(t *testing.T) *testBrick {
+	b := newTestBrick(t)
+	b.srv.Add("brick-1", testVolume, locks.New(b.store))
+	return b
+}
+
+// openDB opens /db through c, released when the test ends.
+func openDB(t *testing.T, c *Client) layer.File {
+	t.Helper()
+	f, err := c.Open(context.Background(), "/db", syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Release(context.Background()) })
+	return f
+}
+
+// mustLease takes owner's write lock of byte 0 through f, which must
+// bring f a lease.
+func mustLease(t *testing.T, f layer.File, owner uint64) {
+	t.Helper()
+	if err := f.Setlk(context.Background(), owner, wrlck(0, 0), false); err != nil {
+		t.Fatal(err)
+	}
+	if !leased(f) {
+		t.Fatal("no lease for the only client locking")
+	}
+}
+
 func leased(f layer.File) bool {
 	pf := f.(*file)
 	pf.lmu.Lock()
@@ -28,23 +58,13 @@ func leased(f layer.File) bool {
 // the first held by then.
 func TestLockLeaseAcrossClients(t *testing.T) {
 	ctx := context.Background()
-	b := newTestBrick(t)
-	b.srv.Add("brick-1", testVolume, locks.New(b.store))
+	b := lockBrick(t)
 	c1, c2 := b.client(t, Config{}), b.client(t, Config{})
 	f1 := writeFile(t, c1, "/db", "x")
 	defer f1.Release(ctx)
-	f2, err := c2.Open(ctx, "/db", syscall.O_RDWR)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f2.Release(ctx)
+	f2 := openDB(t, c2)
 
-	if err := f1.Setlk(ctx, 7, wrlck(0, 0), false); err != nil {
-		t.Fatal(err)
-	}
-	if !leased(f1) {
-		t.Fatal("no lease for the only client locking")
-	}
+	mustLease(t, f1, 7)
 	// Under the lease: unlock 0, take 10-20, test against its own owner.
 	unlock := layer.Lock{Type: syscall.F_UNLCK, Start: 0, End: 0}
 	if err := f1.Setlk(ctx, 7, unlock, false); err != nil {
@@ -98,17 +118,11 @@ func TestLockLeaseAcrossClients(t *testing.T) {
 // brick again.
 func TestLockLeaseEndsWithConnection(t *testing.T) {
 	ctx := context.Background()
-	b := newTestBrick(t)
-	b.srv.Add("brick-1", testVolume, locks.New(b.store))
+	b := lockBrick(t)
 	c := b.client(t, Config{})
 	f := writeFile(t, c, "/db", "x")
 	defer f.Release(ctx)
-	if err := f.Setlk(ctx, 1, wrlck(0, 0), false); err != nil {
-		t.Fatal(err)
-	}
-	if !leased(f) {
-		t.Fatal("no lease")
-	}
+	mustLease(t, f, 1)
 	old := f.(*file).lease.s
 	b.stop()
 	<-old.dead
@@ -121,11 +135,7 @@ func TestLockLeaseEndsWithConnection(t *testing.T) {
 		t.Fatal("a lease outlived its connection")
 	}
 	other := b.client(t, Config{})
-	g, err := other.Open(ctx, "/db", syscall.O_RDWR)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Release(ctx)
+	g := openDB(t, other)
 	if err := g.Setlk(ctx, 1, wrlck(0, 0), false); err != nil {
 		t.Fatalf("a lock of a connection that closed stands: %v", err)
 	}
@@ -135,23 +145,13 @@ func TestLockLeaseEndsWithConnection(t *testing.T) {
 // a lease it holds still carries the lease's return.
 func TestLockLeaseReturnedOnFullConnection(t *testing.T) {
 	ctx := context.Background()
-	b := newTestBrick(t)
-	b.srv.Add("brick-1", testVolume, locks.New(b.store))
+	b := lockBrick(t)
 	b.srv.SetLimits(brick.Limits{MaxInFlight: 1})
 	c := b.client(t, Config{})
 	f := writeFile(t, c, "/db", "x")
 	defer f.Release(ctx)
-	g, err := c.Open(ctx, "/db", syscall.O_RDWR)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Release(ctx)
-	if err := f.Setlk(ctx, 1, wrlck(0, 0), false); err != nil {
-		t.Fatal(err)
-	}
-	if !leased(f) {
-		t.Fatal("no lease")
-	}
+	g := openDB(t, c)
+	mustLease(t, f, 1)
 	// g's request takes the one slot and waits for f's lease.
 	if err := g.Setlk(ctx, 2, wrlck(0, 0), false); err != syscall.EAGAIN {
 		t.Fatalf("lock over the leased one: %v, want EAGAIN", err)
@@ -161,8 +161,7 @@ func TestLockLeaseReturnedOnFullConnection(t *testing.T) {
 // A client does not keep more locks under a lease than a return carries.
 func TestLockLeaseGivenBackWhenFull(t *testing.T) {
 	ctx := context.Background()
-	b := newTestBrick(t)
-	b.srv.Add("brick-1", testVolume, locks.New(b.store))
+	b := lockBrick(t)
 	c1, c2 := b.client(t, Config{}), b.client(t, Config{})
 	f := writeFile(t, c1, "/db", "x")
 	defer f.Release(ctx)
@@ -174,11 +173,7 @@ func TestLockLeaseGivenBackWhenFull(t *testing.T) {
 	if leased(f) {
 		t.Fatal("a lease kept past the locks a return carries")
 	}
-	g, err := c2.Open(ctx, "/db", syscall.O_RDWR)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Release(ctx)
+	g := openDB(t, c2)
 	last := 2 * uint64(wire.MaxLeaseLocks+9)
 	if err := g.Setlk(ctx, 2, wrlck(last, last), false); err != syscall.EAGAIN {
 		t.Fatalf("lock over the first client's last one: %v, want EAGAIN", err)
@@ -192,17 +187,11 @@ func TestLockLeaseGivenBackWhenFull(t *testing.T) {
 // recalled and revoked unheard: the client hands it back before using it.
 func TestLockLeaseNotTrustedUnheard(t *testing.T) {
 	ctx := context.Background()
-	b := newTestBrick(t)
-	b.srv.Add("brick-1", testVolume, locks.New(b.store))
+	b := lockBrick(t)
 	c := b.client(t, Config{PingInterval: time.Hour, PingTimeout: 2 * time.Hour})
 	f := writeFile(t, c, "/db", "x")
 	defer f.Release(ctx)
-	if err := f.Setlk(ctx, 1, wrlck(0, 0), false); err != nil {
-		t.Fatal(err)
-	}
-	if !leased(f) {
-		t.Fatal("no lease")
-	}
+	mustLease(t, f, 1)
 	s := f.(*file).lease.s
 	s.lastRecv.Store(time.Now().Add(-leaseTrust - time.Second).UnixNano())
 	if lk, err := f.Getlk(ctx, 2, wrlck(0, 0)); err != nil || lk.Type != syscall.F_WRLCK {
@@ -216,8 +205,7 @@ func TestLockLeaseNotTrustedUnheard(t *testing.T) {
 // A client told not to ask for leases sends every lock to the brick.
 func TestNoLeases(t *testing.T) {
 	ctx := context.Background()
-	b := newTestBrick(t)
-	b.srv.Add("brick-1", testVolume, locks.New(b.store))
+	b := lockBrick(t)
 	c := b.client(t, Config{NoLeases: true})
 	f := writeFile(t, c, "/db", "x")
 	defer f.Release(ctx)

@@ -35,9 +35,7 @@ func TestAttributesBehindWrites(t *testing.T) {
 	if a.Size != 5 || a.Mode != syscall.S_IFREG|0o751 || a.Uid != 7 || a.Gid != 8 || a.Mtime.Sec != 2000 || a.Atime.Sec != 1000 {
 		t.Fatalf("answered attributes %+v", a)
 	}
-	if err := f.Flush(bg, 0); err != nil {
-		t.Fatal(err)
-	}
+	r.flush(f)
 	if w, s := r.count.Count("Write"), r.count.Count("FileSetattr"); w != 1 || s != 1 {
 		t.Fatalf("close sent %d writes and %d setattrs, want 1 and 1", w, s)
 	}
@@ -64,14 +62,8 @@ func TestWriteAfterAttributesSendsThem(t *testing.T) {
 	if n := r.count.Count("FileSetattr"); n != 1 {
 		t.Fatalf("%d setattrs sent before the write, want 1", n)
 	}
-	if err := f.Flush(bg, 0); err != nil {
-		t.Fatal(err)
-	}
-	got, err := r.count.Lookup(bg, "/f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Mtime.Sec == 2000 {
+	r.flush(f)
+	if r.onBricks("/f").Mtime.Sec == 2000 {
 		t.Fatal("the write came before the time change made before it")
 	}
 }
@@ -165,17 +157,9 @@ func TestAttributesOfOpenedFileGoBeforeOthersWrites(t *testing.T) {
 	}
 	defer g.Release(bg)
 	r.write(g, []byte("x"), 0)
-	if err := g.Flush(bg, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Flush(bg, 0); err != nil {
-		t.Fatal(err)
-	}
-	got, err := r.count.Lookup(bg, "/f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Mtime.Sec == 2000 {
+	r.flush(g)
+	r.flush(f)
+	if r.onBricks("/f").Mtime.Sec == 2000 {
 		t.Fatal("a time change made before another file's write landed after it")
 	}
 }
@@ -185,9 +169,7 @@ func TestAttributesAfterCloseOrFailureGoAtOnce(t *testing.T) {
 	r := newRig(t, 64<<10)
 	f := r.create("/f", syscall.O_WRONLY)
 	defer f.Release(bg)
-	if err := f.Flush(bg, 0); err != nil {
-		t.Fatal(err)
-	}
+	r.flush(f)
 	if _, err := f.Setattr(bg, tarSet[2]); err != nil || r.count.Count("FileSetattr") != 1 {
 		t.Fatalf("setattr after close: %v, %d sent, want 1", err, r.count.Count("FileSetattr"))
 	}
@@ -210,4 +192,22 @@ func TestAttributesAfterCloseOrFailureGoAtOnce(t *testing.T) {
 	if _, err := g.Setattr(bg, tarSet[2]); err != nil || r.count.Count("FileSetattr") != before+1 {
 		t.Fatalf("setattr after a failed window: %v, not sent at once", err)
 	}
+}
+
+// flush closes a descriptor of f (Flush), which must succeed.
+func (r *rig) flush(f layer.File) {
+	r.t.Helper()
+	if err := f.Flush(bg, 0); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// onBricks returns the attributes of path under the layer.
+func (r *rig) onBricks(path string) layer.Attr {
+	r.t.Helper()
+	a, err := r.count.Lookup(bg, path)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return a
 }
