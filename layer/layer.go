@@ -150,6 +150,13 @@ type CreateIn struct {
 	Owner
 	Flags uint32 // open(2) flags; O_CREAT is implied
 	Mode  uint32 // permission bits
+	// Data and Set make a file in one go (create-behind, NameLeaser): the
+	// create then writes Data at offset 0 and makes the changes of Set
+	// (mode, owner, times), and answers the attributes they leave, in one
+	// round trip. A create that fails after making the file removes it.
+	// Only the layers below one that asked OwnsName get them.
+	Data []byte
+	Set  SetattrIn
 }
 
 // MkdirIn describes a directory to create.

@@ -8,7 +8,7 @@
 // A frame is a 24-byte header followed by Len bytes of payload:
 //
 //	offset 0  u32 Len     payload length (≤ MaxPayload)
-//	       4  u8  Kind    Request, Response, Cancel, Ping, Pong, Notify, Recall
+//	       4  u8  Kind    Request, Response, Cancel, Ping, Pong, Notify, Recall, RecallDir
 //	       5  u8  Op      operation (requests and responses)
 //	       6  u16 Flags   FlagNoReply (requests), else zero
 //	       8  u64 ID      request id, echoed in the response
@@ -63,6 +63,9 @@ const (
 	// KindRecall: brick → client: return lock lease ID (SetlkLease); the
 	// payload is the u64 handle of the file it is held through.
 	KindRecall = 7
+	// KindRecallDir: brick → client: return directory lease ID
+	// (MkdirLease); no payload.
+	KindRecallDir = 8
 )
 
 // FlagNoReply, on a request, asks for no answer: the client waits for
@@ -106,7 +109,7 @@ func ParseHeader(b []byte) (Header, error) {
 	if h.Len > MaxPayload {
 		return h, fmt.Errorf("%w: %d-byte payload exceeds the %d-byte limit", ErrFrameTooLarge, h.Len, MaxPayload)
 	}
-	if h.Kind < KindRequest || h.Kind > KindRecall {
+	if h.Kind < KindRequest || h.Kind > KindRecallDir {
 		return h, fmt.Errorf("wire: unknown frame kind %d", h.Kind)
 	}
 	flags := uint16(0) // the flags a kind may carry

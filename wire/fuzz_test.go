@@ -25,6 +25,7 @@ func everyRequest() []*Request {
 		Pending: 1<<63 | 5, Size: 42, Gfid: g, Ctime: layer.Timespec{Sec: 14, Nsec: 15},
 		Proof: HandshakeProof("secret", "vol", "b1", make([]byte, ChallengeSize)),
 		Locks: []layer.HeldLock{{Owner: 16, Lock: layer.Lock{Type: 2, Start: 17, End: 18, Pid: 19}}},
+		Data:  []byte("made"),
 	}
 	var out []*Request
 	for op := OpHandshake; op < opMax; op++ {
@@ -46,6 +47,7 @@ var fieldNames = map[field]string{
 	fVersion: "Version", fPending: "Pending", fGfid: "Gfid", fCtime: "Ctime", fSize: "Size", fProof: "Proof",
 	fLockDomain: "Lock", // Lock.Domain
 	fLocks:      "Locks",
+	fData:       "Data", // OpMake's; a write's Data is its raw tail
 }
 
 // project returns the request for op carrying only the fields of r that
@@ -82,8 +84,8 @@ func normal(r *Request) *Request {
 }
 
 func TestEveryOpHasASchema(t *testing.T) {
-	if len(fieldNames) != int(fLocks)+1 {
-		t.Fatalf("fieldNames covers %d fields, the schema has %d", len(fieldNames), fLocks+1)
+	if len(fieldNames) != int(fData)+1 {
+		t.Fatalf("fieldNames covers %d fields, the schema has %d", len(fieldNames), fData+1)
 	}
 	for op := OpHandshake; op < opMax; op++ {
 		if schema[op] == nil {
@@ -93,7 +95,7 @@ func TestEveryOpHasASchema(t *testing.T) {
 	for _, r := range everyRequest() {
 		var e Enc
 		r.Encode(&e)
-		e.B = append(e.B, r.Data...)
+		e.B = append(e.B, rawTail(r)...)
 		got, err := DecodeRequest(r.Op, e.B)
 		if err != nil || !reflect.DeepEqual(normal(got), normal(r)) {
 			t.Errorf("%s: decoded %+v, %v; want %+v", OpName(r.Op), got, err, r)
@@ -101,11 +103,19 @@ func TestEveryOpHasASchema(t *testing.T) {
 	}
 }
 
+// rawTail is what follows a request's encoded fields: a write's data.
+func rawTail(r *Request) []byte {
+	if r.Op == OpWrite {
+		return r.Data
+	}
+	return nil
+}
+
 // frame is a request frame: header and payload.
 func frame(r *Request, id uint64) []byte {
 	var e Enc
 	r.Encode(&e)
-	e.B = append(e.B, r.Data...)
+	e.B = append(e.B, rawTail(r)...)
 	var hb [HeaderSize]byte
 	(&Header{Len: uint32(len(e.B)), Kind: KindRequest, Op: r.Op, ID: id}).Put(hb[:])
 	return append(hb[:], e.B...)
@@ -173,7 +183,7 @@ func FuzzDecode(f *testing.F) {
 			if !bytes.Equal(back[:], frame[:HeaderSize]) {
 				t.Fatalf("header %+v re-encodes differently", h)
 			}
-			if h.Len > MaxPayload || h.Kind < KindRequest || h.Kind > KindRecall {
+			if h.Len > MaxPayload || h.Kind < KindRequest || h.Kind > KindRecallDir {
 				t.Fatalf("bad header accepted: %+v", h)
 			}
 			payload = payload[:min(len(payload), int(h.Len))]
@@ -193,7 +203,7 @@ func FuzzDecode(f *testing.F) {
 			}
 			var e Enc
 			r.Encode(&e)
-			e.B = append(e.B, r.Data...)
+			e.B = append(e.B, rawTail(r)...)
 			// An older client's request lacks the fields added since:
 			// they re-encode as zeros at the end.
 			if _, added := addedSince[op]; added && len(e.B) > len(payload) && bytes.Equal(e.B[:len(payload)], payload) &&
@@ -239,6 +249,7 @@ func FuzzRequest(f *testing.F) {
 			Lock: layer.Lock{Type: uint32(n1), Start: n2, End: n3, Pid: uint32(n1), Flock: b},
 			Wait: b, Value: v, VolumeID: s1, BrickID: s2, Version: uint32(n3), Proof: v,
 			Pending: n1, Size: n2, Gfid: g, Ctime: layer.Timespec{Sec: int64(n3), Nsec: uint32(n2)},
+			Data: v,
 		}
 		want := project(r, op)
 		if op == OpWrite {
@@ -246,7 +257,7 @@ func FuzzRequest(f *testing.F) {
 		}
 		var e Enc
 		want.Encode(&e)
-		e.B = append(e.B, want.Data...)
+		e.B = append(e.B, rawTail(want)...)
 		got, err := DecodeRequest(op, e.B)
 		if err != nil {
 			t.Fatalf("%s: %v", OpName(op), err)

@@ -11,15 +11,17 @@ import (
 // brick also takes clients of MinVersion and later. Version 5 added lock
 // leases (a Setlk's Flags, OpLeaseReturn, KindRecall frames): a version 4
 // client sends Setlk without Flags, asks for no lease and so gets no
-// recall.
+// recall. Version 6 added directory leases (a Mkdir's Flags, OpMake,
+// OpDirLeaseReturn, KindRecallDir frames): an older client sends Mkdir
+// without Flags and so is never granted one.
 const (
-	Version    = 5
+	Version    = 6
 	MinVersion = 4
 )
 
 // addedSince are the fields at the end of an operation's schema that
 // clients of earlier versions do not send: decoded as zero when absent.
-var addedSince = map[uint8]field{OpSetlk: fFlags}
+var addedSince = map[uint8]field{OpSetlk: fFlags, OpMkdir: fFlags}
 
 // The handshake: after Magic, the client sends a Handshake request naming
 // the volume and the brick (Proof empty); the brick answers it with
@@ -82,6 +84,8 @@ const (
 	OpWatch
 	OpUnlinkData
 	OpLeaseReturn
+	OpMake
+	OpDirLeaseReturn
 	opMax
 )
 
@@ -90,7 +94,7 @@ var opNames = [...]string{"", "handshake", "lookup", "setattr", "mknod", "mkdir"
 	"getxattr", "setxattr", "listxattr", "removexattr", "read", "write", "fgetattr",
 	"fsetattr", "fsync", "fallocate", "flush", "getlk", "setlk", "release",
 	"healindex", "markpending", "clearpending", "drophealentry", "entrylk", "lookupdata", "watch", "unlinkdata",
-	"leasereturn"}
+	"leasereturn", "make", "dirleasereturn"}
 
 // OpName names an operation for logs and metrics.
 func OpName(op uint8) string {
@@ -139,7 +143,8 @@ type Request struct {
 	Proof []byte
 	// Locks are the locks a client returns with a lease (OpLeaseReturn).
 	Locks []layer.HeldLock
-	// Data is the raw tail of a write request (not part of the schema).
+	// Data is the raw tail of a write request (not part of its schema),
+	// and the content of a file made in one go (OpMake, where it is).
 	Data []byte
 }
 
@@ -171,6 +176,13 @@ const LeaseKeep uint32 = 1
 
 // MaxLeaseLocks bounds the locks one OpLeaseReturn carries.
 const MaxLeaseLocks = 4096
+
+// Flags of OpMkdir: MkdirLease asks the brick to lease the new
+// directory's names to the client (layer.NameLeaser): the answer is then
+// the attributes followed by the lease's id (u64) when the brick granted
+// one. The brick recalls a directory lease with a KindRecallDir frame; the
+// client sends what it holds back in the directory, then OpDirLeaseReturn.
+const MkdirLease uint32 = 1
 
 // WriteHead is the size of a write request's fields (fh, offset, pending,
 // size), which come before its data.
@@ -208,6 +220,7 @@ const (
 	fProof
 	fLockDomain
 	fLocks
+	fData
 )
 
 var schema = [opMax][]field{
@@ -215,7 +228,7 @@ var schema = [opMax][]field{
 	OpLookup:        {fPath},
 	OpSetattr:       {fPath, fSetattr, fPending, fSize},
 	OpMknod:         {fPath, fOwner, fMode, fRdev, fLinkto, fPending},
-	OpMkdir:         {fPath, fOwner, fMode, fPending},
+	OpMkdir:         {fPath, fOwner, fMode, fPending, fFlags}, // Flags: MkdirLease
 	OpSymlink:       {fPath, fOwner, fTarget, fPending},
 	OpReadlink:      {fPath},
 	OpUnlink:        {fPath, fPending},
@@ -249,6 +262,10 @@ var schema = [opMax][]field{
 	OpWatch:         {fFlags},        // Flags: WatchOn or WatchOff
 	OpUnlinkData:    {fPath, fPending},
 	OpLeaseReturn:   {fFh, fCookie, fFlags, fLocks},
+	// OpMake creates, writes Data at offset 0 and changes Setattr in one
+	// request (layer.CreateIn's Data and Set); answered as OpCreate.
+	OpMake:           {fPath, fOwner, fFlags, fMode, fPending, fSetattr, fData},
+	OpDirLeaseReturn: {fCookie}, // Cookie: the lease's id
 }
 
 // Encode appends the request's schema fields (not Data) to e.
@@ -318,6 +335,8 @@ func (r *Request) Encode(e *Enc) {
 				e.Lock(h.Lock)
 				e.U8(h.Lock.Domain)
 			}
+		case fData:
+			e.Bytes(r.Data)
 		}
 	}
 }
@@ -405,5 +424,7 @@ func (r *Request) decodeField(d *Dec, f field) {
 		r.Lock.Domain = d.U8()
 	case fLocks:
 		r.Locks = d.heldLocks()
+	case fData:
+		r.Data = d.Bytes()
 	}
 }
