@@ -28,6 +28,9 @@ type conn struct {
 	l       layer.Layer
 	brickID string
 	entries *entryLocks // of the brick: directories healers hold still
+	// dirLeases are the brick's directories leased to clients
+	// (dirlease.go).
+	dirLeases *dirLeases
 	// watchers are the brick's connections told of changes (notify.go).
 	watchers *watchers
 	// admitted is who the connection serves, for Server.Recheck.
@@ -132,8 +135,9 @@ func (c *conn) request(h wire.Header) error {
 	setlk := h.Op == wire.OpSetlk // admitted once decoded: it may be a lock wait
 	done := func() {}             // gives back what admission took
 	// A lease's return is never held back: the connection's requests may
-	// all be waiting for it (other files' lock requests recalling it).
-	if !setlk && h.Op != wire.OpLeaseReturn {
+	// all be waiting for it (other files' lock requests recalling it, or
+	// other clients' operations in a leased directory).
+	if !setlk && h.Op != wire.OpLeaseReturn && h.Op != wire.OpDirLeaseReturn {
 		c.admit(size)
 		done = func() { c.leave(size) }
 	}
@@ -402,6 +406,7 @@ func (c *conn) owner(o uint64) uint64 {
 func (c *conn) shutdown() {
 	c.cancel()
 	c.nc.Close()
+	c.dirLeases.release(c) // whoever waits for them goes on
 	if c.watchers != nil {
 		c.watchers.watch(c, false)
 	}

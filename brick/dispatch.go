@@ -26,12 +26,30 @@ func (c *conn) dispatch(ctx context.Context, r *wire.Request, e *wire.Enc) error
 	if isFileOp(r.Op) {
 		return c.fileOp(ctx, r, e)
 	}
-	if r.Op == wire.OpWatch {
+	switch r.Op {
+	case wire.OpWatch:
 		return c.watch(r.Flags)
+	case wire.OpDirLeaseReturn:
+		c.dirLeases.giveBack(c, r.Cookie)
+		return nil
 	}
 	if err := checkPaths(r); err != nil {
 		return err
 	}
+	leave, err := c.dirLeases.enter(ctx, c, r)
+	if err != nil {
+		return err
+	}
+	err = c.pathOp(ctx, r, e)
+	if id := leave(err); id != 0 {
+		e.U64(id) // a mkdir's answer: the attributes, then the lease
+	}
+	return err
+}
+
+// pathOp runs an operation on a path (r's paths are checked, and no
+// other client holds a lease it conflicts with).
+func (c *conn) pathOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 	if r.Op == wire.OpEntrylk {
 		return c.entrylk(r)
 	}
@@ -39,6 +57,8 @@ func (c *conn) dispatch(ctx context.Context, r *wire.Request, e *wire.Enc) error
 		return err
 	}
 	switch r.Op {
+	case wire.OpMake:
+		return c.make(ctx, r, e)
 	case wire.OpCreate:
 		f, a, err := c.l.Create(ctx, r.Path, layer.CreateIn{Owner: r.Owner, Flags: r.Flags, Mode: r.Mode})
 		if err != nil {
@@ -85,6 +105,47 @@ func (c *conn) dispatch(ctx context.Context, r *wire.Request, e *wire.Enc) error
 		return c.xattrOp(ctx, r, e)
 	}
 	return c.attrOp(ctx, r, e)
+}
+
+// make creates a file, writes its first bytes and changes its attributes
+// in one go (wire.OpMake); a file it made is removed again if a later
+// step fails.
+func (c *conn) make(ctx context.Context, r *wire.Request, e *wire.Enc) error {
+	f, a, err := c.l.Create(ctx, r.Path, layer.CreateIn{Owner: r.Owner, Flags: r.Flags, Mode: r.Mode})
+	if err != nil {
+		return err
+	}
+	if a, err = fill(ctx, f, r.Data, r.Setattr, a); err != nil {
+		f.Release(context.WithoutCancel(ctx))
+		if r.Flags&syscall.O_EXCL != 0 {
+			c.l.Unlink(context.WithoutCancel(ctx), r.Path)
+		}
+		return err
+	}
+	e.U64(c.addFile(f, r.Path))
+	e.Attr(&a)
+	return nil
+}
+
+// fill writes data at offset 0 of f and makes the changes of set; it
+// returns the attributes they leave (a, created, if none).
+func fill(ctx context.Context, f layer.File, data []byte, set layer.SetattrIn, a layer.Attr) (layer.Attr, error) {
+	if len(data) > 0 {
+		n, err := f.Write(ctx, data, 0)
+		if err == nil && n < len(data) {
+			err = syscall.EIO
+		}
+		if err != nil {
+			return a, err
+		}
+	}
+	if set.Valid != 0 {
+		return f.Setattr(ctx, set)
+	}
+	if len(data) > 0 {
+		return f.Getattr(ctx)
+	}
+	return a, nil
 }
 
 // attrOp runs the path operations that answer with an Attr.

@@ -121,7 +121,7 @@ func entryDirs(r *wire.Request) []string {
 // entry holds (their directories) and change notices (notify.go).
 func namesChanged(r *wire.Request) []string {
 	switch r.Op {
-	case wire.OpCreate, wire.OpMknod, wire.OpMkdir, wire.OpSymlink, wire.OpUnlink, wire.OpUnlinkData, wire.OpRmdir:
+	case wire.OpCreate, wire.OpMake, wire.OpMknod, wire.OpMkdir, wire.OpSymlink, wire.OpUnlink, wire.OpUnlinkData, wire.OpRmdir:
 		return []string{r.Path}
 	case wire.OpLink:
 		return []string{r.Path2}

@@ -34,6 +34,11 @@ type Limits struct {
 	// locks as one that closed its connection does, instead of holding
 	// them until TCP keepalive gives up (minutes).
 	IdleTimeout time.Duration
+	// RecallTimeout is how long a client may keep a directory lease
+	// recalled from it (default 10 s: a healthy client hands it back in a
+	// round trip per file it held back) before it is cut off, as one that
+	// closed its connection.
+	RecallTimeout time.Duration
 }
 
 // Defaults of Limits.
@@ -41,6 +46,7 @@ const (
 	DefaultMaxInFlightBytes = 256 << 20
 	DefaultMaxLockWaits     = 1024
 	DefaultIdleTimeout      = 20 * time.Second
+	DefaultRecallTimeout    = 10 * time.Second
 )
 
 // DefaultLimits returns the limits a server applies unless told otherwise.
@@ -51,6 +57,7 @@ func DefaultLimits() Limits {
 		MaxInFlightBytes: DefaultMaxInFlightBytes,
 		MaxLockWaits:     DefaultMaxLockWaits,
 		IdleTimeout:      DefaultIdleTimeout,
+		RecallTimeout:    DefaultRecallTimeout,
 	}
 }
 
@@ -72,6 +79,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.IdleTimeout <= 0 {
 		l.IdleTimeout = d.IdleTimeout
+	}
+	if l.RecallTimeout <= 0 {
+		l.RecallTimeout = d.RecallTimeout
 	}
 	return l
 }

@@ -88,6 +88,8 @@ type brick struct {
 	l        layer.Layer
 	entries  *entryLocks // directories healers hold still
 	watchers *watchers   // connections told of changes (notify.go)
+	// dirLeases are directories leased to clients (dirlease.go).
+	dirLeases *dirLeases
 }
 
 // NewServer returns a server with no bricks. log may be nil.
@@ -133,7 +135,7 @@ func (s *Server) SetAuthSource(volumeID string, src AuthSource) {
 func (s *Server) Add(id, volumeID string, l layer.Layer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.bricks[id] = &brick{volumeID: volumeID, l: l, entries: &entryLocks{}, watchers: &watchers{}}
+	s.bricks[id] = &brick{volumeID: volumeID, l: l, entries: &entryLocks{}, watchers: &watchers{}, dirLeases: newDirLeases()}
 }
 
 // Remove stops serving brick id and closes its connections.
@@ -337,6 +339,7 @@ func (s *Server) handshake(nc net.Conn, p *peer) (c *conn, release func(), err e
 	c = newConn(nc, w, a.brickID, b.l)
 	c.entries = b.entries
 	c.watchers = b.watchers
+	c.dirLeases = b.dirLeases
 	c.admitted = a
 	return c, release, nil
 }
