@@ -51,6 +51,14 @@ type Config struct {
 	// were missed meanwhile). It runs on the connection's reader: it must
 	// not wait for the network.
 	OnChange func(layer.Change)
+	// DirLeases asks the brick, at every mkdir, to lease the new
+	// directory's names to the client (dirlease.go, layer.NameLeaser).
+	DirLeases bool
+	// OnRecall is handed a leased directory the brick recalls: it must
+	// return once the client has sent every create it held back in that
+	// directory (the lease is returned then). It runs on a goroutine of
+	// its own.
+	OnRecall func(dir string)
 }
 
 func (cfg *Config) setDefaults() {
@@ -249,6 +257,7 @@ func (c *Client) connect() (*session, error) {
 	gen := c.gen
 	c.mu.Unlock()
 	s := newSession(nc, gen, c.drop)
+	s.onRecall = c.cfg.OnRecall
 	if err := s.handshake(c.cfg.VolumeID, c.cfg.BrickID, c.cfg.Secret); err != nil {
 		nc.Close()
 		return nil, err
@@ -365,13 +374,17 @@ func (c *Client) roundTrip(ctx context.Context, s *session, req *wire.Request, d
 	return cl, nil
 }
 
-// call runs a path operation on the current session.
+// call runs a path operation on the current session (keeping its
+// directory leases true to it).
 func (c *Client) call(ctx context.Context, req *wire.Request) (*wire.Dec, error) {
 	s, err := c.session(ctx)
 	if err != nil {
 		return nil, err
 	}
 	cl, err := c.roundTrip(ctx, s, req, nil, nil)
+	if c.cfg.DirLeases {
+		s.named(req, err)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -194,14 +194,18 @@ func (s *session) recall(h wire.Header) error {
 const recalledKept = time.Minute
 
 // noteRecalled records a recall of a lease not known yet. s.mu is held.
-func (s *session) noteRecalled(id uint64) {
+func (s *session) noteRecalled(id uint64) { noteRecall(s.recalled, id) }
+
+// noteRecall records in recalled, by when, a recall of lease id not known
+// yet, forgetting those kept past recalledKept.
+func noteRecall(recalled map[uint64]time.Time, id uint64) {
 	now := time.Now()
-	for k, t := range s.recalled {
+	for k, t := range recalled {
 		if now.Sub(t) > recalledKept {
-			delete(s.recalled, k)
+			delete(recalled, k)
 		}
 	}
-	s.recalled[id] = now
+	recalled[id] = now
 }
 
 // recalled returns the lease id of session s, if f still holds it.

@@ -63,7 +63,7 @@ func (c *Client) Mknod(ctx context.Context, path string, in layer.MknodIn) (laye
 }
 
 func (c *Client) Mkdir(ctx context.Context, path string, in layer.MkdirIn) (layer.Attr, error) {
-	return c.attrCall(ctx, &wire.Request{Op: wire.OpMkdir, Path: path, Owner: in.Owner, Mode: in.Mode})
+	return c.mkdir(ctx, path, in)
 }
 
 func (c *Client) Symlink(ctx context.Context, path string, in layer.SymlinkIn) (layer.Attr, error) {
@@ -107,17 +107,21 @@ func (c *Client) Create(ctx context.Context, path string, in layer.CreateIn) (la
 		return nil, layer.Attr{}, err
 	}
 	req := &wire.Request{Op: wire.OpCreate, Path: path, Owner: in.Owner, Flags: in.Flags, Mode: in.Mode}
+	if len(in.Data) > 0 || in.Set.Valid != 0 {
+		req.Op, req.Data, req.Setattr = wire.OpMake, in.Data, in.Set // made in one go
+	}
 	cl, err := c.roundTrip(ctx, s, req, nil, nil)
-	if err != nil {
-		return nil, layer.Attr{}, err
+	if err == nil {
+		d := wire.Dec{B: cl.payload}
+		fh := d.U64()
+		a := d.Attr()
+		if err = decoded(&d); err == nil {
+			s.named(req, nil)
+			return c.newFile(s, fh, path, in.Flags), a, nil
+		}
 	}
-	d := wire.Dec{B: cl.payload}
-	fh := d.U64()
-	a := d.Attr()
-	if err := decoded(&d); err != nil {
-		return nil, layer.Attr{}, err
-	}
-	return c.newFile(s, fh, path, in.Flags), a, nil
+	s.named(req, err)
+	return nil, layer.Attr{}, err
 }
 
 func (c *Client) Open(ctx context.Context, path string, flags uint32) (layer.File, error) {

@@ -36,6 +36,14 @@ type session struct {
 	// leases recalled before they were known here, by when.
 	leases   map[uint64]*file
 	recalled map[uint64]time.Time
+	// dirs are the directory leases held, by path and by id; dirRecalled
+	// are those recalled before they were known (dirlease.go). onRecall
+	// sends what the client held back in a directory whose lease is
+	// recalled.
+	dirs        map[string]*dirLease
+	dirByID     map[uint64]*dirLease
+	dirRecalled map[uint64]time.Time
+	onRecall    func(dir string)
 }
 
 // call is one request waiting for its response.
@@ -51,11 +59,14 @@ type call struct {
 func newSession(nc net.Conn, gen uint64, onDead func(*session)) *session {
 	s := &session{
 		nc: nc, gen: gen, onDead: onDead,
-		w:        wire.NewWriter(nc, 0),
-		pending:  map[uint64]*call{},
-		dead:     make(chan struct{}),
-		leases:   map[uint64]*file{},
-		recalled: map[uint64]time.Time{},
+		w:           wire.NewWriter(nc, 0),
+		pending:     map[uint64]*call{},
+		dead:        make(chan struct{}),
+		leases:      map[uint64]*file{},
+		recalled:    map[uint64]time.Time{},
+		dirs:        map[string]*dirLease{},
+		dirByID:     map[uint64]*dirLease{},
+		dirRecalled: map[uint64]time.Time{},
 	}
 	s.lastRecv.Store(time.Now().UnixNano())
 	return s
@@ -192,6 +203,8 @@ func (s *session) receive(h wire.Header) error {
 		return s.notice(h)
 	case wire.KindRecall:
 		return s.recall(h)
+	case wire.KindRecallDir:
+		return s.recallDir(h)
 	case wire.KindResponse:
 	default:
 		return fmt.Errorf("unexpected frame kind %d from brick", h.Kind)

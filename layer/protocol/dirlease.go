@@ -1,0 +1,214 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/wire"
+)
+
+// Directory leases (layer.NameLeaser): with Config.DirLeases, every mkdir
+// asks the brick for the new directory's names (wire.MkdirLease). While
+// the session holds a directory's lease it keeps the names it made there
+// since, so it knows any other name is absent (OwnsName). The lease ends
+// when the brick recalls it (the client first hands Config.OnRecall the
+// directory, to send what it held back, then returns the lease), when the
+// session ends, or when an operation of the client in the directory goes
+// otherwise than the client could tell in advance (it then stops trusting
+// the lease and returns it).
+
+// dirLease is a directory lease the session holds.
+type dirLease struct {
+	id    uint64
+	path  string
+	attr  layer.Attr          // the directory's, from its mkdir
+	names map[string]struct{} // made in it through the session since
+}
+
+var _ layer.NameLeaser = (*Client)(nil)
+
+// OwnsName reports whether the session holds the lease of path's
+// directory, has heard the brick lately (leaseTrust) and did not make
+// path's name (layer.NameLeaser).
+func (c *Client) OwnsName(path string) (layer.Attr, bool) {
+	c.mu.Lock()
+	s := c.cur
+	c.mu.Unlock()
+	if s == nil || !alive(s) || time.Since(time.Unix(0, s.lastRecv.Load())) > leaseTrust {
+		return layer.Attr{}, false
+	}
+	dir, name := layer.Split(path)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.dirs[dir]
+	if l == nil {
+		return layer.Attr{}, false
+	}
+	if _, made := l.names[name]; made {
+		return layer.Attr{}, false
+	}
+	return l.attr, true
+}
+
+// mkdir makes a directory, asking for its lease with Config.DirLeases.
+func (c *Client) mkdir(ctx context.Context, path string, in layer.MkdirIn) (layer.Attr, error) {
+	req := &wire.Request{Op: wire.OpMkdir, Path: path, Owner: in.Owner, Mode: in.Mode}
+	if c.cfg.DirLeases {
+		req.Flags = wire.MkdirLease
+	}
+	s, err := c.session(ctx)
+	if err != nil {
+		return layer.Attr{}, err
+	}
+	cl, err := c.roundTrip(ctx, s, req, nil, nil)
+	if err != nil {
+		s.named(req, err)
+		return layer.Attr{}, err
+	}
+	d := wire.Dec{B: cl.payload}
+	a := d.Attr()
+	var id uint64
+	if len(d.B) == 8 && d.Err == nil {
+		id = d.U64()
+	}
+	if err := decoded(&d); err != nil {
+		s.named(req, err)
+		return layer.Attr{}, err
+	}
+	s.named(req, nil)
+	if id != 0 {
+		s.leased(id, path, a)
+	}
+	return a, nil
+}
+
+// leased keeps the lease id of the directory at path, just made, unless
+// the brick recalled it already (its recall can overtake the mkdir's
+// answer): then it is returned at once.
+func (s *session) leased(id uint64, path string, a layer.Attr) {
+	s.mu.Lock()
+	_, gone := s.dirRecalled[id]
+	delete(s.dirRecalled, id)
+	if !gone && s.err == nil {
+		l := &dirLease{id: id, path: path, attr: a, names: map[string]struct{}{}}
+		if old := s.dirs[path]; old != nil {
+			delete(s.dirByID, old.id)
+		}
+		s.dirs[path], s.dirByID[id] = l, l
+	}
+	s.mu.Unlock()
+	if gone {
+		s.returnDir(id)
+	}
+}
+
+// named keeps the session's leases true to what req, an operation on
+// names that ended with err, did: the names it made or removed in leased
+// directories, and the leases of directories it removed, moved or
+// changed. A failed operation in a leased directory ends the lease (the
+// brick may hold a name the session does not know of).
+func (s *session) named(req *wire.Request, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.dirs) == 0 {
+		return
+	}
+	switch req.Op {
+	case wire.OpCreate, wire.OpMake, wire.OpMknod, wire.OpMkdir, wire.OpSymlink:
+		s.name(req.Path, true, err)
+	case wire.OpLink:
+		s.name(req.Path2, true, err)
+	case wire.OpUnlink, wire.OpUnlinkData:
+		s.name(req.Path, false, err)
+	case wire.OpRmdir:
+		s.name(req.Path, false, err)
+		s.endUnder(req.Path, false)
+	case wire.OpRename:
+		s.name(req.Path, false, err)
+		s.name(req.Path2, true, err)
+		s.endUnder(req.Path, true)
+		s.endUnder(req.Path2, false)
+	case wire.OpSetattr, wire.OpSetxattr, wire.OpRemovexattr:
+		s.endUnder(req.Path, false) // its mode or group may have changed
+	}
+}
+
+// name records that path's name was made (or removed) in its leased
+// directory, or ends the lease if the operation failed. s.mu is held.
+func (s *session) name(path string, made bool, err error) {
+	dir, name := layer.Split(path)
+	l := s.dirs[dir]
+	switch {
+	case l == nil:
+	case err != nil:
+		s.endLocked(l)
+	case made:
+		l.names[name] = struct{}{}
+	default:
+		delete(l.names, name)
+	}
+}
+
+// endUnder ends the lease of the directory at path (and those below it,
+// with subtree). s.mu is held.
+func (s *session) endUnder(path string, subtree bool) {
+	if l := s.dirs[path]; l != nil {
+		s.endLocked(l)
+	}
+	if !subtree {
+		return
+	}
+	prefix := path + "/"
+	for p, l := range s.dirs {
+		if len(p) > len(prefix) && p[:len(prefix)] == prefix {
+			s.endLocked(l)
+		}
+	}
+}
+
+// endLocked forgets lease l and returns it to the brick. s.mu is held.
+func (s *session) endLocked(l *dirLease) {
+	delete(s.dirs, l.path)
+	delete(s.dirByID, l.id)
+	go s.returnDir(l.id)
+}
+
+// returnDir tells the brick the session no longer holds lease id.
+func (s *session) returnDir(id uint64) {
+	var e wire.Enc
+	(&wire.Request{Op: wire.OpDirLeaseReturn, Cookie: id}).Encode(&e)
+	h := wire.Header{Kind: wire.KindRequest, Op: wire.OpDirLeaseReturn, ID: s.nextID.Add(1), Flags: wire.FlagNoReply}
+	if err := s.w.Send(h, e.B); err != nil {
+		s.fail(err)
+	}
+}
+
+// recallDir reads a KindRecallDir frame: the session stops using the
+// lease, hands its directory to onRecall (which sends what was held back
+// in it), then returns it. A lease not known yet is recorded (the mkdir's
+// answer granting it may still be on its way).
+func (s *session) recallDir(h wire.Header) error {
+	if h.Len != 0 {
+		return errors.New("directory recall frame with a payload")
+	}
+	s.mu.Lock()
+	l := s.dirByID[h.ID]
+	if l == nil {
+		noteRecall(s.dirRecalled, h.ID)
+	} else {
+		delete(s.dirs, l.path)
+		delete(s.dirByID, l.id)
+	}
+	s.mu.Unlock()
+	if l != nil {
+		go func() {
+			if s.onRecall != nil {
+				s.onRecall(l.path)
+			}
+			s.returnDir(l.id)
+		}()
+	}
+	return nil
+}
