@@ -254,3 +254,23 @@ func (d *Distribute) Unlink(ctx context.Context, path string) error {
 	}
 	return err
 }
+
+var _ layer.NameLeaser = (*Distribute)(nil)
+
+// OwnsName asks the child path's name hashes to (layer.NameLeaser); never
+// while a rebalance is under way (the name may be where the previous
+// layout put it).
+func (d *Distribute) OwnsName(path string) (layer.Attr, bool) {
+	if d.prev != nil || path == "/" {
+		return layer.Attr{}, false
+	}
+	h, err := d.hashedChild(context.Background(), path)
+	if err != nil {
+		return layer.Attr{}, false
+	}
+	nl, ok := d.child(h).(layer.NameLeaser)
+	if !ok {
+		return layer.Attr{}, false
+	}
+	return nl.OwnsName(path)
+}

@@ -305,3 +305,14 @@ func (l *Layer) Setxattr(ctx context.Context, path, name string, value []byte, f
 func (l *Layer) Removexattr(ctx context.Context, path, name string) error {
 	return l.changing(func() error { return l.Child.Removexattr(ctx, path, name) }, path)
 }
+
+var _ layer.NameLeaser = (*Layer)(nil)
+
+// OwnsName passes the question on (layer.NameLeaser): a file made in one
+// go reaches the bricks as it is, and is new to the cache.
+func (l *Layer) OwnsName(path string) (layer.Attr, bool) {
+	if nl, ok := l.Child.(layer.NameLeaser); ok {
+		return nl.OwnsName(path)
+	}
+	return layer.Attr{}, false
+}

@@ -653,3 +653,26 @@ func (f *file) Release(ctx context.Context) error {
 	}
 	return first
 }
+
+var _ layer.NameLeaser = (*Replicate)(nil)
+
+// OwnsName holds when every replica is up and holds path's directory
+// lease (layer.NameLeaser): a create held back is then made on all of
+// them, with the usual marks if one fails meanwhile.
+func (r *Replicate) OwnsName(path string) (layer.Attr, bool) {
+	var dir layer.Attr
+	for i, c := range r.children {
+		nl, ok := c.Layer.(layer.NameLeaser)
+		if !ok || c.Up != nil && !c.Up() {
+			return layer.Attr{}, false
+		}
+		a, ok := nl.OwnsName(path)
+		if !ok {
+			return layer.Attr{}, false
+		}
+		if i == 0 {
+			dir = a
+		}
+	}
+	return dir, true
+}
