@@ -40,8 +40,11 @@ func (b *bridge) ReleaseDir(in *fuse.ReleaseIn) {
 	}
 }
 
+// FsyncDir sends what the client holds back (layer.Syncer): the names
+// made in the directory are then on the bricks. (The bricks' own file
+// systems are not asked to sync the directory.)
 func (b *bridge) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
-	return fuse.OK // the layer contract has no directory sync
+	return b.status("fsyncdir", "", layer.Sync(b.ctx(), b.top))
 }
 
 // listing returns the snapshot of an open directory to serve a read at

@@ -651,3 +651,13 @@ func (f *liveFile) Release(ctx context.Context) error {
 	}
 	return err
 }
+
+// Sync sends what the current graph holds back (layer.Syncer).
+func (l *Live) Sync(ctx context.Context) error {
+	lg, err := l.acquire()
+	if err != nil {
+		return err
+	}
+	defer lg.unref()
+	return layer.Sync(ctx, lg.g.Top)
+}

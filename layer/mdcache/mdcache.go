@@ -346,3 +346,34 @@ func (l *Layer) Forget(c layer.Change) {
 		}
 	})
 }
+
+// Readdir refreshes what is kept of the subdirectories a listing shows,
+// so that a listing and a lookup agree: a directory's times may move
+// after the layer updated them for a name made in it (write-behind makes
+// a create it held back when it sends the file, later than it answered
+// for it).
+func (l *Layer) Readdir(ctx context.Context, path string, cookie uint64, max int) (layer.DirPage, error) {
+	now := l.opts.Now()
+	l.mu.Lock()
+	clock := l.clock
+	l.mu.Unlock()
+	page, err := l.Child.Readdir(ctx, path, cookie, max)
+	if err != nil || len(page.Entries) == 0 {
+		return page, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.clock != clock || l.busy != 0 {
+		return page, err
+	}
+	for _, e := range page.Entries {
+		p := layer.Join(path, e.Name)
+		if _, ok := l.dirs[p]; ok && e.Attr.IsDir() {
+			l.dirs[p] = kept{attr: e.Attr, at: now}
+		}
+	}
+	return page, err
+}
+
+// Sync passes on (layer.Syncer).
+func (l *Layer) Sync(ctx context.Context) error { return layer.Sync(ctx, l.Child) }

@@ -1,6 +1,10 @@
 package nlcache
 
-import "github.com/mortarfs/mortar/layer"
+import (
+	"context"
+
+	"github.com/mortarfs/mortar/layer"
+)
 
 var _ layer.Forgetter = (*Layer)(nil)
 
@@ -31,3 +35,6 @@ func (l *Layer) Forget(c layer.Change) {
 	}
 	l.forgetTree(c.Path)
 }
+
+// Sync passes on (layer.Syncer).
+func (l *Layer) Sync(ctx context.Context) error { return layer.Sync(ctx, l.Child) }

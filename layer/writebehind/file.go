@@ -3,6 +3,7 @@ package writebehind
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -12,9 +13,12 @@ import (
 // file is a file of the child with a window of acknowledged writes not
 // yet sent: buf, to go at off.
 type file struct {
-	layer.File
 	l      *Layer
 	behind bool // its writes may wait (see behind)
+	// child is the child's file: nil while its create is held back
+	// (create.go), then the file made or the error that kept it from
+	// being made.
+	child atomic.Pointer[made]
 
 	// Under l.w.mu: gfid is the file's inode, learnt at its first write or
 	// fsync if not at its creation (a write sends the windows of the
@@ -36,6 +40,27 @@ type file struct {
 	// flushed is set by a close (Flush) until the next write: changes
 	// then go at once (the descriptor may be another process's).
 	flushed bool
+	// create is the create held back, nil once sent (create.go).
+	create *heldCreate
+}
+
+// made is a file's child file, once made (or what kept it from being).
+type made struct {
+	f   layer.File
+	err error
+}
+
+// made returns the child's file, or why there is none: the error of the
+// create that failed to make it.
+func (f *file) made() (layer.File, error) {
+	m := f.child.Load()
+	switch {
+	case m == nil:
+		return nil, syscall.EIO // held back still: a caller forgot to send it
+	case m.f == nil:
+		return nil, m.err
+	}
+	return m.f, nil
 }
 
 // Write keeps p in the window if it continues it and fits; otherwise the
@@ -52,7 +77,11 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		if err := f.l.w.takeErr(f); err != nil {
 			return 0, err
 		}
-		return f.File.Write(ctx, p, off)
+		lf, err := f.made()
+		if err != nil {
+			return 0, err
+		}
+		return lf.Write(ctx, p, off)
 	}
 	f.l.w.flushInode(ctx, f.inode(), f)
 	f.mu.Lock()
@@ -65,12 +94,19 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		f.wrote(off, len(p))
 		return len(p), nil
 	}
-	f.send(ctx) // attribute changes too: a write after them sets the times
+	if !f.heldEmpty() {
+		f.send(ctx) // attribute changes too: a write after them sets the times
+	}
 	if err := f.l.w.takeErr(f); err != nil {
 		return 0, err
 	}
 	if len(p) >= f.l.window || !f.l.w.room(len(p)) {
-		n, err := f.File.Write(ctx, p, off)
+		f.send(ctx) // a create held back goes first
+		lf, err := f.made()
+		if err != nil {
+			return 0, err
+		}
+		n, err := lf.Write(ctx, p, off)
 		f.carry() // others may have learnt the inode while it went
 		f.wrote(off, n)
 		return n, err
@@ -101,7 +137,11 @@ func (f *file) knowInode(ctx context.Context) bool {
 	if !f.inode().IsZero() {
 		return true
 	}
-	a, err := f.File.Getattr(ctx)
+	lf, err := f.made()
+	if err != nil {
+		return false
+	}
+	a, err := lf.Getattr(ctx)
 	if err != nil || a.Gfid.IsZero() {
 		return false
 	}
@@ -119,12 +159,21 @@ func (f *file) send(ctx context.Context) {
 		f.timer.Stop()
 		f.timer = nil
 	}
+	ctx = context.WithoutCancel(ctx)
+	if f.create != nil {
+		f.sendCreate(ctx)
+	}
 	if len(f.buf) == 0 && f.set.Valid == 0 {
+		f.l.w.held(f, false)
 		return
 	}
-	ctx = context.WithoutCancel(ctx)
+	lf, err := f.made()
+	if err != nil {
+		f.drop() // the file was not made: its failed create is its error
+		return
+	}
 	if len(f.buf) > 0 {
-		n, err := f.File.Write(ctx, f.buf, f.off)
+		n, err := lf.Write(ctx, f.buf, f.off)
 		if err == nil && n < len(f.buf) {
 			err = syscall.EIO // a short write of acknowledged bytes: they are lost
 		}
@@ -136,12 +185,20 @@ func (f *file) send(ctx context.Context) {
 		f.buf = nil // a file open long but written once keeps no memory
 	}
 	if f.set.Valid != 0 {
-		if _, err := f.File.Setattr(ctx, f.set); err != nil {
+		if _, err := lf.Setattr(ctx, f.set); err != nil {
 			f.l.w.failedFile(f, err)
 			f.attrGen = 0
 		}
 		f.set = layer.SetattrIn{}
 	}
+	f.l.w.held(f, false)
+}
+
+// drop forgets the window without sending it. f.mu is held.
+func (f *file) drop() {
+	f.l.w.bytes.Add(-int64(len(f.buf)))
+	f.buf, f.set = nil, layer.SetattrIn{}
+	f.attrGen = 0
 	f.l.w.held(f, false)
 }
 
@@ -152,12 +209,21 @@ func (f *file) send(ctx context.Context) {
 
 func (f *file) Read(ctx context.Context, p []byte, off int64) (int, error) {
 	defer f.l.done(f.l.begin(ctx))
-	return f.File.Read(ctx, p, off)
+	lf, err := f.made()
+	if err != nil {
+		return 0, err
+	}
+	return lf.Read(ctx, p, off)
 }
 
 func (f *file) Getattr(ctx context.Context) (layer.Attr, error) {
 	gen := f.l.begin(ctx)
-	a, err := f.File.Getattr(ctx)
+	lf, err := f.made()
+	if err != nil {
+		f.l.done(gen)
+		return layer.Attr{}, err
+	}
+	a, err := lf.Getattr(ctx)
 	return f.learn(gen, a, err)
 }
 
@@ -167,7 +233,12 @@ func (f *file) Setattr(ctx context.Context, in layer.SetattrIn) (layer.Attr, err
 		return a, nil
 	}
 	gen := f.l.begin(ctx)
-	a, err := f.File.Setattr(ctx, in)
+	lf, err := f.made()
+	if err != nil {
+		f.l.done(gen)
+		return layer.Attr{}, err
+	}
+	a, err := lf.Setattr(ctx, in)
 	return f.learn(gen, a, err)
 }
 
@@ -186,17 +257,29 @@ func (f *file) learn(gen uint64, a layer.Attr, err error) (layer.Attr, error) {
 
 func (f *file) Fallocate(ctx context.Context, mode uint32, off, length int64) error {
 	defer f.l.done(f.l.begin(ctx))
-	return f.File.Fallocate(ctx, mode, off, length)
+	lf, err := f.made()
+	if err != nil {
+		return err
+	}
+	return lf.Fallocate(ctx, mode, off, length)
 }
 
 func (f *file) Getlk(ctx context.Context, owner uint64, lk layer.Lock) (layer.Lock, error) {
 	defer f.l.done(f.l.begin(ctx))
-	return f.File.Getlk(ctx, owner, lk)
+	lf, err := f.made()
+	if err != nil {
+		return layer.Lock{}, err
+	}
+	return lf.Getlk(ctx, owner, lk)
 }
 
 func (f *file) Setlk(ctx context.Context, owner uint64, lk layer.Lock, wait bool) error {
 	defer f.l.done(f.l.begin(ctx))
-	return f.File.Setlk(ctx, owner, lk, wait)
+	lf, err := f.made()
+	if err != nil {
+		return err
+	}
+	return lf.Setlk(ctx, owner, lk, wait)
 }
 
 // Fsync reports a failed window of the file's inode, once, then asks the
@@ -207,7 +290,11 @@ func (f *file) Fsync(ctx context.Context, datasync bool) error {
 	if err := f.l.w.takeErr(f); err != nil {
 		return err
 	}
-	return f.File.Fsync(ctx, datasync)
+	lf, err := f.made()
+	if err != nil {
+		return err
+	}
+	return lf.Fsync(ctx, datasync)
 }
 
 // Flush (every close) sends the windows; a failed one is the close's
@@ -218,10 +305,21 @@ func (f *file) Fsync(ctx context.Context, datasync bool) error {
 func (f *file) Flush(ctx context.Context, owner uint64) error {
 	f.mu.Lock()
 	f.flushed = true // no attribute change waits from now: see setBehind
+	empty := f.emptyCreate()
 	f.mu.Unlock()
+	if empty {
+		return f.l.w.peekErr(f) // see emptyCreate
+	}
 	defer f.l.done(f.l.begin(ctx))
 	err := f.l.w.peekErr(f)
-	if ferr := f.File.Flush(ctx, owner); err == nil {
+	lf, merr := f.made()
+	if merr != nil {
+		if err == nil {
+			err = merr
+		}
+		return err
+	}
+	if ferr := lf.Flush(ctx, owner); err == nil {
 		err = ferr
 	}
 	return err
@@ -235,7 +333,14 @@ func (f *file) Release(ctx context.Context) error {
 	f.send(ctx) // stops the timer of a window the layer's count missed
 	f.mu.Unlock()
 	err := f.l.w.forget(f)
-	if rerr := f.File.Release(ctx); err == nil {
+	lf, merr := f.made()
+	if merr != nil {
+		if err == nil {
+			err = merr
+		}
+		return err
+	}
+	if rerr := lf.Release(ctx); err == nil {
 		err = rerr
 	}
 	return err

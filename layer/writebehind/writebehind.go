@@ -90,14 +90,19 @@ type Options struct {
 	// mount builds one after another as its volume changes — send each
 	// other's windows before their operations too.
 	Windows *Windows
+	// CreateBehind holds creates back where the child owns the name
+	// (create.go); the graph must hand the child's recalls to
+	// Windows.Recall.
+	CreateBehind bool
 }
 
 // Layer keeps the windows of its files.
 type Layer struct {
 	layer.Base
-	window int
-	maxAge time.Duration
-	w      *Windows
+	window       int
+	maxAge       time.Duration
+	w            *Windows
+	createBehind bool
 }
 
 // Windows are the files whose windows hold data, of one layer or of
@@ -137,7 +142,8 @@ func New(child layer.Layer, opts Options) *Layer {
 	if opts.Windows == nil {
 		opts.Windows = NewWindows(0)
 	}
-	return &Layer{Base: layer.Base{Child: child}, window: opts.WindowSize, maxAge: opts.MaxAge, w: opts.Windows}
+	return &Layer{Base: layer.Base{Child: child}, window: opts.WindowSize, maxAge: opts.MaxAge, w: opts.Windows,
+		createBehind: opts.CreateBehind && !opts.Off}
 }
 
 // flushAll sends every window; their errors stay with their files.
@@ -283,18 +289,31 @@ func behind(flags uint32) bool {
 // the windows of the others. A file created knows its attributes a at
 // generation gen (0: none).
 func (l *Layer) wrap(f layer.File, flags uint32, g layer.Gfid, a layer.Attr, gen uint64) layer.File {
-	wf := &file{File: f, l: l, behind: l.window > 0 && behind(flags), gfid: g}
-	if wf.behind {
-		wf.attr, wf.attrGen = a, gen
-	}
+	wf := l.newFile(f, flags, g, a, gen)
 	l.w.mu.Lock()
 	l.w.open[wf] = struct{}{}
 	l.w.mu.Unlock()
 	return wf
 }
 
+// newFile is wrap's file, not yet counted open (nil f: its create is
+// held back).
+func (l *Layer) newFile(f layer.File, flags uint32, g layer.Gfid, a layer.Attr, gen uint64) *file {
+	wf := &file{l: l, behind: l.window > 0 && behind(flags), gfid: g}
+	if f != nil {
+		wf.child.Store(&made{f: f})
+	}
+	if wf.behind {
+		wf.attr, wf.attrGen = a, gen
+	}
+	return wf
+}
+
 func (l *Layer) Create(ctx context.Context, path string, in layer.CreateIn) (layer.File, layer.Attr, error) {
 	gen := l.begin(ctx)
+	if f, a, ok := l.holdCreate(path, in, gen); ok {
+		return f, a, nil
+	}
 	f, a, err := l.Child.Create(ctx, path, in)
 	gen, current := l.end(gen)
 	if err != nil {
