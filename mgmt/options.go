@@ -96,6 +96,10 @@ const (
 	// OptWriteBehindMaxAge is how many seconds acknowledged bytes may
 	// wait at most.
 	OptWriteBehindMaxAge = volume.OptWriteBehindMaxAge
+	// OptCreateBehind ("on"/"off") lets clients answer a create in a
+	// directory they made at once, and make the file with its first
+	// bytes in one round trip.
+	OptCreateBehind = volume.OptCreateBehind
 	// OptCacheInvalidation ("on"/"off") has the bricks tell every mount
 	// what other clients change, for its caches (quick-read, nl-cache,
 	// the kernel's) to forget at once instead of at their timeouts.
@@ -133,6 +137,7 @@ var knownOptions = []Option{
 	{OptWriteBehind, "on", "on or off: small sequential writes are acknowledged at once and sent to the bricks aggregated (errors at close or fsync; O_DIRECT, O_SYNC and fsync exact)", oneOf("on", "off")},
 	{OptWriteBehindWindowSize, strconv.Itoa(writebehind.DefaultWindowSize), "bytes a file may keep acknowledged but unsent (at most 16777216)", between(4096, 16<<20)},
 	{OptWriteBehindMaxAge, strconv.FormatFloat(writebehind.DefaultMaxAge.Seconds(), 'f', -1, 64), "seconds acknowledged bytes may wait before they are sent by themselves", seconds(0.01)},
+	{OptCreateBehind, "on", "on or off: a client leases the names of the directories it makes, and a file it creates in one is made with its first bytes and attributes in one round trip when write-behind sends them (another client's access to the directory recalls the lease first; not on dispersed or encrypted volumes)", oneOf("on", "off")},
 	{OptNlCache, "on", "on or off: a lookup of a name that a directory the client made or listed lacks fails at once, without a round trip", oneOf("on", "off")},
 	{OptStatPrefetch, "on", "on or off: clients keep the attributes of directories (the kernel asks for them again after every name made in one)", oneOf("on", "off")},
 	{OptMdCacheTimeout, strconv.FormatFloat(mdcache.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a client keeps a directory's attributes (a change through another client may be missed for that long)", seconds(0.01)},
@@ -222,6 +227,7 @@ var optionVolumeTypes = map[string][]string{
 	OptQuickRead:             {volume.Distribute, volume.Replicate},
 	OptQuickReadMaxFileSize:  {volume.Distribute, volume.Replicate},
 	OptQuickReadCacheTimeout: {volume.Distribute, volume.Replicate},
+	OptCreateBehind:          {volume.Distribute, volume.Replicate},
 }
 
 // typeAdjective names the volumes of a type as the errors say it.
@@ -239,7 +245,7 @@ func checkVolumeType(v *VolumeState, key string) error {
 	}
 	why := "where it would mean nothing"
 	switch {
-	case v.Type == volume.Disperse && strings.HasPrefix(key, OptQuickRead):
+	case v.Type == volume.Disperse && (strings.HasPrefix(key, OptQuickRead) || key == OptCreateBehind):
 		why = "whose bricks hold fragments of files, not whole files"
 	case v.Type == volume.Disperse:
 		why = fmt.Sprintf("whose sets write while %d of its %d bricks are up (disperse %d redundancy %d), and that is fixed",

@@ -87,6 +87,12 @@ const (
 	// OptWriteBehindMaxAge is how many seconds a window waits at most
 	// before it is sent by itself.
 	OptWriteBehindMaxAge = "performance.write-behind-max-age"
+	// OptCreateBehind "on" (the default) has clients lease the names of
+	// the directories they make, and answer a create in such a directory
+	// at once, making the file with its first bytes and attributes when
+	// write-behind sends them (layer/writebehind, create.go). mortar's
+	// own: GlusterFS has no such thing.
+	OptCreateBehind = "performance.create-behind"
 )
 
 // The volume options of the directory attribute cache (layer/mdcache),
@@ -249,12 +255,19 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Graph{Spec: spec, onChange: opts.OnChange}
+	g := &Graph{Spec: spec, onChange: opts.OnChange, windows: opts.windows}
+	if g.windows == nil {
+		g.windows = writebehind.NewWindows(0)
+	}
+	createBehind := createsBehind(spec, opts)
 	client := func(b Brick, connectWait time.Duration) *protocol.Client {
 		cfg := BrickClientConfig(spec, b)
 		cfg.ConnectWait, cfg.Dial = connectWait, opts.Dial
 		if watches(spec, opts) {
 			cfg.OnChange = g.changed
+		}
+		if createBehind {
+			cfg.DirLeases, cfg.OnRecall = true, g.windows.Recall
 		}
 		cfg.Logger = opts.Logger.With("volume", spec.Name, "brick", b.Name())
 		c := protocol.New(cfg)
@@ -321,17 +334,13 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 		qr := quickread.New(top, quickReadOptions(spec))
 		g.Top, caches = qr, append(caches, qr)
 	}
-	g.windows = opts.windows
-	if g.windows == nil {
-		g.windows = writebehind.NewWindows(0)
-	}
 	if !opts.Ciphertext {
 		// Even off, the layer sends the windows files opened on an earlier
 		// graph of the mount may still hold.
 		size, _ := strconv.Atoi(spec.Option(OptWriteBehindWindowSize, ""))
-		off := spec.Option(OptWriteBehind, "on") != "on" || !spec.ClientCache()
 		age := spec.DurationOption(OptWriteBehindMaxAge, writebehind.DefaultMaxAge)
-		g.Top = writebehind.New(g.Top, writebehind.Options{WindowSize: size, MaxAge: age, Off: off, Windows: g.windows})
+		g.Top = writebehind.New(g.Top, writebehind.Options{WindowSize: size, MaxAge: age,
+			Off: !writesBehind(spec), Windows: g.windows, CreateBehind: createBehind})
 	}
 	if spec.Option(OptNlCache, "on") == "on" && spec.ClientCache() && !opts.Ciphertext {
 		nl := nlcache.New(g.Top, nlcache.Options{Timeout: spec.DurationOption(OptNlCacheTimeout, nlcache.DefaultTimeout)})
@@ -343,6 +352,19 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 	}
 	g.caches.Store(&caches)
 	return g, nil
+}
+
+// writesBehind reports whether the graph's write-behind keeps windows.
+func writesBehind(spec Spec) bool {
+	return spec.Option(OptWriteBehind, "on") == "on" && spec.ClientCache()
+}
+
+// createsBehind reports whether the graph holds creates back: the option
+// is on, write-behind keeps windows, and the bricks hold whole files as
+// the client sees them (not fragments, not ciphertext).
+func createsBehind(spec Spec, opts BuildOptions) bool {
+	return spec.Option(OptCreateBehind, "on") == "on" && writesBehind(spec) &&
+		spec.Type != Disperse && !spec.Encrypted() && !opts.Ciphertext
 }
 
 // quickRead reports whether the graph gets the quick-read layer: if the
