@@ -143,7 +143,47 @@ func (s *Store) markLocked(ino inode, g layer.Gfid, mask uint64) error {
 			return err
 		}
 	}
-	return s.indexAdd(g, ino.path, cur != 0)
+	return s.indexAdd(g, s.pathNow(ino), cur != 0)
+}
+
+// pathNow is where the inode is in the brick now: the path its operation
+// resolved, unless a rename moved it (or a directory above it) since. The
+// kernel knows where a descriptor's inode is (/proc/self/fd), so an entry
+// written after the rename's reindex, by an operation that resolved the
+// path before it, still names the inode (called under the inode's mark
+// lock, which reindex takes too: the one that writes last writes what is
+// true). The operation's path stands when the kernel's cannot be had.
+func (s *Store) pathNow(ino inode) string {
+	fdPath, rest := ino.proc, ""
+	if ino.fd >= 0 {
+		fdPath = procFd(ino.fd)
+	} else if i := strings.Index(ino.proc, "/fd/"); i >= 0 {
+		if j := strings.IndexByte(ino.proc[i+4:], '/'); j >= 0 {
+			fdPath, rest = ino.proc[:i+4+j], ino.proc[i+4+j+1:]
+		}
+	}
+	if fdPath == "" {
+		return ino.path
+	}
+	target, err := os.Readlink(fdPath)
+	root := s.realRoot
+	switch {
+	case err != nil || root == "" || strings.HasSuffix(target, " (deleted)"):
+		return ino.path
+	case target == root:
+		target = "/"
+	case strings.HasPrefix(target, root+"/"):
+		target = target[len(root):]
+	default:
+		return ino.path // not in the brick (a bind mount, a chroot...)
+	}
+	if rest != "" && rest != "." {
+		target = layer.Join(target, rest)
+	}
+	if layer.CheckPath(target) != nil {
+		return ino.path
+	}
+	return target
 }
 
 // indexAdd lists g in the heal index. If it was marked already its entry

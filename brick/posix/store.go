@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -64,8 +65,11 @@ type Options struct {
 
 // Store is the posix storage of one brick. It implements layer.Layer.
 type Store struct {
-	root     string
-	rootfd   int // O_PATH|O_DIRECTORY
+	root   string
+	rootfd int // O_PATH|O_DIRECTORY
+	// realRoot is the root's path as the kernel shows descriptors in it
+	// (symbolic links resolved): pathNow takes it off their paths.
+	realRoot string
 	healfd   int // the heal index directory, O_PATH|O_DIRECTORY
 	log      *slog.Logger
 	arbiter  bool
@@ -133,6 +137,7 @@ func New(root string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("brick %s: open %s: %w", root, HealDir, err)
 	}
 	s := &Store{root: root, rootfd: fd, healfd: healfd, log: log, arbiter: opts.Arbiter, disperse: opts.Disperse}
+	s.realRoot, _ = os.Readlink(procFd(fd)) // "": pathNow keeps operations' paths
 	s.marks.seed = maphash.MakeSeed()
 	s.mig.freezeTimeout = opts.FreezeTimeout
 	if s.mig.freezeTimeout <= 0 {
