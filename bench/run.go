@@ -32,6 +32,9 @@ type Config struct {
 	Layout *Layout
 	// FioCorners: seed003 measures only the corners of its matrix.
 	FioCorners bool
+	// FS, if set ("xfs", "ext4"), makes a file system of that type in a
+	// file under Work for the run, and puts every target in it (loopfs.go).
+	FS string
 }
 
 // TargetNames are the targets in the order the suite runs them.
@@ -73,7 +76,20 @@ func Run(ctx context.Context, cfg Config) error {
 
 // run is Run with the targets and experiments chosen.
 func (cfg *Config) run(ctx context.Context, targets []Target, exps []Experiment) error {
-	work := filepath.Join(cfg.Work, fmt.Sprintf("run-%d", os.Getpid()))
+	parent := cfg.Work
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("work directory: %w", err)
+	}
+	var loop *loopFS
+	if cfg.FS != "" {
+		var err error
+		if loop, err = makeLoopFS(parent, cfg.FS); err != nil {
+			return err
+		}
+		defer loop.close()
+		parent = loop.dir
+	}
+	work := filepath.Join(parent, fmt.Sprintf("run-%d", os.Getpid()))
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return fmt.Errorf("work directory: %w", err)
 	}
@@ -91,7 +107,10 @@ func (cfg *Config) run(ctx context.Context, targets []Target, exps []Experiment)
 			g.progress = r.Progress
 		}
 	}
-	env := collectEnv(cfg.Work)
+	env := collectEnv(parent)
+	if loop != nil {
+		env.LocalFS = loop.describe()
+	}
 	defer closeTargets(targets, cfg.Log)
 	r.Targets = checkTargets(ctx, r, targets, exps, &env)
 	for _, e := range exps {

@@ -22,7 +22,7 @@ func newBenchCommand() *cobra.Command {
 	var lf layoutFlags
 	cmd := &cobra.Command{
 		Use: "bench [--quick] [--targets local,fuse-passthrough,mortar,mortar-distribute,glusterfs] [--replica N | --disperse N [--redundancy M]] " +
-			"[--fio-corners] [--out DIR] [--work DIR] [--reps N] [EXPERIMENT...]",
+			"[--fio-corners] [--out DIR] [--work DIR] [--fs xfs|ext4] [--reps N] [EXPERIMENT...]",
 		Short: "Re-run the seed papers' experiments on mortar, the local disk, FUSE passthrough and GlusterFS",
 		Long: `Run the seed papers' experiments on mortar, the local file system, the local
 file system through FUSE passthrough and GlusterFS, side by side in one run on
@@ -60,6 +60,14 @@ mortar-distribute: what the redundancy costs mortar. --fio-corners keeps
 seed003's corners (4k and 1m x 1 and 4 threads x write and randread) at
 full size and runtime.
 
+--fs xfs (or ext4) makes a file system of that type in a sparse file under
+--work, loop-mounted for the run, and puts every target in it: bricks on
+the file system GlusterFS recommends for them, whatever the machine's own
+is. A root ext4 without a journal (some VMs) makes every create scan the
+inodes freed in the last seconds, so a target measured right after
+another's removals pays for them: its create and untar figures then say
+more about the order of the run than about the targets.
+
 --quick is a smoke run of a few minutes (smaller sizes, one repetition;
 seed003 its corners, shorter): its numbers show that everything works, not
 how fast. Needs root (mounts, caches). Exits non-zero only if nothing at all
@@ -68,6 +76,7 @@ could be measured (or on Ctrl-C, after writing the partial report).`,
   mortar bench --quick --targets mortar,local
   mortar bench --quick --targets local,fuse-passthrough,mortar metadata
   mortar bench --out /tmp/report seed002 metadata
+  mortar bench --fs xfs --reps 2 seed002 metadata
   mortar bench --disperse 6 --redundancy 2 --fio-corners \
       --targets local,mortar,mortar-distribute,glusterfs seed002 seed003`,
 		// Experiment names are checked before anything starts.
@@ -124,6 +133,8 @@ could be measured (or on Ctrl-C, after writing the partial report).`,
 	f.BoolVar(&cfg.FioCorners, "fio-corners", false, "seed003: only the corners of the fio matrix (4k, 1m x 1, 4 threads x write, randread), full size")
 	f.StringVar(&cfg.Out, "out", "bench-out", "directory for report.md, results.csv and plots")
 	f.StringVar(&cfg.Work, "work", "/var/tmp/mortar-bench", "parent directory of bricks, mounts and files (one disk)")
+	f.StringVar(&cfg.FS, "fs", "", "make a file system of this type ("+strings.Join(bench.FileSystems, " or ")+
+		") in a file under --work, loop-mounted, and run every target in it (the brick file system GlusterFS recommends is xfs)")
 	f.IntVar(&cfg.Reps, "reps", 0, "repetitions of each measurement (default 3, 1 with --quick)")
 	f.BoolVar(&cfg.GlusterStrictODirect, "gluster-strict-o-direct", false,
 		"set performance.strict-o-direct on GlusterFS volumes, so that its O_DIRECT writes reach the bricks as mortar's do")
