@@ -73,7 +73,11 @@ func (r *Replicate) Create(ctx context.Context, path string, in layer.CreateIn) 
 	in.Owner = owned(in.Owner)
 	files := make([]layer.File, len(r.children))
 	copies := make([]Copy, len(r.children))
-	o, err := r.modify(ctx, []string{parentOf(path)}, func(ctx context.Context, i int) error {
+	marks := []string{parentOf(path)}
+	if len(in.Data) > 0 || in.Set.Valid != 0 {
+		marks = append(marks, path) // made in one go: its content and attributes too
+	}
+	o, err := r.modify(ctx, marks, func(ctx context.Context, i int) error {
 		var err error
 		files[i], copies[i].Attr, err = r.children[i].Layer.Create(ctx, path, in)
 		copies[i].Err = err
