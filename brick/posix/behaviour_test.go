@@ -409,3 +409,48 @@ func TestNoFdLeak(t *testing.T) {
 		t.Fatalf("%d descriptors open before, %d after", before, after)
 	}
 }
+
+// New inodes have exactly the mode asked for when the brick makes them
+// with it at once (no chmod): whatever the umask (the brick reads it once,
+// and a stale reading must not matter), and under a default ACL set on
+// the brick by hand, which the kernel applies instead of the umask.
+func TestModeExactWithoutChmod(t *testing.T) {
+	s, dir := newBrick(t, "")
+	check := func(where string) {
+		t.Helper()
+		if _, err := s.Mkdir(ctx, where, layer.MkdirIn{Mode: 0o755}); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range []uint32{0o644, 0o600, 0o755, 0o664} {
+			p := fmt.Sprintf("%s/f%o", where, m)
+			f, a, err := s.Create(ctx, p, layer.CreateIn{Flags: syscall.O_RDWR, Mode: m})
+			if err != nil || a.Mode != syscall.S_IFREG|m {
+				t.Fatalf("create %s %#o: %#o %v", p, m, a.Mode, err)
+			}
+			f.Release(ctx)
+			if l, err := s.Lookup(ctx, p); err != nil || l.Mode != syscall.S_IFREG|m {
+				t.Fatalf("lookup %s: %#o %v", p, l.Mode, err)
+			}
+			d := fmt.Sprintf("%s/d%o", where, m)
+			if a, err := s.Mkdir(ctx, d, layer.MkdirIn{Mode: m}); err != nil || a.Mode != syscall.S_IFDIR|m {
+				t.Fatalf("mkdir %s %#o: %#o %v", d, m, a.Mode, err)
+			}
+		}
+	}
+	defer func(f func() uint32) { processUmask = f }(processUmask)
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	processUmask = func() uint32 { return 0 } // stale: the kernel takes bits away
+	check("/umask")
+	syscall.Umask(0o022)
+	processUmask = func() uint32 { return 0o022 }
+	if err := os.Mkdir(filepath.Join(dir, "acl"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// user::rw-, group::---, other::--- as the directory's default ACL.
+	acl := []byte{2, 0, 0, 0, 1, 0, 6, 0, 0xff, 0xff, 0xff, 0xff, 4, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x20, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}
+	if err := unix.Setxattr(filepath.Join(dir, "acl"), "system.posix_acl_default", acl, 0); err != nil {
+		t.Fatalf("a default ACL on the brick's directory: %v", err)
+	}
+	check("/acl/d")
+}

@@ -2,6 +2,10 @@ package posix
 
 import (
 	"context"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -13,6 +17,9 @@ type newOwner struct {
 	uid, gid int
 	sgid     bool // the parent is set-group-ID: new directories inherit it
 	gfid     layer.Gfid
+	// made is the owner the kernel gives an inode the brick makes there:
+	// the brick's own, in a set-group-ID directory with its group.
+	madeUid, madeGid int
 }
 
 // ownerIn applies Linux's rules for a new inode of o in directory dir: in a
@@ -22,15 +29,51 @@ func ownerIn(dir int, o layer.Owner) (newOwner, error) {
 	if err := unix.Fstat(dir, &st); err != nil {
 		return newOwner{}, err
 	}
-	no := newOwner{uid: int(o.Uid), gid: int(o.Gid), gfid: o.Gfid}
+	no := newOwner{uid: int(o.Uid), gid: int(o.Gid), gfid: o.Gfid, madeUid: os.Geteuid(), madeGid: os.Getegid()}
 	if st.Mode&unix.S_ISGID != 0 {
-		no.gid, no.sgid = int(st.Gid), true
+		no.gid, no.sgid, no.madeGid = int(st.Gid), true, int(st.Gid)
 	}
 	if no.gfid.IsZero() {
 		no.gfid = layer.NewGfid()
 	}
 	return no, nil
 }
+
+// made reports whether an inode the brick makes already has the owner o
+// gives it.
+func (o newOwner) made() bool { return o.uid == o.madeUid && o.gid == o.madeGid }
+
+// createMode is the mode to make a new inode with, and whether that is
+// already mode (no chmod needed): mode itself when no bit of it is one
+// another user could use in the moment before the owner is set (group or
+// other write, set-ID, sticky) nor one the umask takes away; else 0600
+// (0700 for a directory), and the chmod follows the chown.
+func createMode(mode uint32, dir bool) (uint32, bool) {
+	if mode&^0o755 == 0 && mode&processUmask() == 0 {
+		return mode, true
+	}
+	if dir {
+		return 0o700, false
+	}
+	return 0o600, false
+}
+
+// processUmask is the brick process's umask, read once (from
+// /proc/self/status: umask(2) would change it to read it).
+var processUmask = sync.OnceValue(func() uint32 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0o777 // unknown: every new inode is chmodded
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			if m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+				return uint32(m)
+			}
+		}
+	}
+	return 0o777
+})
 
 // refuseRoot is the error for creating the root: it exists.
 func refuseRoot(a at) error {
@@ -154,31 +197,32 @@ func (s *Store) Mkdir(ctx context.Context, path string, in layer.MkdirIn) (layer
 	}
 	s.naming.RLock()
 	defer s.naming.RUnlock()
-	if err := unix.Mkdirat(a.dir, a.name, 0o700); err != nil {
-		return layer.Attr{}, err
-	}
 	mode := in.Mode & 07777
 	if o.sgid {
 		mode |= unix.S_ISGID
 	}
-	attr, err := s.initDir(a, o, mode)
+	made, final := createMode(mode, true)
+	if err := unix.Mkdirat(a.dir, a.name, made); err != nil {
+		return layer.Attr{}, err
+	}
+	attr, err := s.initDir(a, o, mode, final)
 	if err != nil {
 		unix.Unlinkat(a.dir, a.name, unix.AT_REMOVEDIR)
 	}
 	return attr, err
 }
 
-func (s *Store) initDir(a at, o newOwner, mode uint32) (layer.Attr, error) {
+func (s *Store) initDir(a at, o newOwner, mode uint32, final bool) (layer.Attr, error) {
 	fd, err := unix.Openat(a.dir, a.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return layer.Attr{}, err
 	}
 	defer unix.Close(fd)
-	if err := initFd(fd, o, mode); err != nil {
+	if err := initFd(fd, o, mode, final); err != nil {
 		return layer.Attr{}, err
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	if err := statMade(fd, mode, &st); err != nil {
 		return layer.Attr{}, err
 	}
 	attr := toAttr(&st)
@@ -186,14 +230,33 @@ func (s *Store) initDir(a at, o newOwner, mode uint32) (layer.Attr, error) {
 	return attr, nil
 }
 
-// initFd gives a new inode open as fd its owner, exact mode and gfid.
-// chown comes first: it clears set-user-ID bits that chmod then sets.
-func initFd(fd int, o newOwner, mode uint32) error {
-	if err := unix.Fchown(fd, o.uid, o.gid); err != nil {
+// statMade reads the attributes of a new inode open as fd, which must
+// have mode: one made with its final mode (createMode) may have been
+// given another by a default ACL of its directory, set on the brick by
+// hand; it is then chmodded.
+func statMade(fd int, mode uint32, st *unix.Stat_t) error {
+	if err := unix.Fstat(fd, st); err != nil || st.Mode&07777 == mode {
 		return err
 	}
 	if err := unix.Fchmod(fd, mode); err != nil {
 		return err
+	}
+	return unix.Fstat(fd, st)
+}
+
+// initFd gives a new inode open as fd, made with a mode that is final
+// or not (createMode), its owner, exact mode and gfid. chown comes first:
+// it clears set-user-ID bits that chmod then sets (a final mode has none).
+func initFd(fd int, o newOwner, mode uint32, final bool) error {
+	if !o.made() {
+		if err := unix.Fchown(fd, o.uid, o.gid); err != nil {
+			return err
+		}
+	}
+	if !final {
+		if err := unix.Fchmod(fd, mode); err != nil {
+			return err
+		}
 	}
 	return unix.Fsetxattr(fd, XattrGfid, o.gfid[:], 0)
 }

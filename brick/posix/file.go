@@ -81,18 +81,19 @@ func (s *Store) createNew(a at, flags int, in layer.CreateIn) (*file, layer.Attr
 		return nil, layer.Attr{}, err
 	}
 	s.naming.RLock()
+	made, final := createMode(in.Mode&07777, false)
 	fd, err := unix.Openat(a.dir, a.name,
-		flags&^unix.O_DIRECT|unix.O_CREAT|unix.O_EXCL|alwaysFlags, 0o600)
+		flags&^unix.O_DIRECT|unix.O_CREAT|unix.O_EXCL|alwaysFlags, made)
 	if err != nil {
 		s.naming.RUnlock()
 		return nil, layer.Attr{}, err
 	}
 	f := s.newFile(fd, flags, false)
 	var st unix.Stat_t
-	err = initFd(fd, o, in.Mode&07777)
+	err = initFd(fd, o, in.Mode&07777, final)
 	s.naming.RUnlock()
 	if err == nil {
-		err = unix.Fstat(fd, &st)
+		err = statMade(fd, in.Mode&07777, &st)
 	}
 	if err != nil {
 		f.close()
