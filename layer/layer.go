@@ -153,8 +153,9 @@ type CreateIn struct {
 	// Data and Set make a file in one go (create-behind, NameLeaser): the
 	// create then writes Data at offset 0 and makes the changes of Set
 	// (mode, owner, times), and answers the attributes they leave, in one
-	// round trip. A create that fails after making the file removes it.
-	// Only the layers below one that asked OwnsName get them.
+	// round trip. An O_EXCL create that fails after making the file
+	// removes it. Data is at most MaxCreateData. Only the layers below
+	// one that asked OwnsName get them.
 	Data []byte
 	Set  SetattrIn
 }

@@ -31,6 +31,10 @@ type NameLeaser interface {
 	OwnsName(path string) (dir Attr, ok bool)
 }
 
+// MaxCreateData is the most a create made in one go carries (CreateIn's
+// Data): more is written after it.
+const MaxCreateData = 1 << 20
+
 // Syncer is a client layer that holds operations back (write-behind's
 // windows and creates): Sync sends them all and returns once the bricks
 // have them. The caches above it pass it on. fsync of a directory calls

@@ -107,6 +107,9 @@ func (c *Client) Create(ctx context.Context, path string, in layer.CreateIn) (la
 		return nil, layer.Attr{}, err
 	}
 	req := &wire.Request{Op: wire.OpCreate, Path: path, Owner: in.Owner, Flags: in.Flags, Mode: in.Mode}
+	if len(in.Data) > layer.MaxCreateData {
+		return nil, layer.Attr{}, syscall.EINVAL
+	}
 	if len(in.Data) > 0 || in.Set.Valid != 0 {
 		req.Op, req.Data, req.Setattr = wire.OpMake, in.Data, in.Set // made in one go
 	}

@@ -3,6 +3,7 @@ package writebehind
 import (
 	"context"
 	"errors"
+	"sync"
 	"syscall"
 	"time"
 
@@ -87,30 +88,42 @@ func newAttr(in layer.CreateIn, dir layer.Attr) layer.Attr {
 }
 
 // sendCreate makes the file held back, with the window's bytes if they
-// start at offset 0 and the attribute changes waiting, in one go; what it
-// does not carry the window sends after it. f.mu is held.
+// start at offset 0 (at most layer.MaxCreateData) and the attribute
+// changes waiting, in one go; what it does not carry the window sends
+// after it, the attribute changes last (a write after them would move
+// the times they set). f.mu is held.
 func (f *file) sendCreate(ctx context.Context) {
 	c := f.create
 	f.create = nil
 	in := c.in
 	in.Flags |= syscall.O_EXCL // the name is known to be free
-	withData := len(f.buf) > 0 && f.off == 0
+	withData := len(f.buf) > 0 && f.off == 0 && len(f.buf) <= layer.MaxCreateData
 	if withData {
 		in.Data = f.buf
 	}
-	in.Set = f.set
-	lf, _, err := f.l.Child.Create(ctx, c.path, in)
+	if withData || len(f.buf) == 0 {
+		in.Set = f.set
+	}
+	lf, a, err := f.l.Child.Create(ctx, c.path, in)
 	switch {
 	case err == nil:
 		if withData {
 			f.l.w.bytes.Add(-int64(len(f.buf)))
 			f.buf = nil
 		}
-		f.set = layer.SetattrIn{}
+		if in.Set.Valid != 0 {
+			f.set = layer.SetattrIn{}
+		}
 	case errors.Is(err, syscall.EEXIST) && c.in.Flags&syscall.O_EXCL == 0:
 		// The lease was lost, and another client made the name meanwhile:
-		// open it as the program asked; the window follows.
-		lf, _, err = f.l.Child.Create(ctx, c.path, c.in)
+		// open it as the program asked (another inode than the one the
+		// layer answered for: the window's writes follow that file).
+		lf, a, err = f.l.Child.Create(ctx, c.path, c.in)
+		if err == nil {
+			f.l.w.mu.Lock()
+			f.gfid = a.Gfid
+			f.l.w.mu.Unlock()
+		}
 	}
 	if err != nil {
 		f.child.Store(&made{err: err})
@@ -133,16 +146,49 @@ func (f *file) emptyCreate() bool {
 	return f.heldEmpty() && f.create.in.Flags&syscall.O_EXCL == 0
 }
 
-// Recall sends every window and create held back, for a directory whose
-// lease a brick recalls (protocol.Config.OnRecall): it returns once they
-// are on the bricks.
+// Recall sends the creates held back in dir, a directory whose lease a
+// brick recalls (protocol.Config.OnRecall), each with its window: it
+// returns once they are on the bricks (or failed: their files' errors).
+// A create held as the lease was recalled is among them: holdCreate
+// records it under w.mu, which Recall takes before it looks.
 func (w *Windows) Recall(dir string) {
-	w.flushAll(context.Background())
+	w.mu.Lock()
+	files := make([]*file, 0, len(w.pending))
+	for f := range w.pending {
+		files = append(files, f)
+	}
+	w.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, f := range files {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.create != nil && parentOf(f.create.path) == dir {
+				f.send(context.Background())
+			}
+		}()
+	}
+	wg.Wait()
 }
 
-// Sync sends every window and create held back (layer.Syncer); their
-// errors stay with their files.
+func parentOf(path string) string {
+	dir, _ := layer.Split(path)
+	return dir
+}
+
+// Sync sends every window and create held back (layer.Syncer), and
+// reports the error of a create that failed (which stays with its file
+// too).
 func (l *Layer) Sync(ctx context.Context) error {
-	defer l.done(l.begin(ctx))
+	l.done(l.begin(ctx))
+	l.w.mu.Lock()
+	defer l.w.mu.Unlock()
+	for f := range l.w.open {
+		if m := f.child.Load(); m != nil && m.err != nil {
+			return m.err
+		}
+	}
 	return nil
 }
