@@ -381,6 +381,9 @@ func (c *Client) call(ctx context.Context, req *wire.Request) (*wire.Dec, error)
 	if err != nil {
 		return nil, err
 	}
+	if c.cfg.DirLeases {
+		s.givesUp(req)
+	}
 	cl, err := c.roundTrip(ctx, s, req, nil, nil)
 	if c.cfg.DirLeases {
 		s.named(req, err)

@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/mortarfs/mortar/layer"
@@ -25,7 +26,16 @@ type dirLease struct {
 	path  string
 	attr  layer.Attr          // the directory's, from its mkdir
 	names map[string]struct{} // made in it through the session since
+	used  time.Time           // when OwnsName last said yes (or it was granted)
 }
+
+// A session keeps at most maxHeldDirs leases, giving back the one used
+// least lately for a new one, and gives back a lease whose directory it
+// made more than maxLeaseNames names in (what it knows costs memory).
+const (
+	maxHeldDirs   = 1024
+	maxLeaseNames = 1 << 16
+)
 
 var _ layer.NameLeaser = (*Client)(nil)
 
@@ -49,6 +59,7 @@ func (c *Client) OwnsName(path string) (layer.Attr, bool) {
 	if _, made := l.names[name]; made {
 		return layer.Attr{}, false
 	}
+	l.used = time.Now()
 	return l.attr, true
 }
 
@@ -91,16 +102,82 @@ func (s *session) leased(id uint64, path string, a layer.Attr) {
 	s.mu.Lock()
 	_, gone := s.dirRecalled[id]
 	delete(s.dirRecalled, id)
+	var evict *dirLease
 	if !gone && s.err == nil {
-		l := &dirLease{id: id, path: path, attr: a, names: map[string]struct{}{}}
+		l := &dirLease{id: id, path: path, attr: a, names: map[string]struct{}{}, used: time.Now()}
 		if old := s.dirs[path]; old != nil {
 			delete(s.dirByID, old.id)
 		}
 		s.dirs[path], s.dirByID[id] = l, l
+		if len(s.dirs) > maxHeldDirs {
+			evict = s.leastUsed()
+			s.forgetLocked(evict)
+		}
 	}
 	s.mu.Unlock()
 	if gone {
 		s.returnDir(id)
+	}
+	if evict != nil {
+		go s.handBack(evict)
+	}
+}
+
+// leastUsed is the lease OwnsName said yes for least lately. s.mu is
+// held.
+func (s *session) leastUsed() *dirLease {
+	var lru *dirLease
+	for _, l := range s.dirs {
+		if lru == nil || l.used.Before(lru.used) {
+			lru = l
+		}
+	}
+	return lru
+}
+
+// forgetLocked stops using lease l. s.mu is held.
+func (s *session) forgetLocked(l *dirLease) {
+	delete(s.dirs, l.path)
+	delete(s.dirByID, l.id)
+}
+
+// handBack sends what the client held back in l's directory (onRecall),
+// then returns the lease, which the session no longer uses.
+func (s *session) handBack(l *dirLease) {
+	if s.onRecall != nil {
+		s.onRecall(l.path)
+	}
+	s.returnDir(l.id)
+}
+
+// giveUp hands back, before an operation of the client that changes
+// path (with subtree, anything below it too), the leases it would end:
+// a create held back in such a directory must reach the bricks before
+// the operation moves or removes the directory under it.
+func (s *session) giveUp(path string, subtree bool) {
+	s.mu.Lock()
+	var ending []*dirLease
+	for p, l := range s.dirs {
+		if p == path || subtree && len(p) > len(path) && strings.HasPrefix(p, path) && (path == "/" || p[len(path)] == '/') {
+			ending = append(ending, l)
+			s.forgetLocked(l)
+		}
+	}
+	s.mu.Unlock()
+	for _, l := range ending {
+		s.handBack(l)
+	}
+}
+
+// givesUp hands back the leases an operation of the client would end,
+// before it is sent (see giveUp).
+func (s *session) givesUp(req *wire.Request) {
+	switch req.Op {
+	case wire.OpRename:
+		s.giveUp(req.Path, true)
+		s.giveUp(req.Path2, false)
+	case wire.OpRmdir, wire.OpSetattr, wire.OpSetxattr, wire.OpRemovexattr:
+		s.giveUp(req.Path, false)
 	}
 }
 
@@ -146,6 +223,10 @@ func (s *session) name(path string, made bool, err error) {
 		s.endLocked(l)
 	case made:
 		l.names[name] = struct{}{}
+		if len(l.names) > maxLeaseNames {
+			s.forgetLocked(l)
+			go s.handBack(l)
+		}
 	default:
 		delete(l.names, name)
 	}
@@ -168,11 +249,11 @@ func (s *session) endUnder(path string, subtree bool) {
 	}
 }
 
-// endLocked forgets lease l and returns it to the brick. s.mu is held.
+// endLocked forgets lease l and hands it back (what was held back in its
+// directory goes first). s.mu is held.
 func (s *session) endLocked(l *dirLease) {
-	delete(s.dirs, l.path)
-	delete(s.dirByID, l.id)
-	go s.returnDir(l.id)
+	s.forgetLocked(l)
+	go s.handBack(l)
 }
 
 // returnDir tells the brick the session no longer holds lease id.
@@ -198,17 +279,11 @@ func (s *session) recallDir(h wire.Header) error {
 	if l == nil {
 		noteRecall(s.dirRecalled, h.ID)
 	} else {
-		delete(s.dirs, l.path)
-		delete(s.dirByID, l.id)
+		s.forgetLocked(l)
 	}
 	s.mu.Unlock()
 	if l != nil {
-		go func() {
-			if s.onRecall != nil {
-				s.onRecall(l.path)
-			}
-			s.returnDir(l.id)
-		}()
+		go s.handBack(l)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -297,5 +298,52 @@ func TestDirLeaseSpoiledWhileMade(t *testing.T) {
 	}
 	if owns(c1, "/d/x") {
 		t.Fatal("leased a directory another client touched while it was made")
+	}
+}
+
+// A session keeps at most maxHeldDirs leases: making more directories
+// hands back the one used least lately, so every new directory is still
+// leased. (Found by review: past the brick's 4096 a connection got no
+// more, for good.)
+func TestDirLeasesHandedBackPastLimit(t *testing.T) {
+	_, r, c1, _ := leasePair(t, brick.Limits{})
+	for i := range maxHeldDirs + 10 {
+		mkdir(t, c1, "/d"+strconv.Itoa(i))
+	}
+	if !owns(c1, "/d"+strconv.Itoa(maxHeldDirs+9)+"/x") {
+		t.Fatal("the last directory made is not leased")
+	}
+	if owns(c1, "/d0/x") {
+		t.Fatal("the lease used least lately was kept past the limit")
+	}
+	waitFor(t, 5*time.Second, "the handed-back directories to be recalled locally", func() bool { return len(r.got()) == 10 })
+}
+
+// The client's own rename of a leased directory hands the lease back
+// before it is sent: what was held back in the directory reaches the
+// bricks at its old path first.
+func TestDirLeaseHandedBackBeforeOwnRename(t *testing.T) {
+	ctx := context.Background()
+	_, r, c1, _ := leasePair(t, brick.Limits{})
+	mkdir(t, c1, "/d")
+	var sent bool
+	r.hooks = func(dir string) {
+		f, _, err := c1.Create(ctx, "/d/held", layer.CreateIn{Flags: syscall.O_WRONLY | syscall.O_EXCL, Mode: 0o644, Data: []byte("x")})
+		if err == nil {
+			f.Release(ctx)
+		}
+		sent = err == nil
+	}
+	if err := c1.Rename(ctx, "/d", "/e", 0); err != nil {
+		t.Fatal(err)
+	}
+	if !sent {
+		t.Fatal("the lease was not handed back before the rename")
+	}
+	if a, err := c1.Lookup(ctx, "/e/held"); err != nil || a.Size != 1 {
+		t.Fatalf("the held file after the rename: %+v %v", a, err)
+	}
+	if owns(c1, "/e/x") || owns(c1, "/d/x") {
+		t.Fatal("owns names after renaming the directory")
 	}
 }
