@@ -223,6 +223,23 @@ func (c *conn) leave(size int64) {
 	c.gateCond.Signal()
 }
 
+// parked runs wait, for which a running request gives its place up: the
+// connection's other requests may be what it waits for (another client's
+// directory lease recalled while this client's requests fill the places
+// its held creates need). The request takes its place back after, past
+// the limit if it must.
+func (c *conn) parked(wait func() error) error {
+	c.gateMu.Lock()
+	c.running--
+	c.gateMu.Unlock()
+	c.gateCond.Signal()
+	err := wait()
+	c.gateMu.Lock()
+	c.running++
+	c.gateMu.Unlock()
+	return err
+}
+
 // admitSetlk admits a decoded Setlk: one that waits for its lock among the
 // connection's lock waits, which do not hold request slots (false when they
 // are at their limit), another like any request.

@@ -22,13 +22,18 @@ import (
 // asked for a directory someone else's operation touches while it is
 // being made is not granted: the client must know every name in it.
 type dirLeases struct {
-	mu      sync.Mutex
-	byPath  map[string]*dirLease
-	byID    map[uint64]*dirLease
-	held    map[*conn]int  // leases (and registrations) per connection
-	busy    map[string]int // operations under way per directory they touch
-	renames int            // renames under way (they move whole subtrees)
-	nextID  uint64
+	mu     sync.Mutex
+	byPath map[string]*dirLease
+	byID   map[uint64]*dirLease
+	held   map[*conn]int  // leases (and registrations) per connection
+	busy   map[string]int // operations under way per directory they touch
+	// renaming counts the renames under way by their source path (a
+	// directory's moves its whole subtree); under counts the leases at
+	// or below each path, so that a rename of a path with none below it
+	// looks at no lease.
+	renaming map[string]int
+	under    map[string]int
+	nextID   uint64
 }
 
 // dirLease is one directory's lease.
@@ -47,7 +52,7 @@ const maxDirLeases = 4096
 
 func newDirLeases() *dirLeases {
 	return &dirLeases{byPath: map[string]*dirLease{}, byID: map[uint64]*dirLease{},
-		held: map[*conn]int{}, busy: map[string]int{}}
+		held: map[*conn]int{}, busy: map[string]int{}, renaming: map[string]int{}, under: map[string]int{}}
 }
 
 // touched returns the directories whose leases request r conflicts with
@@ -97,7 +102,7 @@ func (t *dirLeases) enter(ctx context.Context, c *conn, r *wire.Request) (leave 
 		}
 		t.recallLocked(l)
 		t.mu.Unlock()
-		if err := t.await(ctx, l); err != nil {
+		if err := c.parked(func() error { return t.await(ctx, l) }); err != nil {
 			return nil, err
 		}
 	}
@@ -124,14 +129,34 @@ func (t *dirLeases) conflict(c *conn, dirs []string, r *wire.Request, subtree bo
 		check(t.byPath[d])
 	}
 	if subtree {
-		prefix := strings.TrimSuffix(r.Path, "/") + "/"
-		for p, l := range t.byPath {
-			if strings.HasPrefix(p, prefix) {
-				check(l)
-			}
-		}
+		t.eachBelow(r.Path, check)
 	}
 	return wait
+}
+
+// eachBelow calls fn for every lease strictly below path. t.mu is held.
+func (t *dirLeases) eachBelow(path string, fn func(*dirLease)) {
+	if t.under[path] == 0 || t.under[path] == 1 && t.byPath[path] != nil {
+		return
+	}
+	prefix := strings.TrimSuffix(path, "/") + "/"
+	for p, l := range t.byPath {
+		if strings.HasPrefix(p, prefix) {
+			fn(l)
+		}
+	}
+}
+
+// counted adds n to the leases counted at and above path. t.mu is held.
+func (t *dirLeases) counted(path string, n int) {
+	for p := path; ; p, _ = layer.Split(p) {
+		if t.under[p] += n; t.under[p] == 0 {
+			delete(t.under, p)
+		}
+		if p == "/" {
+			return
+		}
+	}
 }
 
 // count counts r in (n = 1) or out (n = -1), and registers the lease a
@@ -146,21 +171,41 @@ func (t *dirLeases) count(c *conn, r *wire.Request, dirs []string, subtree bool,
 		}
 	}
 	if subtree {
-		t.renames += n
+		if t.renaming[r.Path] += n; t.renaming[r.Path] == 0 {
+			delete(t.renaming, r.Path)
+		}
 	}
 }
 
 // register records the lease c asks for on the directory at path, about
 // to be made; spoiled at once if something is under way there or a
-// rename anywhere. t.mu is held.
+// rename of it or of a directory above it. A connection shutting down is
+// given none (its leases are released, or about to be). t.mu is held.
 func (t *dirLeases) register(c *conn, path string) {
-	if t.byPath[path] != nil || t.held[c] >= maxDirLeases {
+	if t.byPath[path] != nil || t.held[c] >= maxDirLeases || c.ctx.Err() != nil {
 		return
 	}
 	l := &dirLease{path: path, holder: c, ended: make(chan struct{}),
-		spoiled: t.busy[path] > 0 || t.renames > 0}
+		spoiled: t.busy[path] > 0 || t.renamingAbove(path)}
 	t.byPath[path] = l
 	t.held[c]++
+	t.counted(path, 1)
+}
+
+// renamingAbove reports whether a rename of path or of a directory above
+// it is under way. t.mu is held.
+func (t *dirLeases) renamingAbove(path string) bool {
+	if len(t.renaming) == 0 {
+		return false
+	}
+	for p := path; ; p, _ = layer.Split(p) {
+		if t.renaming[p] > 0 {
+			return true
+		}
+		if p == "/" {
+			return false
+		}
+	}
 }
 
 // leave counts r out. A mkdir's lease is granted (its id returned) if
@@ -191,7 +236,7 @@ func (t *dirLeases) grant(c *conn, path string, err error) uint64 {
 	if l == nil || l.holder != c || l.id != 0 {
 		return 0
 	}
-	if err != nil || l.spoiled {
+	if err != nil || l.spoiled || c.ctx.Err() != nil {
 		t.dropLocked(l)
 		return 0
 	}
@@ -207,14 +252,12 @@ func (t *dirLeases) dropOwn(c *conn, path string, subtree bool) {
 	if l := t.byPath[path]; l != nil && l.holder == c {
 		t.dropLocked(l)
 	}
-	if !subtree {
-		return
-	}
-	prefix := strings.TrimSuffix(path, "/") + "/"
-	for p, l := range t.byPath {
-		if strings.HasPrefix(p, prefix) && l.holder == c {
-			t.dropLocked(l)
-		}
+	if subtree {
+		t.eachBelow(path, func(l *dirLease) {
+			if l.holder == c {
+				t.dropLocked(l)
+			}
+		})
 	}
 }
 
@@ -228,7 +271,10 @@ func (t *dirLeases) recallLocked(l *dirLease) {
 	h := l.holder
 	go func() {
 		if err := h.w.Send(wire.Header{Kind: wire.KindRecallDir, ID: l.id}); err != nil {
-			h.nc.Close()
+			h.nc.Close() // the holder is gone: so is its lease
+			t.mu.Lock()
+			t.dropLocked(l)
+			t.mu.Unlock()
 		}
 	}()
 	time.AfterFunc(h.limits.RecallTimeout, func() {
@@ -295,5 +341,6 @@ func (t *dirLeases) dropLocked(l *dirLease) {
 	if t.held[l.holder]--; t.held[l.holder] <= 0 {
 		delete(t.held, l.holder)
 	}
+	t.counted(l.path, -1)
 	close(l.ended)
 }

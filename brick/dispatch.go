@@ -12,7 +12,7 @@ import (
 const maxXattrName = 255
 
 // dispatch runs a request on the brick's layer and encodes its result.
-func (c *conn) dispatch(ctx context.Context, r *wire.Request, e *wire.Enc) error {
+func (c *conn) dispatch(ctx context.Context, r *wire.Request, e *wire.Enc) (err error) {
 	if isHealOp(r.Op) {
 		return c.healOp(ctx, r, e)
 	}
@@ -40,11 +40,16 @@ func (c *conn) dispatch(ctx context.Context, r *wire.Request, e *wire.Enc) error
 	if err != nil {
 		return err
 	}
-	err = c.pathOp(ctx, r, e)
-	if id := leave(err); id != 0 {
-		e.U64(id) // a mkdir's answer: the attributes, then the lease
-	}
-	return err
+	defer func() {
+		if p := recover(); p != nil { // guard answers it: nothing is granted
+			leave(syscall.EIO)
+			panic(p)
+		}
+		if id := leave(err); id != 0 && err == nil {
+			e.U64(id) // a mkdir's answer: the attributes, then the lease
+		}
+	}()
+	return c.pathOp(ctx, r, e)
 }
 
 // pathOp runs an operation on a path (r's paths are checked, and no
@@ -117,8 +122,10 @@ func (c *conn) make(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 	}
 	if a, err = fill(ctx, f, r.Data, r.Setattr, a); err != nil {
 		f.Release(context.WithoutCancel(ctx))
-		if r.Flags&syscall.O_EXCL != 0 {
-			c.l.Unlink(context.WithoutCancel(ctx), r.Path)
+		if r.Flags&syscall.O_EXCL != 0 { // it made the file
+			if uerr := c.l.Unlink(context.WithoutCancel(ctx), r.Path); uerr != nil {
+				c.log.Warn("a file made in one go that failed is left behind", "path", r.Path, "err", err, "unlink", uerr)
+			}
 		}
 		return err
 	}

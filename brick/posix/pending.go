@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -143,17 +144,19 @@ func (s *Store) markLocked(ino inode, g layer.Gfid, mask uint64) error {
 			return err
 		}
 	}
-	return s.indexAdd(g, s.pathNow(ino), cur != 0)
+	s.indexing.RLock() // see reindex
+	defer s.indexing.RUnlock()
+	return s.indexAdd(g, s.pathNow(ino, g), cur != 0)
 }
 
-// pathNow is where the inode is in the brick now: the path its operation
+// pathNow is where inode g is in the brick now: the path its operation
 // resolved, unless a rename moved it (or a directory above it) since. The
-// kernel knows where a descriptor's inode is (/proc/self/fd), so an entry
-// written after the rename's reindex, by an operation that resolved the
-// path before it, still names the inode (called under the inode's mark
-// lock, which reindex takes too: the one that writes last writes what is
-// true). The operation's path stands when the kernel's cannot be had.
-func (s *Store) pathNow(ino inode) string {
+// kernel knows where a descriptor's inode is (/proc/self/fd): the
+// operation's own descriptor, or one opened on the name it resolved
+// (which must still hold g: an inode renamed away from it is left to the
+// rename's reindex). Marks and reindex order themselves with s.indexing.
+// The operation's path stands when the kernel's cannot be had.
+func (s *Store) pathNow(ino inode, g layer.Gfid) string {
 	fdPath, rest := ino.proc, ""
 	if ino.fd >= 0 {
 		fdPath = procFd(ino.fd)
@@ -161,6 +164,22 @@ func (s *Store) pathNow(ino inode) string {
 		if j := strings.IndexByte(ino.proc[i+4:], '/'); j >= 0 {
 			fdPath, rest = ino.proc[:i+4+j], ino.proc[i+4+j+1:]
 		}
+	}
+	if rest != "" && rest != "." { // a name in a directory: the inode's own descriptor
+		dirfd, err := strconv.Atoi(fdPath[strings.LastIndexByte(fdPath, '/')+1:])
+		if err != nil {
+			return ino.path
+		}
+		fd, err := unix.Openat(dirfd, rest, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return ino.path
+		}
+		defer unix.Close(fd)
+		var got layer.Gfid
+		if n, err := unix.Getxattr(procFd(fd), XattrGfid, got[:]); err != nil || n != len(got) || got != g {
+			return ino.path
+		}
+		fdPath, rest = procFd(fd), ""
 	}
 	if fdPath == "" {
 		return ino.path
@@ -176,9 +195,6 @@ func (s *Store) pathNow(ino inode) string {
 		target = target[len(root):]
 	default:
 		return ino.path // not in the brick (a bind mount, a chroot...)
-	}
-	if rest != "" && rest != "." {
-		target = layer.Join(target, rest)
 	}
 	if layer.CheckPath(target) != nil {
 		return ino.path
@@ -424,15 +440,23 @@ func (s *Store) ClearPending(ctx context.Context, path string, g layer.Gfid, mas
 // and a directory's entries under it, are given the new path. Best effort:
 // an entry left with the old path is what it was before.
 func (s *Store) reindex(g layer.Gfid, dir bool, oldpath, newpath string) {
+	var names []string
+	var lerr error
+	if dir {
+		// A mark whose entry is written after this barrier took its path
+		// after the rename (pathNow); one written before it is listed.
+		s.indexing.Lock()
+		names, lerr = s.indexNames()
+		s.indexing.Unlock()
+	}
 	if err := s.repath(g, oldpath, newpath, false); err != nil {
 		s.log.Warn("heal index entry not moved", "brick", s.root, "gfid", g, "from", oldpath, "to", newpath, "err", err)
 	}
 	if !dir {
 		return
 	}
-	names, err := s.indexNames()
-	if err != nil {
-		s.log.Warn("heal index unreadable", "brick", s.root, "err", err)
+	if lerr != nil {
+		s.log.Warn("heal index unreadable", "brick", s.root, "err", lerr)
 		return
 	}
 	for _, name := range names {

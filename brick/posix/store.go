@@ -67,6 +67,9 @@ type Options struct {
 type Store struct {
 	root   string
 	rootfd int // O_PATH|O_DIRECTORY
+	// indexing orders index entries written by marks (shared) with a
+	// rename's listing of the index (reindex): see pathNow.
+	indexing sync.RWMutex
 	// realRoot is the root's path as the kernel shows descriptors in it
 	// (symbolic links resolved): pathNow takes it off their paths.
 	realRoot string
