@@ -328,7 +328,7 @@ func (c *conn) healOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 	if !ok {
 		return syscall.ENOTSUP
 	}
-	if r.Op != wire.OpHealIndex && r.Op != wire.OpDropHealEntry {
+	if r.Op != wire.OpHealIndex && (r.Op != wire.OpDropHealEntry || r.Path != "") {
 		if err := layer.CheckPath(r.Path); err != nil {
 			return err
 		}
@@ -352,7 +352,7 @@ func (c *conn) healOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 	case wire.OpClearPending:
 		return h.ClearPending(ctx, r.Path, r.Gfid, r.Pending, r.Ctime)
 	case wire.OpDropHealEntry:
-		return h.DropHealEntry(ctx, r.Gfid)
+		return h.DropHealEntry(ctx, r.Gfid, r.Path)
 	}
 	return syscall.ENOSYS
 }

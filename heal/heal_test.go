@@ -582,3 +582,40 @@ func TestInterruptedFullResumesFromIndex(t *testing.T) {
 	scan(h)
 	c.healthy()
 }
+
+// An index entry the healer read before a rename moved its directory
+// elsewhere (the bricks moved the entry with it) is not dropped by the
+// healer acting on what it read: the entry the bricks hold names the
+// new place, and the next scan heals the inode there. (e2e
+// TestReplicaRandomizedModel under load: a directory's mode left
+// different on one brick, its entry dropped by a healer that had read
+// it just before the rename.)
+func TestStaleEntryReadBeforeRename(t *testing.T) {
+	c := newCluster(t, 3, false)
+	gd := layer.NewGfid()
+	c.everywhere(seq(mkdir("/a", layer.NewGfid()), mkdir("/b", layer.NewGfid()), mkdir("/a/d", gd)))
+	c.without2(func(ctx context.Context, l layer.Layer) error {
+		_, err := l.Setattr(ctx, "/a/d", layer.SetattrIn{Valid: layer.SetMode, Mode: 0o700})
+		return err
+	})
+	h := c.healer(Options{})
+	read := indexed{reporters: 3, entry: layer.HealEntry{Gfid: gd, Path: "/a/d"}} // what the healer read
+	c.everywhere(func(ctx context.Context, l layer.Layer) error { return l.Rename(ctx, "/a/d", "/b/d", 0) })
+	for _, i := range []int{0, 1} {
+		if es := mustIndex(t, c, i); len(es) != 1 || es[0].Path != "/b/d" {
+			t.Fatalf("replica %d: index %+v, want the entry moved to /b/d", i, es)
+		}
+	}
+	if err := h.healEntry(bg, 0, read, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 1} {
+		if es := mustIndex(t, c, i); len(es) != 1 || es[0].Path != "/b/d" {
+			t.Fatalf("replica %d: index %+v after the healer acted on the old entry, want it kept at /b/d", i, es)
+		}
+	}
+	for range 2 {
+		scan(h)
+	}
+	c.healthy()
+}

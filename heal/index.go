@@ -123,7 +123,7 @@ func (h *Healer) healEntry(ctx context.Context, si int, it indexed, follow bool)
 	e := it.entry
 	if e.Path == "" {
 		h.log.Debug("index entry without a path: dropped", "gfid", e.Gfid)
-		return h.drop(ctx, si, e.Gfid, it.reporters)
+		return h.drop(ctx, si, e.Gfid, e.Path, it.reporters)
 	}
 	copies := h.look(ctx, si, e.Path, it.reporters)
 	var here, unmarked replicate.Mask
@@ -211,7 +211,7 @@ func (h *Healer) healMoved(ctx context.Context, si int, it indexed) error {
 		if moved == "" {
 			h.log.Debug("inode gone from its indexed path: entry dropped",
 				"replica", r.Name, "path", e.Path, "gfid", e.Gfid)
-			errs = append(errs, h.stores[si][i].DropHealEntry(ctx, e.Gfid))
+			errs = append(errs, h.stores[si][i].DropHealEntry(ctx, e.Gfid, e.Path))
 			continue
 		}
 		h.log.Debug("inode renamed since marked", "replica", r.Name, "from", e.Path, "to", moved)
@@ -234,12 +234,13 @@ func present(copies []replicate.Copy) replicate.Mask {
 	return m
 }
 
-// drop removes g's index entry on the reachable replicas of m.
-func (h *Healer) drop(ctx context.Context, si int, g layer.Gfid, m replicate.Mask) error {
+// drop removes g's index entry on the reachable replicas of m, if it
+// still records path (as the healer read it).
+func (h *Healer) drop(ctx context.Context, si int, g layer.Gfid, path string, m replicate.Mask) error {
 	var errs []error
 	for i := range h.sets[si] {
 		if m.Has(i) && h.up(si, i) {
-			errs = append(errs, h.stores[si][i].DropHealEntry(ctx, g))
+			errs = append(errs, h.stores[si][i].DropHealEntry(ctx, g, path))
 		}
 	}
 	return errors.Join(errs...)

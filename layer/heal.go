@@ -79,9 +79,11 @@ type HealStore interface {
 	// the healer looked, and must be looked at again). When no mark is
 	// left the index entry goes too.
 	ClearPending(ctx context.Context, path string, g Gfid, mask uint64, ctime Timespec) error
-	// DropHealEntry removes the index entry of g whatever its marks; the
-	// healer uses it for inodes that no longer exist.
-	DropHealEntry(ctx context.Context, g Gfid) error
+	// DropHealEntry removes the index entry of g whatever its marks, if
+	// it still records path (any path if path is empty): the healer uses
+	// it for inodes that no longer exist where the entry it read said, and
+	// must not drop one that a rename has moved since it read it.
+	DropHealEntry(ctx context.Context, g Gfid, path string) error
 }
 
 // EntryLocker is a brick a healer can ask to hold a directory's names
@@ -116,7 +118,7 @@ func (noHeal) MarkPending(context.Context, string, Gfid, uint64) error { return 
 func (noHeal) ClearPending(context.Context, string, Gfid, uint64, Timespec) error {
 	return syscall.ENOTSUP
 }
-func (noHeal) DropHealEntry(context.Context, Gfid) error { return syscall.ENOTSUP }
+func (noHeal) DropHealEntry(context.Context, Gfid, string) error { return syscall.ENOTSUP }
 
 // HealIndex passes to the child if it keeps a heal index.
 func (b Base) HealIndex(ctx context.Context, after Gfid, max int) ([]HealEntry, error) {
@@ -134,6 +136,6 @@ func (b Base) ClearPending(ctx context.Context, path string, g Gfid, mask uint64
 }
 
 // DropHealEntry passes to the child if it keeps a heal index.
-func (b Base) DropHealEntry(ctx context.Context, g Gfid) error {
-	return healStoreOf(b.Child).DropHealEntry(ctx, g)
+func (b Base) DropHealEntry(ctx context.Context, g Gfid, path string) error {
+	return healStoreOf(b.Child).DropHealEntry(ctx, g, path)
 }

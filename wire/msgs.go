@@ -21,7 +21,7 @@ const (
 
 // addedSince are the fields at the end of an operation's schema that
 // clients of earlier versions do not send: decoded as zero when absent.
-var addedSince = map[uint8]field{OpSetlk: fFlags, OpMkdir: fFlags}
+var addedSince = map[uint8]field{OpSetlk: fFlags, OpMkdir: fFlags, OpDropHealEntry: fPath}
 
 // The handshake: after Magic, the client sends a Handshake request naming
 // the volume and the brick (Proof empty); the brick answers it with
@@ -256,7 +256,7 @@ var schema = [opMax][]field{
 	OpHealIndex:     {fGfid, fMax},
 	OpMarkPending:   {fPath, fGfid, fPending},
 	OpClearPending:  {fPath, fGfid, fPending, fCtime},
-	OpDropHealEntry: {fGfid},
+	OpDropHealEntry: {fGfid, fPath}, // Path: drop only an entry that records it (version 6)
 	OpEntrylk:       {fPath, fFlags}, // Flags: EntrylkLock or EntrylkUnlock
 	OpLookupData:    {fPath, fMax},   // answer: EncodeLookupData
 	OpWatch:         {fFlags},        // Flags: WatchOn or WatchOff

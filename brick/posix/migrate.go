@@ -419,7 +419,7 @@ func (s *Store) moved(key inoKey, a at, g layer.Gfid, linkto string) error {
 	ml.Lock()
 	err := s.toPointer(a, linkto)
 	if err == nil {
-		s.DropHealEntry(context.Background(), g)
+		s.dropEntryLocked(g, "")
 	}
 	ml.Unlock()
 	if err != nil {

@@ -429,7 +429,7 @@ func (s *Store) ClearPending(ctx context.Context, path string, g layer.Gfid, mas
 	if err := ino.setPending(0); err != nil {
 		return err
 	}
-	return s.DropHealEntry(ctx, g)
+	return s.dropEntryLocked(g, "")
 }
 
 // reindex keeps the heal index in line with the rename of inode g (a
@@ -502,9 +502,23 @@ func (s *Store) repath(g layer.Gfid, oldpath, newpath string, under bool) error 
 	return s.writeEntry(name, p)
 }
 
-// DropHealEntry removes g's heal index entry.
-func (s *Store) DropHealEntry(ctx context.Context, g layer.Gfid) error {
-	err := unix.Unlinkat(s.healfd, hex.EncodeToString(g[:]), 0)
+// DropHealEntry removes g's heal index entry if it still records path
+// (any if path is empty), under g's mark lock: a rename's reindex may
+// have moved it since the healer read it.
+func (s *Store) DropHealEntry(ctx context.Context, g layer.Gfid, path string) error {
+	l := s.marks.of(g)
+	l.Lock()
+	defer l.Unlock()
+	return s.dropEntryLocked(g, path)
+}
+
+// dropEntryLocked is DropHealEntry with g's mark lock held.
+func (s *Store) dropEntryLocked(g layer.Gfid, path string) error {
+	name := hex.EncodeToString(g[:])
+	if path != "" && s.indexPath(name) != path {
+		return nil // moved meanwhile (or gone)
+	}
+	err := unix.Unlinkat(s.healfd, name, 0)
 	if err == unix.ENOENT {
 		return nil
 	}

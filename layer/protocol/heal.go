@@ -34,9 +34,10 @@ func (c *Client) ClearPending(ctx context.Context, path string, g layer.Gfid, ma
 	return c.noReply(ctx, &wire.Request{Op: wire.OpClearPending, Path: path, Gfid: g, Pending: mask, Ctime: ctime})
 }
 
-// DropHealEntry removes the heal index entry of g.
-func (c *Client) DropHealEntry(ctx context.Context, g layer.Gfid) error {
-	return c.noReply(ctx, &wire.Request{Op: wire.OpDropHealEntry, Gfid: g})
+// DropHealEntry removes the heal index entry of g if it still records
+// path (any path if empty).
+func (c *Client) DropHealEntry(ctx context.Context, g layer.Gfid, path string) error {
+	return c.noReply(ctx, &wire.Request{Op: wire.OpDropHealEntry, Gfid: g, Path: path})
 }
 
 var _ layer.EntryLocker = (*Client)(nil)
