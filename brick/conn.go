@@ -155,7 +155,7 @@ func (c *conn) request(h wire.Header) error {
 		}
 		return err
 	}
-	if req.Op == wire.OpWrite {
+	if buf != nil {
 		req.Data = buf
 	}
 	if setlk {
@@ -264,8 +264,7 @@ func (c *conn) admitSetlk(req *wire.Request, size int64) (done func(), ok bool) 
 // readPayload reads a request's payload. A write's data lands in its own
 // aligned buffer (returned as buf) so the brick can do direct I/O from it.
 func (c *conn) readPayload(h wire.Header) (payload, buf []byte, err error) {
-	const writeHead = wire.WriteHead
-	if h.Op == wire.OpWrite && h.Len >= writeHead {
+	if writeHead, ok := wire.DataFollows(h.Op); ok && h.Len >= uint32(writeHead) {
 		payload = make([]byte, writeHead)
 		if _, err = io.ReadFull(c.nc, payload); err != nil {
 			return nil, nil, err

@@ -223,6 +223,8 @@ func (c *conn) fileOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 		n, err := f.Write(ctx, r.Data, r.Off)
 		e.U32(uint32(n))
 		return err
+	case wire.OpWriteGap:
+		return writeGap(ctx, f, r, e)
 	case wire.OpFgetattr, wire.OpFsetattr:
 		var a layer.Attr
 		if r.Op == wire.OpFgetattr {
@@ -248,6 +250,16 @@ func (c *conn) fileOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 		return c.returnLease(ctx, f, r)
 	}
 	return syscall.ENOSYS
+}
+
+// writeGap writes around a gap (layer.GapWriter), answered as a write.
+func writeGap(ctx context.Context, f layer.File, r *wire.Request, e *wire.Enc) error {
+	if r.Off < 0 || int(r.Gap.At) > len(r.Data) {
+		return syscall.EINVAL
+	}
+	n, err := layer.WriteGap(ctx, f, r.Data, r.Off, r.Gap)
+	e.U32(uint32(n))
+	return err
 }
 
 // setlk takes or releases a lock; one asked with wire.SetlkLease may come
@@ -302,7 +314,7 @@ func (h leaseHolder) Revoke() {
 }
 
 func isFileOp(op uint8) bool {
-	return op >= wire.OpRead && op <= wire.OpRelease || op == wire.OpLeaseReturn
+	return op >= wire.OpRead && op <= wire.OpRelease || op == wire.OpLeaseReturn || op == wire.OpWriteGap
 }
 
 func isXattrOp(op uint8) bool { return op >= wire.OpGetxattr && op <= wire.OpRemovexattr }

@@ -208,7 +208,7 @@ func (c *conn) changesOf(r *wire.Request) []layer.Change {
 		if r.Flags&syscall.O_TRUNC != 0 {
 			return []layer.Change{inode(r.Path)}
 		}
-	case wire.OpWrite, wire.OpFsetattr, wire.OpFallocate:
+	case wire.OpWrite, wire.OpWriteGap, wire.OpFsetattr, wire.OpFallocate:
 		if p := c.pathOf(r.Fh); p != "" {
 			return []layer.Change{inode(p)}
 		}

@@ -26,11 +26,12 @@ func everyRequest() []*Request {
 		Proof: HandshakeProof("secret", "vol", "b1", make([]byte, ChallengeSize)),
 		Locks: []layer.HeldLock{{Owner: 16, Lock: layer.Lock{Type: 2, Start: 17, End: 18, Pid: 19}}},
 		Data:  []byte("made"),
+		Gap:   layer.Gap{At: 20, Len: 21},
 	}
 	var out []*Request
 	for op := OpHandshake; op < opMax; op++ {
 		r := project(&full, op)
-		if op == OpWrite {
+		if _, ok := DataFollows(op); ok {
 			r.Data = []byte("data")
 		}
 		out = append(out, r)
@@ -48,6 +49,7 @@ var fieldNames = map[field]string{
 	fLockDomain: "Lock", // Lock.Domain
 	fLocks:      "Locks",
 	fData:       "Data", // OpMake's; a write's Data is its raw tail
+	fGap:        "Gap",
 }
 
 // project returns the request for op carrying only the fields of r that
@@ -84,8 +86,8 @@ func normal(r *Request) *Request {
 }
 
 func TestEveryOpHasASchema(t *testing.T) {
-	if len(fieldNames) != int(fData)+1 {
-		t.Fatalf("fieldNames covers %d fields, the schema has %d", len(fieldNames), fData+1)
+	if len(fieldNames) != int(fGap)+1 {
+		t.Fatalf("fieldNames covers %d fields, the schema has %d", len(fieldNames), fGap+1)
 	}
 	for op := OpHandshake; op < opMax; op++ {
 		if schema[op] == nil {
@@ -105,7 +107,7 @@ func TestEveryOpHasASchema(t *testing.T) {
 
 // rawTail is what follows a request's encoded fields: a write's data.
 func rawTail(r *Request) []byte {
-	if r.Op == OpWrite {
+	if _, ok := DataFollows(r.Op); ok {
 		return r.Data
 	}
 	return nil
@@ -235,6 +237,7 @@ func FuzzDecode(f *testing.F) {
 func FuzzRequest(f *testing.F) {
 	f.Add(uint8(OpRename), "/a", "/b", "user.x", uint64(1), uint64(2), uint64(3), []byte("v"), true)
 	f.Add(uint8(OpWrite), "", "", "", uint64(1<<63), uint64(0), uint64(0), []byte("data"), false)
+	f.Add(uint8(OpWriteGap), "", "", "", uint64(1<<63), uint64(4096), uint64(1<<44), []byte("data"), false)
 	f.Add(uint8(OpHandshake), "vol", "brick", "", uint64(Version), uint64(0), uint64(0), []byte(nil), false)
 	f.Add(uint8(OpHandshake), "vol", "brick", "", uint64(Version), uint64(0), uint64(0), HandshakeProof("s", "vol", "brick", make([]byte, ChallengeSize)), false)
 	f.Fuzz(func(t *testing.T, op uint8, s1, s2, s3 string, n1, n2, n3 uint64, v []byte, b bool) {
@@ -249,10 +252,10 @@ func FuzzRequest(f *testing.F) {
 			Lock: layer.Lock{Type: uint32(n1), Start: n2, End: n3, Pid: uint32(n1), Flock: b},
 			Wait: b, Value: v, VolumeID: s1, BrickID: s2, Version: uint32(n3), Proof: v,
 			Pending: n1, Size: n2, Gfid: g, Ctime: layer.Timespec{Sec: int64(n3), Nsec: uint32(n2)},
-			Data: v,
+			Data: v, Gap: layer.Gap{At: uint32(n2), Len: uint32(n3 >> 32)},
 		}
 		want := project(r, op)
-		if op == OpWrite {
+		if _, ok := DataFollows(op); ok {
 			want.Data = v
 		}
 		var e Enc

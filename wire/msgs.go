@@ -13,9 +13,10 @@ import (
 // client sends Setlk without Flags, asks for no lease and so gets no
 // recall. Version 6 added directory leases (a Mkdir's Flags, OpMake,
 // OpDirLeaseReturn, KindRecallDir frames): an older client sends Mkdir
-// without Flags and so is never granted one.
+// without Flags and so is never granted one. Version 7 added OpWriteGap
+// (layer.GapWriter), which only version 7 clients send.
 const (
-	Version    = 6
+	Version    = 7
 	MinVersion = 4
 )
 
@@ -86,6 +87,7 @@ const (
 	OpLeaseReturn
 	OpMake
 	OpDirLeaseReturn
+	OpWriteGap
 	opMax
 )
 
@@ -94,7 +96,7 @@ var opNames = [...]string{"", "handshake", "lookup", "setattr", "mknod", "mkdir"
 	"getxattr", "setxattr", "listxattr", "removexattr", "read", "write", "fgetattr",
 	"fsetattr", "fsync", "fallocate", "flush", "getlk", "setlk", "release",
 	"healindex", "markpending", "clearpending", "drophealentry", "entrylk", "lookupdata", "watch", "unlinkdata",
-	"leasereturn", "make", "dirleasereturn"}
+	"leasereturn", "make", "dirleasereturn", "writegap"}
 
 // OpName names an operation for logs and metrics.
 func OpName(op uint8) string {
@@ -143,8 +145,11 @@ type Request struct {
 	Proof []byte
 	// Locks are the locks a client returns with a lease (OpLeaseReturn).
 	Locks []layer.HeldLock
-	// Data is the raw tail of a write request (not part of its schema),
-	// and the content of a file made in one go (OpMake, where it is).
+	// Gap is the range an OpWriteGap leaves as it is (layer.GapWriter).
+	Gap layer.Gap
+	// Data is the raw tail of a write request (not part of its schema:
+	// see DataFollows), and the content of a file made in one go (OpMake,
+	// where it is).
 	Data []byte
 }
 
@@ -185,8 +190,25 @@ const MaxLeaseLocks = 4096
 const MkdirLease uint32 = 1
 
 // WriteHead is the size of a write request's fields (fh, offset, pending,
-// size), which come before its data.
-const WriteHead = 32
+// size), which come before its data; WriteGapHead, of OpWriteGap's (the
+// same and the gap).
+const (
+	WriteHead    = 32
+	WriteGapHead = WriteHead + 8
+)
+
+// DataFollows says whether op's data is the raw tail of its request,
+// after head bytes of fields: the brick reads it into a buffer of its own,
+// aligned for direct I/O.
+func DataFollows(op uint8) (head int, ok bool) {
+	switch op {
+	case OpWrite:
+		return WriteHead, true
+	case OpWriteGap:
+		return WriteGapHead, true
+	}
+	return 0, false
+}
 
 type field uint8
 
@@ -221,6 +243,7 @@ const (
 	fLockDomain
 	fLocks
 	fData
+	fGap
 )
 
 var schema = [opMax][]field{
@@ -256,7 +279,7 @@ var schema = [opMax][]field{
 	OpHealIndex:     {fGfid, fMax},
 	OpMarkPending:   {fPath, fGfid, fPending},
 	OpClearPending:  {fPath, fGfid, fPending, fCtime},
-	OpDropHealEntry: {fGfid, fPath}, // Path: drop only an entry that records it (version 6)
+	OpDropHealEntry: {fGfid, fPath},  // Path: drop only an entry that records it (version 6)
 	OpEntrylk:       {fPath, fFlags}, // Flags: EntrylkLock or EntrylkUnlock
 	OpLookupData:    {fPath, fMax},   // answer: EncodeLookupData
 	OpWatch:         {fFlags},        // Flags: WatchOn or WatchOff
@@ -266,6 +289,9 @@ var schema = [opMax][]field{
 	// request (layer.CreateIn's Data and Set); answered as OpCreate.
 	OpMake:           {fPath, fOwner, fFlags, fMode, fPending, fSetattr, fData},
 	OpDirLeaseReturn: {fCookie}, // Cookie: the lease's id
+	// OpWriteGap writes its data around Gap, which it leaves as it is
+	// (layer.GapWriter); data follows.
+	OpWriteGap: {fFh, fOff, fPending, fSize, fGap},
 }
 
 // Encode appends the request's schema fields (not Data) to e.
@@ -337,6 +363,9 @@ func (r *Request) Encode(e *Enc) {
 			}
 		case fData:
 			e.Bytes(r.Data)
+		case fGap:
+			e.U32(r.Gap.At)
+			e.U32(r.Gap.Len)
 		}
 	}
 }
@@ -355,7 +384,7 @@ func DecodeRequest(op uint8, payload []byte) (*Request, error) {
 		}
 		r.decodeField(&d, f)
 	}
-	if op == OpWrite && d.Err == nil {
+	if _, ok := DataFollows(op); ok && d.Err == nil {
 		r.Data, d.B = d.B, nil
 	}
 	if err := d.Done(); err != nil {
@@ -426,5 +455,7 @@ func (r *Request) decodeField(d *Dec, f field) {
 		r.Locks = d.heldLocks()
 	case fData:
 		r.Data = d.Bytes()
+	case fGap:
+		r.Gap.At, r.Gap.Len = d.U32(), d.U32()
 	}
 }

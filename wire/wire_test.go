@@ -42,7 +42,7 @@ func TestRequestRoundTrip(t *testing.T) {
 			t.Errorf("%s: decoded %+v, want %+v", OpName(r.Op), got, r)
 		}
 		if len(e.B) > 0 {
-			if _, err := DecodeRequest(r.Op, e.B[:len(e.B)-1]); err == nil && r.Op != OpWrite {
+			if _, err := DecodeRequest(r.Op, e.B[:len(e.B)-1]); err == nil && r.Op != OpWrite && r.Op != OpWriteGap {
 				t.Errorf("%s: truncated request decoded without error", OpName(r.Op))
 			}
 		}
@@ -144,10 +144,12 @@ func TestBufAligned(t *testing.T) {
 }
 
 func TestWriteHead(t *testing.T) {
-	var e Enc
-	(&Request{Op: OpWrite, Fh: 1, Off: 2, Pending: 3}).Encode(&e)
-	if len(e.B) != WriteHead {
-		t.Fatalf("write fields take %d bytes, WriteHead says %d", len(e.B), WriteHead)
+	for _, op := range []uint8{OpWrite, OpWriteGap} {
+		var e Enc
+		(&Request{Op: op, Fh: 1, Off: 2, Pending: 3, Gap: layer.Gap{At: 4, Len: 5}}).Encode(&e)
+		if head, ok := DataFollows(op); !ok || len(e.B) != head {
+			t.Fatalf("%s fields take %d bytes, DataFollows says %d", OpName(op), len(e.B), head)
+		}
 	}
 }
 

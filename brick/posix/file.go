@@ -307,6 +307,29 @@ func (f *file) ino() inode { return inode{fd: f.fd, path: f.path} }
 // Write writes all of p at off (at the end of file with O_APPEND). An
 // arbiter brick drops the data.
 func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	return f.write(ctx, len(p), func() (int, error) { return f.pwriteAll(p, off) })
+}
+
+// WriteGap writes p[:gap.At] at off and p[gap.At:] past the gap, in one
+// request (layer.GapWriter): one pending mark, one size recorded.
+func (f *file) WriteGap(ctx context.Context, p []byte, off int64, gap layer.Gap) (int, error) {
+	if int(gap.At) > len(p) {
+		return 0, unix.EINVAL
+	}
+	return f.write(ctx, len(p), func() (int, error) {
+		n, err := f.pwriteAll(p[:gap.At], off)
+		if err != nil {
+			return n, err
+		}
+		m, err := f.pwriteAll(p[gap.At:], off+int64(gap.At)+int64(gap.Len))
+		return n + m, err
+	})
+}
+
+// write runs do, a write of n bytes, with the inode marked for the Txn in
+// ctx, and records the file size a disperse write carries. An arbiter
+// brick drops the data.
+func (f *file) write(ctx context.Context, n int, do func() (int, error)) (int, error) {
 	if err := f.mig.enter(ctx, opModify); err != nil {
 		return 0, err
 	}
@@ -317,8 +340,17 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	}
 	defer unlock()
 	if f.s.arbiter {
-		return len(p), nil
+		return n, nil
 	}
+	w, err := do()
+	if err != nil {
+		return w, err
+	}
+	return w, f.s.recordSize(ctx, f.ino(), false)
+}
+
+// pwriteAll writes all of p at off.
+func (f *file) pwriteAll(p []byte, off int64) (int, error) {
 	n := 0
 	for n < len(p) {
 		m, err := f.io(unix.Pwrite, p[n:], off+int64(n))
@@ -333,7 +365,7 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 		n += m
 	}
-	return n, f.s.recordSize(ctx, f.ino(), false)
+	return n, nil
 }
 
 // Getattr answers also for a file moved away by a migration: it is a

@@ -47,6 +47,7 @@ type file struct {
 	mu         sync.Mutex
 	size       int64
 	cache      stripeCache
+	heads      map[int64][]Header // see headsOf
 	lastReopen time.Time
 }
 
@@ -443,6 +444,9 @@ func (f *file) write(ctx context.Context, p []byte, off int64) error {
 			return err
 		}
 	}
+	for s := sp.First; s <= sp.Last; s++ {
+		f.keepHeads(s, nil) // new versions below
+	}
 	ws, newSize, err := f.d.g.PlanWrite(off, p, size, func(s int64) ([]byte, error) { return f.readStripe(ctx, s, true) })
 	if err != nil {
 		return err
@@ -579,10 +583,11 @@ func (f *file) hasCached(s int64) bool {
 	return f.cache.data != nil && f.cache.stripe == s
 }
 
-// forget empties the stripe cache.
+// forget empties the stripe cache and forgets the headers kept.
 func (f *file) forget() {
 	f.mu.Lock()
 	f.cache = stripeCache{}
+	f.heads = nil
 	f.mu.Unlock()
 }
 

@@ -224,7 +224,7 @@ func (f *file) takeLock(ctx context.Context) error {
 	// stripes and the size is stale.
 	f.mu.Lock()
 	f.size = size
-	f.cache = stripeCache{}
+	f.cache, f.heads = stripeCache{}, nil
 	f.mu.Unlock()
 	now := time.Now()
 	h.mu.Lock()

@@ -2,6 +2,8 @@ package disperse
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -14,9 +16,11 @@ import (
 // Reed-Solomon is linear, so the parity of the blocks the write covers
 // changes by what the write changes in them (Codec.Update). It reads the
 // header of every brick and, from the written chunk's brick and the
-// parity bricks, the blocks up to the write's end; it writes those back
-// with the new blocks and the new parity, and every other data brick gets
-// only a new header (the stripe's new version, its chunk unchanged).
+// parity bricks, the blocks the write covers; it writes those back with
+// the new blocks and the new parity beside a new header (one request
+// around the blocks it leaves: layer.GapWriter), and every other data
+// brick gets only a new header (the stripe's new version, its chunk
+// unchanged).
 //
 // It only overwrites: a write that extends the file takes the whole-stripe
 // path. It returns false, having written nothing, when it cannot: a brick not
@@ -33,84 +37,185 @@ func (f *file) writeSmall(ctx context.Context, p []byte, off, size int64) (bool,
 		// rewritten, so that every fragment keeps FragmentLen(size).
 		return false, nil
 	}
-	n := g.N()
 	files, open, good := f.Handles()
 	if all := f.d.all(); open&good&f.d.up() != all {
 		return false, nil
 	}
 	inChunk := lo - int64(ci)*Chunk
-	b0 := int(inChunk / Block)
-	b1 := int(roundUp(inChunk+int64(len(p)), Block) / Block)
-	data := func(j int) bool { return j == ci || j >= g.K } // bricks whose blocks change
-	bufs := make([][]byte, n)
+	pt := part{s: s, ci: ci, k: g.K, b1: int(roundUp(inChunk+int64(len(p)), Block) / Block)}
+	if gapWriters(files) {
+		pt.b0 = int(inChunk / Block)
+	}
+	heads := f.headsOf(s) // nil unless this hold wrote the stripe
+	bufs, ok := pt.read(ctx, files, heads == nil)
 	defer putBufs(bufs)
-	errs := make([]error, n)
+	if ok && heads == nil {
+		heads, ok = pt.headers(bufs)
+	}
+	if !ok || !pt.check(bufs, heads) {
+		f.keepHeads(s, nil)
+		return false, nil
+	}
+	if err := pt.update(f.d.codec, bufs, p, inChunk); err != nil {
+		return false, err
+	}
+	pt.seal(bufs, heads, newVersion())
+	f.hold.noteWrite()
+	errs := pt.write(layer.WithTxn(ctx, layer.Txn{Pending: layer.Dirty}), files, bufs)
+	if errors.Join(errs...) != nil {
+		heads = nil
+	}
+	f.keepHeads(s, heads)
+	return true, f.settleWrite(ctx, errs)
+}
+
+// part is what a small write touches of stripe s: blocks [b0, b1) of data
+// chunk ci and of the parity chunks, and every brick's header.
+type part struct {
+	s      int64
+	ci, k  int
+	b0, b1 int
+}
+
+// changes says whether brick j's blocks change (the written chunk's and
+// the parity bricks'); the others change only their header.
+func (pt part) changes(j int) bool { return j == pt.ci || j >= pt.k }
+
+// at is where brick j's header is, and gap the blocks between it and the
+// ones the write touches.
+func (pt part) at() int64              { return pt.s * Record }
+func (pt part) gap() layer.Gap         { return layer.Gap{At: HeaderSize, Len: uint32(pt.b0 * Block)} }
+func (pt part) blocks(b []byte) []byte { return b[HeaderSize:] }
+
+// read reads, from the bricks whose blocks change, those blocks, and with
+// headers every brick's header; past a fragment's end reads zeros. ok is
+// false if a read failed.
+func (pt part) read(ctx context.Context, files []layer.File, headers bool) (bufs [][]byte, ok bool) {
+	n := len(files)
+	bufs = make([][]byte, n)
+	errs := make([]error, 2*n)
 	var wg sync.WaitGroup
-	for j := 0; j < n; j++ {
+	for j := range n {
 		length := int64(HeaderSize)
-		if data(j) {
-			length += int64(b1) * Block
+		if pt.changes(j) {
+			length += int64(pt.b1-pt.b0) * Block
 		}
 		bufs[j] = getBuf(length)
-		wg.Go(func() {
-			got, err := files[j].Read(ctx, bufs[j], s*Record)
-			if err == nil {
-				clear(bufs[j][got:]) // past the fragment's end: zeros
-			}
-			errs[j] = err
-		})
+		if headers {
+			wg.Go(func() { errs[j] = readFull(ctx, files[j], bufs[j][:HeaderSize], pt.at()) })
+		}
+		if pt.changes(j) {
+			wg.Go(func() {
+				errs[n+j] = readFull(ctx, files[j], pt.blocks(bufs[j]), pt.at()+HeaderSize+int64(pt.b0)*Block)
+			})
+		}
 	}
 	wg.Wait()
-	headers := make([]Header, n)
-	for j := 0; j < n; j++ {
-		if errs[j] != nil {
-			return false, nil
-		}
-		h, err := parseHeader(bufs[j][:HeaderSize])
-		if err != nil || h.Version == 0 || h.Stripe != s || int(h.Index) != j || h.Version != headers[0].Version && j > 0 {
-			return false, nil
-		}
-		if data(j) && !h.check(bufs[j][HeaderSize:HeaderSize+b1*Block], 0, b1) {
-			return false, nil
+	return bufs, errors.Join(errs...) == nil
+}
+
+// readFull reads p at off from f, zeros past the end of the file.
+func readFull(ctx context.Context, f layer.File, p []byte, off int64) error {
+	got, err := f.Read(ctx, p, off)
+	if err == nil {
+		clear(p[got:])
+	}
+	return err
+}
+
+// headers parses the headers read: one version, this stripe, the right
+// index. ok is false if they do not agree.
+func (pt part) headers(bufs [][]byte) (headers []Header, ok bool) {
+	headers = make([]Header, len(bufs))
+	for j, b := range bufs {
+		h, err := parseHeader(b[:HeaderSize])
+		if err != nil || h.Version == 0 || h.Stripe != pt.s || int(h.Index) != j || j > 0 && h.Version != headers[0].Version {
+			return nil, false
 		}
 		headers[j] = h
 	}
+	return headers, true
+}
 
-	// The new blocks of the chunk, and the parity updated in place.
-	span := func(j int) []byte { return bufs[j][HeaderSize+b0*Block : HeaderSize+b1*Block] }
-	newBlocks := append([]byte(nil), span(ci)...)
-	copy(newBlocks[inChunk-int64(b0)*Block:], p)
-	shards := make([][]byte, n)
-	shards[ci] = append([]byte(nil), span(ci)...) // Update scribbles on it
-	for j := g.K; j < n; j++ {
-		shards[j] = span(j)
+// check checks the blocks read against the headers.
+func (pt part) check(bufs [][]byte, headers []Header) bool {
+	for j, b := range bufs {
+		if pt.changes(j) && !headers[j].checkBlocks(pt.blocks(b), pt.b0) {
+			return false
+		}
 	}
-	changed := make([][]byte, g.K)
-	changed[ci] = newBlocks
-	if err := f.d.codec.enc.Update(shards, changed); err != nil {
-		return false, err
-	}
-	copy(span(ci), newBlocks)
+	return true
+}
 
-	version := newVersion()
-	for j := 0; j < n; j++ {
-		h := headers[j]
+// update puts p, at inChunk in chunk ci, into the blocks read, and updates
+// the parity blocks by the difference.
+func (pt part) update(c *Codec, bufs [][]byte, p []byte, inChunk int64) error {
+	old := pt.blocks(bufs[pt.ci])
+	newBlocks := append([]byte(nil), old...)
+	copy(newBlocks[inChunk-int64(pt.b0)*Block:], p)
+	shards := make([][]byte, len(bufs))
+	shards[pt.ci] = append([]byte(nil), old...) // Update scribbles on it
+	for j := pt.k; j < len(bufs); j++ {
+		shards[j] = pt.blocks(bufs[j])
+	}
+	changed := make([][]byte, pt.k)
+	changed[pt.ci] = newBlocks
+	if err := c.enc.Update(shards, changed); err != nil {
+		return err
+	}
+	copy(old, newBlocks)
+	return nil
+}
+
+// seal gives every brick's header the new version and the sums of the
+// blocks that changed, and writes it into the brick's buffer.
+func (pt part) seal(bufs [][]byte, headers []Header, version uint64) {
+	for j, b := range bufs {
+		h := &headers[j]
 		h.Version = version
-		if data(j) {
-			for b := b0; b < b1; b++ {
-				h.Sums[b] = Sum(bufs[j][HeaderSize+b*Block : HeaderSize+(b+1)*Block])
+		if pt.changes(j) {
+			blocks := pt.blocks(b)
+			for i := 0; i < pt.b1-pt.b0; i++ {
+				h.Sums[pt.b0+i] = Sum(blocks[i*Block : (i+1)*Block])
 			}
 		}
-		h.put(bufs[j][:HeaderSize])
+		h.put(b[:HeaderSize])
 	}
-	wctx := layer.WithTxn(ctx, layer.Txn{Pending: layer.Dirty})
-	f.hold.noteWrite()
-	for j := 0; j < n; j++ {
-		wg.Go(func() { _, errs[j] = files[j].Write(wctx, bufs[j], s*Record) })
+}
+
+// write writes every brick's buffer back: the header, and the blocks past
+// the gap where they changed.
+func (pt part) write(ctx context.Context, files []layer.File, bufs [][]byte) []error {
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	for j := range files {
+		wg.Go(func() {
+			if pt.changes(j) && pt.b0 > 0 {
+				_, errs[j] = layer.WriteGap(ctx, files[j], bufs[j], pt.at(), pt.gap())
+			} else {
+				_, errs[j] = files[j].Write(ctx, bufs[j], pt.at())
+			}
+		})
 	}
 	wg.Wait()
+	return errs
+}
+
+// gapWriters says whether every file writes around a gap in one request.
+func gapWriters(files []layer.File) bool {
+	for _, f := range files {
+		if _, ok := f.(layer.GapWriter); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// settleWrite marks the bricks a write missed on those it reached, and
+// fails with EIO if fewer than K took it.
+func (f *file) settleWrite(ctx context.Context, errs []error) error {
 	if err := moved(errs); err != nil {
-		return true, err
+		return err
 	}
 	var ok, failed replicate.Mask
 	for j, err := range errs {
@@ -124,9 +229,36 @@ func (f *file) writeSmall(ctx context.Context, p []byte, off, size int64) (bool,
 		f.Missed(ctx, ok, failed)
 	}
 	f.hold.lost(failed)
-	if ok.Count() < g.K {
+	if ok.Count() < f.d.g.K {
 		f.d.log.Error("write reached fewer than K bricks", "path", f.path, "ok", f.d.names(ok), "failed", f.d.names(failed))
-		return true, syscall.EIO
+		return syscall.EIO
 	}
-	return true, nil
+	return nil
+}
+
+// maxHeads bounds the stripes whose headers a file keeps.
+const maxHeads = 4096
+
+// headsOf returns a copy of the headers the file's small writes left on
+// stripe s while it holds the lock on the bricks, or nil: with no other
+// writer, they are what the bricks hold, and a small write need not read
+// them again.
+func (f *file) headsOf(s int64) []Header {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.heads[s])
+}
+
+// keepHeads keeps the headers of stripe s (nil: forgets them).
+func (f *file) keepHeads(s int64, h []Header) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case h == nil:
+		delete(f.heads, s)
+	case f.heads == nil || len(f.heads) >= maxHeads:
+		f.heads = map[int64][]Header{s: h}
+	default:
+		f.heads[s] = h
+	}
 }

@@ -100,8 +100,14 @@ func (h *Header) check(chunk []byte, from, to int) bool {
 		clear(chunk[from*Block : to*Block])
 		return true
 	}
-	for i := from; i < to; i++ {
-		if Sum(chunk[i*Block:(i+1)*Block]) != h.Sums[i] {
+	return h.checkBlocks(chunk[from*Block:to*Block], from)
+}
+
+// checkBlocks verifies blocks, the chunk's blocks from block from on
+// (whole blocks), against the header's sums.
+func (h *Header) checkBlocks(blocks []byte, from int) bool {
+	for i := 0; (i+1)*Block <= len(blocks); i++ {
+		if Sum(blocks[i*Block:(i+1)*Block]) != h.Sums[from+i] {
 			return false
 		}
 	}

@@ -111,6 +111,11 @@ type file struct {
 	ino  *inode
 }
 
+// WriteGap passes a write around a gap on (layer.GapWriter).
+func (f *file) WriteGap(ctx context.Context, p []byte, off int64, gap layer.Gap) (int, error) {
+	return layer.WriteGap(ctx, f.File, p, off, gap)
+}
+
 // normalize checks lk and turns its open end into math.MaxUint64.
 func normalize(lk layer.Lock) (layer.Lock, error) {
 	switch lk.Type {

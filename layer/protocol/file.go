@@ -128,6 +128,22 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	return done, nil
 }
 
+// WriteGap writes p around gap in one request (layer.GapWriter); p must
+// fit in one (wire.MaxIO).
+func (f *file) WriteGap(ctx context.Context, p []byte, off int64, gap layer.Gap) (int, error) {
+	if len(p) > wire.MaxIO || int(gap.At) > len(p) {
+		return 0, syscall.EINVAL
+	}
+	req := &wire.Request{Op: wire.OpWriteGap, Off: off, Gap: gap}
+	cl, err := f.do(ctx, req, p, nil, !f.append)
+	if err != nil {
+		return 0, err
+	}
+	d := wire.Dec{B: cl.payload}
+	n := int(d.U32())
+	return n, decoded(&d)
+}
+
 func (f *file) attr(ctx context.Context, req *wire.Request) (layer.Attr, error) {
 	cl, err := f.do(ctx, req, nil, nil, true)
 	if err != nil {

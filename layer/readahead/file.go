@@ -115,6 +115,14 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	return n, err
 }
 
+// WriteGap passes a write around a gap on (layer.GapWriter); ENOSYS if
+// the file below cannot.
+func (f *file) WriteGap(ctx context.Context, p []byte, off int64, gap layer.Gap) (int, error) {
+	n, err := layer.WriteGap(ctx, f.File, p, off, gap)
+	f.in.gen.Add(1)
+	return n, err
+}
+
 func (f *file) Setattr(ctx context.Context, in layer.SetattrIn) (layer.Attr, error) {
 	a, err := f.File.Setattr(ctx, in)
 	if in.Valid&layer.SetSize != 0 {
