@@ -48,6 +48,7 @@ type file struct {
 	size       int64
 	cache      stripeCache
 	heads      map[int64][]Header // see headsOf
+	batches    map[int64]*batch   // see batched
 	lastReopen time.Time
 }
 
@@ -433,11 +434,20 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// write writes p at off, holding the lock on the bricks.
+// write writes p at off, holding the lock on the bricks. Writes within
+// one stripe go together with those waiting for it (batch.go).
 func (f *file) write(ctx context.Context, p []byte, off int64) error {
 	sp := f.d.g.SpanOf(off, int64(len(p)))
+	if sp.First == sp.Last && !f.append {
+		return f.batched(ctx, sp.First, p, off)
+	}
 	unlock := f.lockStripes(sp.First, sp.Last, true)
 	defer unlock()
+	return f.writeSpan(ctx, sp, p, off)
+}
+
+// writeSpan writes p at off, over the stripes of sp, holding their locks.
+func (f *file) writeSpan(ctx context.Context, sp Span, p []byte, off int64) error {
 	size := f.curSize()
 	if sp.First == sp.Last && !f.hasCached(sp.First) {
 		if done, err := f.writeSmall(ctx, p, off, size); done {

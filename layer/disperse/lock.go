@@ -32,9 +32,9 @@ import (
 // Holding it: the lock stays while writes keep coming, so sequential
 // writes of one open file pay no lock round trip each. It is released when
 // no write used it for lockIdle, when the holder sees others wait for it
-// (every lockPoll it asks its lowest brick, which counts the waiters), after
-// lockMaxHold even if writes keep coming (waiters it cannot see), and when
-// the file is released. Before releasing it the holder clears the
+// (every lockPoll it asks its lowest brick, which counts the waiters, and
+// every lockLookAll every brick it holds it on: a waiter that cannot reach
+// the lowest waits on another), and when the file is released. Before releasing it the holder clears the
 // Dirty mark its writes left, if the file was clean when it took the lock:
 // every write is then complete on every brick it reached.
 
@@ -42,7 +42,7 @@ import (
 const (
 	lockIdle    = 10 * time.Millisecond
 	lockPoll    = 10 * time.Millisecond
-	lockMaxHold = time.Second
+	lockLookAll = time.Second
 )
 
 // lockOwners makes each open file a lock owner of its own: two Files of
@@ -137,7 +137,7 @@ type hold struct {
 	mu    sync.Mutex
 	held  replicate.Mask // bricks holding the lock for us; 0: not held
 	files []layer.File   // the handles it was taken through
-	since time.Time      // taken
+	looked time.Time     // taken, or every brick last asked for waiters
 	last  time.Time      // last used
 	timer *time.Timer
 	// keepDirty: a brick was marked Dirty when we took the lock (a
@@ -228,7 +228,7 @@ func (f *file) takeLock(ctx context.Context) error {
 	f.mu.Unlock()
 	now := time.Now()
 	h.mu.Lock()
-	h.held, h.files, h.since, h.last = got, files, now, now
+	h.held, h.files, h.looked, h.last = got, files, now, now
 	h.keepDirty, h.wrote = dirty, false
 	h.timer = time.AfterFunc(lockPoll, f.expire)
 	h.mu.Unlock()
@@ -269,21 +269,25 @@ func (f *file) lockedState(ctx context.Context, files []layer.File, m, good repl
 }
 
 // expire runs every lockPoll while the lock is held. It releases the lock
-// when no write used it for lockIdle, when another client waits for it (on
-// the lowest brick this file holds it on: waiters queue there first, in
-// brick order), or after lockMaxHold; otherwise it looks again later. The
-// look does not hold the gate: writes go on meanwhile.
+// when no write used it for lockIdle, or when another client waits for it
+// (on the lowest brick this file holds it on, where waiters queue first, in
+// brick order; every lockLookAll on each of them); otherwise it looks
+// again later. The look does not hold the gate: writes go on meanwhile.
 func (f *file) expire() {
 	h := &f.hold
 	h.mu.Lock()
 	held, files := h.held, h.files
 	now := time.Now()
-	release := held != 0 && (now.Sub(h.last) >= lockIdle || now.Sub(h.since) >= lockMaxHold)
+	release := held != 0 && now.Sub(h.last) >= lockIdle
+	all := now.Sub(h.looked) >= lockLookAll
+	if all {
+		h.looked = now
+	}
 	h.mu.Unlock()
 	if held == 0 {
 		return
 	}
-	if !release && !f.contended(files, held) {
+	if !release && !f.contended(files, held, all) {
 		h.mu.Lock()
 		if h.held != 0 {
 			h.timer.Reset(lockPoll)
@@ -296,19 +300,30 @@ func (f *file) expire() {
 	f.endHold(context.Background(), true)
 }
 
-// contended reports whether requests wait for the lock on the lowest brick
-// of held (the locks layer counts them: layer.DomainInternal).
-func (f *file) contended(files []layer.File, held replicate.Mask) bool {
+// contended reports whether requests wait for the lock (the locks layer
+// counts them: layer.DomainInternal) on the lowest brick of held, or with
+// all on any brick of held.
+func (f *file) contended(files []layer.File, held replicate.Mask, all bool) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var waited atomic.Bool
+	var wg sync.WaitGroup
 	for i, lf := range files {
 		if !held.Has(i) || lf == nil {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		got, err := lf.Getlk(ctx, f.hold.owner, wholeFile)
-		return err == nil && (got.Type != syscall.F_UNLCK || got.Pid > 0)
+		wg.Go(func() {
+			got, err := lf.Getlk(ctx, f.hold.owner, wholeFile)
+			if err == nil && (got.Type != syscall.F_UNLCK || got.Pid > 0) {
+				waited.Store(true)
+			}
+		})
+		if !all {
+			break
+		}
 	}
-	return false
+	wg.Wait()
+	return waited.Load()
 }
 
 // noteWrite notes that a write marked the bricks Dirty under the lock.

@@ -342,3 +342,65 @@ func TestWriterDiesHoldingLock(t *testing.T) {
 		}
 	}
 }
+
+// A writer that keeps writing does not keep the lock from a client that
+// waits for it where the holder's 10 ms look does not go: one cut off from
+// the holder's lowest brick waits on the next one, which the holder asks
+// every lockLookAll. It gets its turn within a few of those.
+func TestWaiterOnAnotherBrickGetsItsTurn(t *testing.T) {
+	g := newRig(t, 6, 2)
+	ctx := g.ctx
+	stripe := g.d.g.Stripe()
+	g.writeFile("/f", make([]byte, 2*stripe))
+
+	hf, err := g.d.Open(ctx, "/f", syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hf.Release(ctx)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
+	wg.Go(func() { // the holder: a write every millisecond, never idle
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			if _, err := hf.Write(ctx, []byte{byte(i)}, 0); err != nil {
+				t.Errorf("holder's write: %v", err)
+				return
+			}
+		}
+	})
+	for !holds(hf) {
+		time.Sleep(time.Millisecond)
+	}
+
+	other := g.newClient()
+	other.conns[0].Close() // brick 0 is down for it
+	wf, err := other.d.Open(ctx, "/f", syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wf.Release(ctx)
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := wf.Write(wctx, []byte("waiter"), stripe); err != nil {
+		t.Fatalf("waiter's write: %v", err)
+	}
+	if waited := time.Since(start); waited > 4*lockLookAll {
+		t.Fatalf("the waiter waited %v for the lock", waited)
+	}
+}
+
+// holds says whether f holds the writers' lock.
+func holds(f layer.File) bool {
+	h := &f.(*file).hold
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held != 0
+}
