@@ -1,7 +1,6 @@
 package disperse
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand"
 	"sync"
@@ -52,13 +51,5 @@ func TestConcurrentWritesOfOneStripe(t *testing.T) {
 	wg.Wait()
 	f.Release(ctx)
 	g.d.Idle()
-	rf, err := g.d.Open(ctx, "/f", syscall.O_RDONLY)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rf.Release(ctx)
-	back := make([]byte, len(want))
-	if n, err := rf.Read(ctx, back, 0); err != nil || n != len(want) || !bytes.Equal(back, want) {
-		t.Fatalf("read back %d, %v; equal %v", n, err, bytes.Equal(back, want))
-	}
+	g.readBack("/f", want)
 }

@@ -51,13 +51,5 @@ func TestSmallWriteTouchesOnlyItsBlocks(t *testing.T) {
 		t.Fatalf("the small write rewrote blocks before its own (err %v)", err)
 	}
 	bf.Release(ctx)
-	rf, err := g.d.Open(ctx, "/f", syscall.O_RDONLY)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rf.Release(ctx)
-	back := make([]byte, len(want))
-	if n, err := rf.Read(ctx, back, 0); err != nil || n != len(want) || !bytes.Equal(back, want) {
-		t.Fatalf("read back %d bytes, %v; equal %v", n, err, bytes.Equal(back, want))
-	}
+	g.readBack("/f", want)
 }

@@ -1,6 +1,7 @@
 package disperse
 
 import (
+	"bytes"
 	"context"
 	"syscall"
 	"testing"
@@ -53,6 +54,20 @@ func (g *rig) writeFile(path string, data []byte) {
 	}
 	f.Release(g.ctx)
 	g.d.Idle()
+}
+
+// readBack fails the test unless path, opened anew, holds want.
+func (g *rig) readBack(path string, want []byte) {
+	g.t.Helper()
+	rf, err := g.d.Open(g.ctx, path, syscall.O_RDONLY)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer rf.Release(g.ctx)
+	back := make([]byte, len(want))
+	if n, err := rf.Read(g.ctx, back, 0); err != nil || n != len(want) || !bytes.Equal(back, want) {
+		g.t.Fatalf("read back %d bytes, %v; equal %v", n, err, bytes.Equal(back, want))
+	}
 }
 
 // kill stops brick i and waits until its client has noticed.
