@@ -321,10 +321,12 @@ func putBufs(bufs [][]byte) {
 // writeStripes writes whole stripes to every brick the file is open on.
 // The bricks record the size (at least size) and, for those that miss the
 // write, pending marks, in the same round trip. Fewer than K bricks taking
-// it is an error (EIO), and so is fewer than K up before (EROFS).
-func (f *file) writeStripes(ctx context.Context, ws []StripeWrite, size int64, raise bool) error {
+// it is an error (EIO), and so is fewer than K up before (EROFS). When
+// every brick of the set took it, it returns the headers they now hold
+// for the last stripe written.
+func (f *file) writeStripes(ctx context.Context, ws []StripeWrite, size int64, raise bool) ([]Header, error) {
 	if len(ws) == 0 {
-		return nil
+		return nil, nil
 	}
 	files, open, _ := f.Handles()
 	up := f.d.up()
@@ -338,11 +340,11 @@ func (f *file) writeStripes(ctx context.Context, ws []StripeWrite, size int64, r
 	f.Drop(open &^ up)
 	if targets.Count() < f.d.g.K {
 		f.d.log.Warn("disperse set has fewer than K bricks up: refusing writes", "path", f.path, "up", f.d.names(targets))
-		return syscall.EROFS
+		return nil, syscall.EROFS
 	}
 	bufs, err := f.d.records(ws, size)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer putBufs(bufs)
 	// Dirty: should this client die before every brick has the write,
@@ -363,6 +365,32 @@ func (f *file) writeStripes(ctx context.Context, ws []StripeWrite, size int64, r
 		}()
 	}
 	wg.Wait()
+	if err := f.settleWrite(ctx, errs, targets); err != nil {
+		return nil, err
+	}
+	if targets != f.d.all() || errors.Join(errs...) != nil {
+		return nil, nil
+	}
+	return lastHeaders(bufs, int64(len(ws)-1)*Record), nil
+}
+
+// lastHeaders parses the headers at off of the records in bufs.
+func lastHeaders(bufs [][]byte, off int64) []Header {
+	heads := make([]Header, len(bufs))
+	for i, b := range bufs {
+		h, err := parseHeader(b[off : off+HeaderSize])
+		if err != nil {
+			return nil
+		}
+		heads[i] = h
+	}
+	return heads
+}
+
+// settleWrite marks the bricks of targets a write missed (errs) on those
+// it reached, and fails unless K took it: with the bricks' own error if
+// none took it and they were up (ENOSPC, EDQUOT ...), else EIO.
+func (f *file) settleWrite(ctx context.Context, errs []error, targets replicate.Mask) error {
 	if err := moved(errs); err != nil {
 		return err
 	}
@@ -449,6 +477,11 @@ func (f *file) write(ctx context.Context, p []byte, off int64) error {
 // writeSpan writes p at off, over the stripes of sp, holding their locks.
 func (f *file) writeSpan(ctx context.Context, sp Span, p []byte, off int64) error {
 	size := f.curSize()
+	if sp.First == sp.Last {
+		if done, err := f.writeKnown(ctx, sp.First, p, off, size); done {
+			return err
+		}
+	}
 	if sp.First == sp.Last && !f.hasCached(sp.First) {
 		if done, err := f.writeSmall(ctx, p, off, size); done {
 			return err
@@ -461,20 +494,25 @@ func (f *file) writeSpan(ctx context.Context, sp Span, p []byte, off int64) erro
 	if err != nil {
 		return err
 	}
-	if err := f.writeStripes(ctx, ws, newSize, true); err != nil {
+	heads, err := f.writeStripes(ctx, ws, newSize, true)
+	if err != nil {
 		f.forget()
 		return err
 	}
 	f.mu.Lock()
 	f.size = max(f.size, newSize)
+	last := ws[len(ws)-1]
 	if (off+int64(len(p)))%f.d.g.Stripe() != 0 {
 		// The write ends inside a stripe: the next one (sequential,
 		// smaller than a stripe) will want it.
-		f.cache.put(ws[len(ws)-1])
+		f.cache.put(last)
 	} else {
 		f.cache = stripeCache{}
 	}
 	f.mu.Unlock()
+	if f.hasCached(last.Stripe) {
+		f.keepHeads(last.Stripe, heads)
+	}
 	return nil
 }
 
@@ -507,7 +545,7 @@ func (f *file) truncate(ctx context.Context, in layer.SetattrIn) (layer.Attr, er
 		return layer.Attr{}, err
 	}
 	f.forget()
-	if err := f.writeStripes(ctx, ws, newSize, false); err != nil {
+	if _, err := f.writeStripes(ctx, ws, newSize, false); err != nil {
 		return layer.Attr{}, err
 	}
 	in.Size = uint64(f.d.g.FragmentLen(newSize))

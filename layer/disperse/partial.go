@@ -5,10 +5,8 @@ import (
 	"errors"
 	"slices"
 	"sync"
-	"syscall"
 
 	"github.com/mortarfs/mortar/layer"
-	"github.com/mortarfs/mortar/layer/replicate"
 )
 
 // writeSmall writes p at off, within one data chunk of a stripe that
@@ -66,7 +64,7 @@ func (f *file) writeSmall(ctx context.Context, p []byte, off, size int64) (bool,
 		heads = nil
 	}
 	f.keepHeads(s, heads)
-	return true, f.settleWrite(ctx, errs)
+	return true, f.settleWrite(ctx, errs, f.d.all())
 }
 
 // part is what a small write touches of stripe s: blocks [b0, b1) of data
@@ -209,31 +207,6 @@ func gapWriters(files []layer.File) bool {
 		}
 	}
 	return true
-}
-
-// settleWrite marks the bricks a write missed on those it reached, and
-// fails with EIO if fewer than K took it.
-func (f *file) settleWrite(ctx context.Context, errs []error) error {
-	if err := moved(errs); err != nil {
-		return err
-	}
-	var ok, failed replicate.Mask
-	for j, err := range errs {
-		if err == nil {
-			ok |= replicate.Bit(j)
-		} else {
-			failed |= replicate.Bit(j)
-		}
-	}
-	if ok != 0 && failed != 0 {
-		f.Missed(ctx, ok, failed)
-	}
-	f.hold.lost(failed)
-	if ok.Count() < f.d.g.K {
-		f.d.log.Error("write reached fewer than K bricks", "path", f.path, "ok", f.d.names(ok), "failed", f.d.names(failed))
-		return syscall.EIO
-	}
-	return nil
 }
 
 // maxHeads bounds the stripes whose headers a file keeps.
