@@ -146,7 +146,7 @@ func (s *Store) markLocked(ino inode, g layer.Gfid, mask uint64) error {
 	}
 	s.indexing.RLock() // see reindex
 	defer s.indexing.RUnlock()
-	return s.indexAdd(g, s.pathNow(ino, g), cur != 0)
+	return s.indexAdd(g, func() string { return s.pathNow(ino, g) }, cur != 0)
 }
 
 // pathNow is where inode g is in the brick now: the path its operation
@@ -202,10 +202,11 @@ func (s *Store) pathNow(ino inode, g layer.Gfid) string {
 	return target
 }
 
-// indexAdd lists g in the heal index. If it was marked already its entry
+// indexAdd lists g in the heal index, at the path path tells (asked
+// only when an entry is written). If it was marked already its entry
 // exists (or is being rewritten by the healer) and only a missing one is
 // made; a stale entry from before is given the current path.
-func (s *Store) indexAdd(g layer.Gfid, path string, marked bool) error {
+func (s *Store) indexAdd(g layer.Gfid, path func() string, marked bool) error {
 	name := hex.EncodeToString(g[:])
 	if marked {
 		var st unix.Stat_t
@@ -213,7 +214,7 @@ func (s *Store) indexAdd(g layer.Gfid, path string, marked bool) error {
 			return nil
 		}
 	}
-	return s.writeEntry(name, path)
+	return s.writeEntry(name, path())
 }
 
 // entryTmp numbers the files index entries are written to before they
