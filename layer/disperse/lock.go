@@ -31,7 +31,7 @@ import (
 //
 // Holding it: the lock stays while writes keep coming, so sequential
 // writes of one open file pay no lock round trip each. It is released when
-// no write used it for lockIdle, when the holder sees others wait for it
+// no write ran under it for lockIdle, when the holder sees others wait for it
 // (every lockPoll it asks its lowest brick, which counts the waiters, and
 // every lockLookAll every brick it holds it on: a waiter that cannot reach
 // the lowest waits on another), and when the file is released. Before releasing it the holder clears the
@@ -134,12 +134,13 @@ type hold struct {
 	gate  sync.RWMutex
 	owner uint64
 
-	mu    sync.Mutex
-	held  replicate.Mask // bricks holding the lock for us; 0: not held
-	files []layer.File   // the handles it was taken through
-	looked time.Time     // taken, or every brick last asked for waiters
-	last  time.Time      // last used
-	timer *time.Timer
+	mu     sync.Mutex
+	held   replicate.Mask // bricks holding the lock for us; 0: not held
+	files  []layer.File   // the handles it was taken through
+	looked time.Time      // taken, or every brick last asked for waiters
+	last   time.Time      // taken, or the last operation under it ended
+	active int            // operations under it now
+	timer  *time.Timer
 	// keepDirty: a brick was marked Dirty when we took the lock (a
 	// writer died), or one of our writes failed: the mark is the
 	// healer's to clear.
@@ -158,21 +159,13 @@ func (f *file) withLock(ctx context.Context, write bool, fn func() error) error 
 	h := &f.hold
 	for {
 		h.gate.RLock()
-		h.mu.Lock()
-		ok := h.held.Count() >= f.d.g.K
-		if ok {
-			h.last = time.Now()
-		}
-		h.mu.Unlock()
-		if ok {
+		if h.begin(f.d.g.K) {
 			defer h.gate.RUnlock()
 			err := fn()
 			if err != nil && write {
 				f.d.log.Info("write failed: the file keeps its Dirty mark for the healer", "path", f.path, "err", err)
-				h.mu.Lock()
-				h.keepDirty = true
-				h.mu.Unlock()
 			}
+			h.end(err != nil && write)
 			return err
 		}
 		h.gate.RUnlock()
@@ -180,6 +173,27 @@ func (f *file) withLock(ctx context.Context, write bool, fn func() error) error 
 			return err
 		}
 	}
+}
+
+// begin counts an operation in if the lock is held on at least k bricks.
+func (h *hold) begin(k int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held.Count() < k {
+		return false
+	}
+	h.active++
+	return true
+}
+
+// end counts an operation out; failed keeps the Dirty mark (a write
+// failed).
+func (h *hold) end(failed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.active--
+	h.last = time.Now()
+	h.keepDirty = h.keepDirty || failed
 }
 
 // takeLock takes the lock unless this file holds it on K bricks (it lets
@@ -269,7 +283,8 @@ func (f *file) lockedState(ctx context.Context, files []layer.File, m, good repl
 }
 
 // expire runs every lockPoll while the lock is held. It releases the lock
-// when no write used it for lockIdle, or when another client waits for it
+// when no write ran under it for lockIdle (none under way, the last one
+// ended that long ago), or when another client waits for it
 // (on the lowest brick this file holds it on, where waiters queue first, in
 // brick order; every lockLookAll on each of them); otherwise it looks
 // again later. The look does not hold the gate: writes go on meanwhile.
@@ -278,7 +293,7 @@ func (f *file) expire() {
 	h.mu.Lock()
 	held, files := h.held, h.files
 	now := time.Now()
-	release := held != 0 && now.Sub(h.last) >= lockIdle
+	release := held != 0 && h.active == 0 && now.Sub(h.last) >= lockIdle
 	all := now.Sub(h.looked) >= lockLookAll
 	if all {
 		h.looked = now
