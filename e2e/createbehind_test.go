@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // Create-behind on two mounts of one replica-3 volume: files written in
@@ -122,5 +123,51 @@ func TestCreateBehindTwoMounts(t *testing.T) {
 		if err := syscall.Lstat(filepath.Join(br, "sync", "empty"), &st); err != nil {
 			t.Fatalf("after fsync of its directory, the file is not on brick %s: %v", br, err)
 		}
+	}
+}
+
+// Files a mount made in one go in a directory it made are served to it
+// from memory while it holds the directory's lease (quick-read's owned
+// entries): whatever another mount then does to one — overwrite, chmod,
+// truncate, unlink — recalls the lease, and the first mount sees it
+// within the kernel's own caching (its attribute timeout), as for any
+// other file.
+func TestOwnedFilesTwoMounts(t *testing.T) {
+	n := startNode(t)
+	n.createVolume("own", 3, []string{"replica", "3"}, nil)
+	a, b := n.mount("own"), n.mount("own")
+	if err := os.Mkdir(filepath.Join(a, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if err := os.WriteFile(filepath.Join(a, "d", fmt.Sprint("f", i)), []byte("made on a"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 4 { // read back on a: from memory
+		if got, err := os.ReadFile(filepath.Join(a, "d", fmt.Sprint("f", i))); err != nil || string(got) != "made on a" {
+			t.Fatalf("a reads f%d: %q, %v", i, got, err)
+		}
+	}
+	changes := []struct {
+		what   string
+		change func(path string) error
+		seen   func(path string) bool
+	}{
+		{"overwrite", func(p string) error { return os.WriteFile(p, []byte("b wrote more"), 0o644) },
+			func(p string) bool { got, err := os.ReadFile(p); return err == nil && string(got) == "b wrote more" }},
+		{"chmod", func(p string) error { return os.Chmod(p, 0o600) },
+			func(p string) bool { st, err := os.Stat(p); return err == nil && st.Mode().Perm() == 0o600 }},
+		{"truncate", func(p string) error { return os.Truncate(p, 2) },
+			func(p string) bool { got, err := os.ReadFile(p); return err == nil && string(got) == "ma" }},
+		{"unlink", os.Remove,
+			func(p string) bool { _, err := os.Stat(p); return errors.Is(err, fs.ErrNotExist) }},
+	}
+	for i, c := range changes {
+		name := filepath.Join("d", fmt.Sprint("f", i))
+		if err := c.change(filepath.Join(b, name)); err != nil {
+			t.Fatalf("%s on b: %v", c.what, err)
+		}
+		waitFor(t, "a to see b's "+c.what+" of "+name, 5*time.Second, func() bool { return c.seen(filepath.Join(a, name)) })
 	}
 }

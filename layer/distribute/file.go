@@ -261,16 +261,30 @@ var _ layer.NameLeaser = (*Distribute)(nil)
 // while a rebalance is under way (the name may be where the previous
 // layout put it).
 func (d *Distribute) OwnsName(path string) (layer.Attr, bool) {
-	if d.prev != nil || path == "/" {
-		return layer.Attr{}, false
-	}
-	h, err := d.hashedChild(context.Background(), path)
-	if err != nil {
-		return layer.Attr{}, false
-	}
-	nl, ok := d.child(h).(layer.NameLeaser)
-	if !ok {
+	nl := d.leaserOf(path)
+	if nl == nil {
 		return layer.Attr{}, false
 	}
 	return nl.OwnsName(path)
+}
+
+// MadeName asks the subvolume path hashes to, where a file made there is
+// (layer.NameLeaser).
+func (d *Distribute) MadeName(path string) bool {
+	nl := d.leaserOf(path)
+	return nl != nil && nl.MadeName(path)
+}
+
+// leaserOf is the subvolume path hashes to if it leases names, and no
+// rebalance is under way; nil otherwise.
+func (d *Distribute) leaserOf(path string) layer.NameLeaser {
+	if d.prev != nil || path == "/" {
+		return nil
+	}
+	h, err := d.hashedChild(context.Background(), path)
+	if err != nil {
+		return nil
+	}
+	nl, _ := d.child(h).(layer.NameLeaser)
+	return nl
 }

@@ -43,24 +43,41 @@ var _ layer.NameLeaser = (*Client)(nil)
 // directory, has heard the brick lately (leaseTrust) and did not make
 // path's name (layer.NameLeaser).
 func (c *Client) OwnsName(path string) (layer.Attr, bool) {
+	var dir layer.Attr
+	ok := c.withLease(path, func(l *dirLease, name string) bool {
+		if _, made := l.names[name]; made {
+			return false
+		}
+		l.used, dir = time.Now(), l.attr
+		return true
+	})
+	return dir, ok
+}
+
+// MadeName reports whether the client made path in a directory it holds
+// the lease of (layer.NameLeaser).
+func (c *Client) MadeName(path string) bool {
+	return c.withLease(path, func(l *dirLease, name string) bool {
+		_, made := l.names[name]
+		return made
+	})
+}
+
+// withLease runs fn on the lease of path's directory and path's name in
+// it, if the current session holds one it can trust (heard from its brick
+// lately), and returns what fn says; false without a lease.
+func (c *Client) withLease(path string, fn func(l *dirLease, name string) bool) bool {
 	c.mu.Lock()
 	s := c.cur
 	c.mu.Unlock()
 	if s == nil || !alive(s) || time.Since(time.Unix(0, s.lastRecv.Load())) > leaseTrust {
-		return layer.Attr{}, false
+		return false
 	}
 	dir, name := layer.Split(path)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.dirs[dir]
-	if l == nil {
-		return layer.Attr{}, false
-	}
-	if _, made := l.names[name]; made {
-		return layer.Attr{}, false
-	}
-	l.used = time.Now()
-	return l.attr, true
+	return l != nil && fn(l, name)
 }
 
 // mkdir makes a directory, asking for its lease with Config.DirLeases.

@@ -26,6 +26,9 @@ type cache struct {
 	clock  uint64               // counts the changes made through the layer
 	all    uint64               // the last change that may have touched any inode
 	inodes map[layer.Gfid]stamp // the last change of each inode changed lately
+
+	owned owned                  // files this client made and owns (owned.go)
+	owns  func(path string) bool // whether the client owns the name path
 }
 
 // maxStamps bounds the inodes a cache remembers changes of; past it, a
@@ -46,11 +49,13 @@ type entry struct {
 	clock uint64    // the cache's clock when the lookup started
 	at    time.Time // when the lookup started
 	elem  *list.Element
+	owned bool // made by this client (owned.go), dead once dropped
+	dead  bool
 }
 
-func newCache(opts Options) *cache {
+func newCache(opts Options, owns func(path string) bool) *cache {
 	return &cache{timeout: opts.Timeout, maxEntries: opts.MaxEntries, maxBytes: opts.MaxBytes,
-		entries: map[string]*entry{}, inodes: map[layer.Gfid]stamp{}}
+		entries: map[string]*entry{}, inodes: map[layer.Gfid]stamp{}, owns: owns}
 }
 
 // begin returns the clock, for an entry whose lookup starts now.
@@ -103,6 +108,9 @@ func (c *cache) fresh(e *entry, now time.Time) bool {
 }
 
 func (c *cache) good(e *entry, now time.Time) bool {
+	if e.owned {
+		return c.ownedGood(e)
+	}
 	return now.Sub(e.at) < c.timeout && c.all <= e.clock && c.inodes[e.attr.Gfid].clock <= e.clock
 }
 
@@ -123,6 +131,7 @@ func (c *cache) dropPaths(paths ...string) {
 	for _, p := range paths {
 		c.remove(c.entries[p])
 	}
+	c.disownPaths(false, paths...)
 }
 
 // dropTrees is dropPaths for names that may be directories (a rename):
@@ -133,12 +142,18 @@ func (c *cache) dropTrees(paths ...string) {
 	defer c.mu.Unlock()
 	for q, e := range c.entries {
 		for _, p := range paths {
-			if len(q) > len(p) && q[len(p)] == '/' && strings.HasPrefix(q, p) {
+			if below(q, p) {
 				c.remove(e)
 				break
 			}
 		}
 	}
+	c.disownPaths(true, paths...)
+}
+
+// below reports whether path q is below directory p.
+func below(q, p string) bool {
+	return len(q) > len(p) && q[len(p)] == '/' && strings.HasPrefix(q, p)
 }
 
 // changedInode notes a change to inode g's content or attributes (zero:
@@ -151,6 +166,7 @@ func (c *cache) changedInode(g layer.Gfid, now time.Time) {
 		c.changedAll()
 		return
 	}
+	c.disown(c.owned.byGfid[g])
 	if len(c.inodes) >= maxStamps {
 		for k, s := range c.inodes {
 			if now.Sub(s.at) >= c.timeout { // what it guards has timed out anyway
@@ -169,6 +185,7 @@ func (c *cache) changedInode(g layer.Gfid, now time.Time) {
 func (c *cache) changedAll() {
 	c.all = c.clock
 	clear(c.inodes)
+	c.disownAll()
 	if len(c.entries) > 0 {
 		clear(c.entries)
 		c.order.Init()

@@ -25,6 +25,10 @@
 // once an open file's content is older than Timeout its reads go to the
 // child.
 //
+// A file made in one go in a directory whose names the client leases is
+// the exception: its content and attributes serve without the timeout
+// while the client owns the name (owned.go).
+//
 // Changes made through this layer are never missed: every operation that
 // changes a name (create, mknod, mkdir, symlink, link, unlink, rmdir,
 // rename, set/remove xattr, an open for writing or truncating) forgets the
@@ -64,6 +68,7 @@
 package quickread
 
 import (
+	"bytes"
 	"context"
 	"sync/atomic"
 	"syscall"
@@ -138,12 +143,17 @@ var _ layer.Layer = (*Layer)(nil)
 // New stacks the layer on child.
 func New(child layer.Layer, opts Options) *Layer {
 	opts.setDefaults()
-	return &Layer{Base: layer.Base{Child: child}, opts: opts, cache: newCache(opts)}
+	l := &Layer{Base: layer.Base{Child: child}, opts: opts}
+	l.cache = newCache(opts, l.MadeName)
+	return l
 }
 
 // Lookup looks path up, with the content of a small file, and keeps the
 // content for the open that may follow.
 func (l *Layer) Lookup(ctx context.Context, path string) (layer.Attr, error) {
+	if e := l.cache.ownedEntry(path); e != nil {
+		return e.attr, nil
+	}
 	clock, start := l.cache.begin(), l.opts.Now()
 	a, data, err := layer.LookupData(ctx, l.Child, path, l.opts.MaxFileSize)
 	if err != nil || !a.IsReg() || uint64(len(data)) != a.Size {
@@ -169,7 +179,11 @@ func changes(flags uint32) bool {
 // one, and otherwise opens the child's file.
 func (l *Layer) Open(ctx context.Context, path string, flags uint32) (layer.File, error) {
 	if fromMemory(flags) && !l.locks.Load() {
-		if e := l.cache.take(path, l.opts.Now()); e != nil {
+		e := l.cache.ownedEntry(path) // serves every open while owned
+		if e == nil {
+			e = l.cache.take(path, l.opts.Now())
+		}
+		if e != nil {
 			f := &file{l: l, path: path, flags: flags, mem: e, gfid: e.attr.Gfid, memGfid: e.attr.Gfid}
 			l.mem.add(f)
 			f.anchorSoon()
@@ -209,7 +223,20 @@ func (l *Layer) Create(ctx context.Context, path string, in layer.CreateIn) (lay
 	if in.Flags&syscall.O_TRUNC != 0 {
 		l.cache.changedInode(a.Gfid, l.opts.Now()) // an existing file truncated
 	}
+	l.own(path, in, a)
 	return &file{l: l, path: path, flags: in.Flags, real: f, gfid: a.Gfid}, a, nil
+}
+
+// own keeps the content of a file made in one go with all of it, in a
+// directory whose names the client leases (owned.go).
+func (l *Layer) own(path string, in layer.CreateIn, a layer.Attr) {
+	clock := l.cache.begin()
+	if in.Data == nil || !a.IsReg() || a.Size != uint64(len(in.Data)) || len(in.Data) > l.opts.MaxFileSize {
+		return
+	}
+	if l.MadeName(path) {
+		l.cache.own(&entry{path: path, attr: a, data: bytes.Clone(in.Data), clock: clock, at: l.opts.Now()})
+	}
 }
 
 // changing runs fn, which changes the names paths, forgetting their
@@ -315,4 +342,10 @@ func (l *Layer) OwnsName(path string) (layer.Attr, bool) {
 		return nl.OwnsName(path)
 	}
 	return layer.Attr{}, false
+}
+
+// MadeName passes the question on (layer.NameLeaser).
+func (l *Layer) MadeName(path string) bool {
+	nl, ok := l.Child.(layer.NameLeaser)
+	return ok && nl.MadeName(path)
 }

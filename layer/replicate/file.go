@@ -665,18 +665,30 @@ var _ layer.NameLeaser = (*Replicate)(nil)
 // them, with the usual marks if one fails meanwhile.
 func (r *Replicate) OwnsName(path string) (layer.Attr, bool) {
 	var dir layer.Attr
-	for i, c := range r.children {
-		nl, ok := c.Layer.(layer.NameLeaser)
-		if !ok || c.Up != nil && !c.Up() {
-			return layer.Attr{}, false
-		}
+	ok := r.everyLeaser(func(i int, nl layer.NameLeaser) bool {
 		a, ok := nl.OwnsName(path)
-		if !ok {
-			return layer.Attr{}, false
-		}
 		if i == 0 {
 			dir = a
 		}
+		return ok
+	})
+	return dir, ok
+}
+
+// MadeName reports whether every replica made path under its lease
+// (layer.NameLeaser).
+func (r *Replicate) MadeName(path string) bool {
+	return r.everyLeaser(func(_ int, nl layer.NameLeaser) bool { return nl.MadeName(path) })
+}
+
+// everyLeaser reports whether fn holds for every replica, all up and
+// leasing names.
+func (r *Replicate) everyLeaser(fn func(i int, nl layer.NameLeaser) bool) bool {
+	for i, c := range r.children {
+		nl, ok := c.Layer.(layer.NameLeaser)
+		if !ok || c.Up != nil && !c.Up() || !fn(i, nl) {
+			return false
+		}
 	}
-	return dir, true
+	return true
 }

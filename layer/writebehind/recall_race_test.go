@@ -23,6 +23,8 @@ func (l *leaser) OwnsName(path string) (layer.Attr, bool) {
 	return layer.Attr{Mode: syscall.S_IFDIR | 0o755}, true
 }
 
+func (l *leaser) MadeName(string) bool { return false }
+
 // A recall that comes just after OwnsName said yes finds the file among
 // the windows (holdCreate holds w.mu for that) and sends it before it
 // returns: the lease is returned right after Recall. (Found by review:
@@ -48,7 +50,11 @@ func TestRecallRacingHoldCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Release(bg)
-	<-recalled
+	select {
+	case <-recalled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the create was not held back (no lease asked?)")
+	}
 	// The lease goes back now: another client may make /f.
 	if n := count.Count("Create"); n == 0 {
 		t.Errorf("Recall returned (the lease goes back) with the create of /f still held")
