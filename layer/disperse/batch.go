@@ -1,6 +1,9 @@
 package disperse
 
-import "context"
+import (
+	"context"
+	"syscall"
+)
 
 // Writes within one stripe of a file wait for each other (the stripe's
 // lock: each changes the stripe's version on every brick). Those that
@@ -44,8 +47,11 @@ func (f *file) batched(ctx context.Context, s int64, p []byte, off int64) error 
 		ctx = context.WithoutCancel(ctx) // others' writes: not ours to interrupt
 	}
 	sp := Span{First: s, Last: s}
-	for _, r := range runs(writes, f.d.g.Stripe()) {
-		err := f.writeSpan(ctx, sp, r.p, r.off)
+	for i, r := range runs(writes, f.d.g.Stripe()) {
+		var err error = syscall.EIO // a run before lost the lock on the bricks
+		if i == 0 || f.hold.holds(f.d.g.K) {
+			err = f.writeSpan(ctx, sp, r.p, r.off)
+		}
 		for _, q := range r.writes {
 			q.err = err
 			close(q.done)

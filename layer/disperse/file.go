@@ -71,33 +71,44 @@ var _ layer.File = (*file)(nil)
 
 // brickFlags are the open flags the fragments are opened with: always
 // readable (partial-stripe writes read), never O_APPEND (records go at
-// their own offsets).
+// their own offsets), never O_TRUNC (the file truncates itself, under the
+// writers' lock: newFile), and writable to truncate.
 func brickFlags(flags uint32) uint32 {
-	flags &^= syscall.O_APPEND
-	if flags&syscall.O_ACCMODE == syscall.O_WRONLY {
+	trunc := flags&syscall.O_TRUNC != 0
+	flags &^= syscall.O_APPEND | syscall.O_TRUNC
+	if flags&syscall.O_ACCMODE == syscall.O_WRONLY || trunc {
 		flags = flags&^syscall.O_ACCMODE | syscall.O_RDWR
 	}
 	return flags
 }
 
-func (d *Disperse) newFile(rf layer.File, path string, flags uint32) (*file, error) {
+// newFile makes the open file of rf, opened with brickFlags(flags). An
+// O_TRUNC open truncates the file as a truncate does, holding the writers'
+// lock (truncated behind it, another writer of the file would go on from
+// what it knew of the stripes); then it also returns the attributes the
+// truncate left.
+func (d *Disperse) newFile(ctx context.Context, rf layer.File, path string, flags uint32) (*file, *layer.Attr, error) {
 	h, ok := rf.(handles)
 	if !ok {
 		rf.Release(context.Background())
-		return nil, syscall.EIO
+		return nil, nil, syscall.EIO
 	}
 	a := h.Opened()
 	if !a.IsReg() {
 		// Directories are opened for listing: nothing of ours.
-		return &file{handles: h, d: d, path: path}, nil
+		return &file{handles: h, d: d, path: path}, nil, nil
 	}
-	size := int64(a.Size)
-	if flags&syscall.O_TRUNC != 0 {
-		size = 0
-	}
-	f := &file{handles: h, d: d, path: path, append: flags&syscall.O_APPEND != 0, size: size}
+	f := &file{handles: h, d: d, path: path, append: flags&syscall.O_APPEND != 0, size: int64(a.Size)}
 	f.hold.owner = lockOwners.Add(1)
-	return f, nil
+	if flags&syscall.O_TRUNC == 0 || a.Size == 0 {
+		return f, nil, nil
+	}
+	ta, err := f.Setattr(ctx, layer.SetattrIn{Valid: layer.SetSize})
+	if err != nil {
+		f.Release(context.WithoutCancel(ctx))
+		return nil, nil, err
+	}
+	return f, &ta, nil
 }
 
 // Create creates the file on the bricks (as a replicated name) and opens
@@ -109,9 +120,15 @@ func (d *Disperse) Create(ctx context.Context, path string, in layer.CreateIn) (
 	if err != nil {
 		return nil, a, err
 	}
-	f, err := d.newFile(rf, path, flags)
+	f, ta, err := d.newFile(ctx, rf, path, flags)
+	if err != nil {
+		return nil, a, err
+	}
+	if ta != nil { // an existing file, truncated
+		return f, *ta, nil
+	}
 	a, _ = d.scale(a, nil)
-	return f, a, err
+	return f, a, nil
 }
 
 // Open opens the fragments on every brick up.
@@ -120,7 +137,8 @@ func (d *Disperse) Open(ctx context.Context, path string, flags uint32) (layer.F
 	if err != nil {
 		return nil, err
 	}
-	return d.newFile(rf, path, flags)
+	f, _, err := d.newFile(ctx, rf, path, flags)
+	return f, err
 }
 
 // Setattr with a size truncates through an open file; everything else is

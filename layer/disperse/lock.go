@@ -186,6 +186,13 @@ func (h *hold) begin(k int) bool {
 	return true
 }
 
+// holds reports whether the lock is held on at least k bricks.
+func (h *hold) holds(k int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held.Count() >= k
+}
+
 // end counts an operation out; failed keeps the Dirty mark (a write
 // failed).
 func (h *hold) end(failed bool) {
