@@ -2,8 +2,8 @@ package disperse
 
 import (
 	"context"
+	"errors"
 	"slices"
-	"sync"
 
 	"github.com/mortarfs/mortar/layer"
 )
@@ -43,8 +43,8 @@ func (f *file) writeKnown(ctx context.Context, s int64, p []byte, off, size int6
 	}
 	f.hold.noteWrite()
 	wctx := layer.WithTxn(ctx, layer.Txn{Pending: layer.Dirty, SetSize: true, Size: uint64(newSize)})
-	errs := kw.write(wctx, files, bufs, s*Record)
-	if err := f.settleWrite(ctx, errs, f.d.all()); err != nil || anyErr(errs) {
+	errs := writeRecords(wctx, files, bufs, s*Record, kw.lo, kw.sends)
+	if err := f.settleWrite(ctx, errs, f.d.all()); err != nil || errors.Join(errs...) != nil {
 		f.forget()
 		return true, err
 	}
@@ -142,7 +142,9 @@ func (kw *known) records(c *Codec, heads []Header, version uint64) ([][]byte, er
 		h.Version = version
 		if kw.sends(j) {
 			blocks := b[HeaderSize:]
-			copy(blocks, shards[j])
+			if j < kw.k {
+				copy(blocks, shards[j]) // the parity was encoded in place
+			}
 			for i := 0; i < kw.hi-kw.lo; i++ {
 				h.Sums[kw.lo+i] = Sum(blocks[i*Block : (i+1)*Block])
 			}
@@ -150,31 +152,4 @@ func (kw *known) records(c *Codec, heads []Header, version uint64) ([][]byte, er
 		h.put(b[:HeaderSize])
 	}
 	return bufs, nil
-}
-
-// write sends every brick its request for the record at at.
-func (kw *known) write(ctx context.Context, files []layer.File, bufs [][]byte, at int64) []error {
-	errs := make([]error, len(files))
-	var wg sync.WaitGroup
-	for j := range files {
-		wg.Go(func() {
-			if kw.sends(j) && kw.lo > 0 {
-				_, errs[j] = layer.WriteGap(ctx, files[j], bufs[j], at, layer.Gap{At: HeaderSize, Len: uint32(kw.lo * Block)})
-			} else {
-				_, errs[j] = files[j].Write(ctx, bufs[j], at)
-			}
-		})
-	}
-	wg.Wait()
-	return errs
-}
-
-// anyErr says whether any of errs is set.
-func anyErr(errs []error) bool {
-	for _, err := range errs {
-		if err != nil {
-			return true
-		}
-	}
-	return false
 }

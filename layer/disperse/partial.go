@@ -79,10 +79,9 @@ type part struct {
 // the parity bricks'); the others change only their header.
 func (pt part) changes(j int) bool { return j == pt.ci || j >= pt.k }
 
-// at is where brick j's header is, and gap the blocks between it and the
-// ones the write touches.
+// at is where the stripe's record is; blocks, the blocks in a brick's
+// buffer (after its header).
 func (pt part) at() int64              { return pt.s * Record }
-func (pt part) gap() layer.Gap         { return layer.Gap{At: HeaderSize, Len: uint32(pt.b0 * Block)} }
 func (pt part) blocks(b []byte) []byte { return b[HeaderSize:] }
 
 // read reads, from the bricks whose blocks change, those blocks, and with
@@ -184,14 +183,21 @@ func (pt part) seal(bufs [][]byte, headers []Header, version uint64) {
 // write writes every brick's buffer back: the header, and the blocks past
 // the gap where they changed.
 func (pt part) write(ctx context.Context, files []layer.File, bufs [][]byte) []error {
+	return writeRecords(ctx, files, bufs, pt.at(), pt.b0, pt.changes)
+}
+
+// writeRecords sends brick j its buffer for the record at at: its header,
+// followed, if blocks(j), by its blocks from block lo on, in one request
+// around the blocks before them (layer.GapWriter).
+func writeRecords(ctx context.Context, files []layer.File, bufs [][]byte, at int64, lo int, blocks func(j int) bool) []error {
 	errs := make([]error, len(files))
 	var wg sync.WaitGroup
 	for j := range files {
 		wg.Go(func() {
-			if pt.changes(j) && pt.b0 > 0 {
-				_, errs[j] = layer.WriteGap(ctx, files[j], bufs[j], pt.at(), pt.gap())
+			if blocks(j) && lo > 0 {
+				_, errs[j] = layer.WriteGap(ctx, files[j], bufs[j], at, layer.Gap{At: HeaderSize, Len: uint32(lo * Block)})
 			} else {
-				_, errs[j] = files[j].Write(ctx, bufs[j], pt.at())
+				_, errs[j] = files[j].Write(ctx, bufs[j], at)
 			}
 		})
 	}
