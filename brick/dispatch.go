@@ -120,7 +120,7 @@ func (c *conn) make(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 	if err != nil {
 		return err
 	}
-	if a, err = fill(ctx, f, r.Data, r.Setattr, a); err != nil {
+	if a, err = layer.Fill(ctx, f, r.Data, r.Setattr, a); err != nil {
 		f.Release(context.WithoutCancel(ctx))
 		if r.Flags&syscall.O_EXCL != 0 { // it made the file
 			if uerr := c.l.Unlink(context.WithoutCancel(ctx), r.Path); uerr != nil {
@@ -132,27 +132,6 @@ func (c *conn) make(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 	e.U64(c.addFile(f, r.Path))
 	e.Attr(&a)
 	return nil
-}
-
-// fill writes data at offset 0 of f and makes the changes of set; it
-// returns the attributes they leave (a, created, if none).
-func fill(ctx context.Context, f layer.File, data []byte, set layer.SetattrIn, a layer.Attr) (layer.Attr, error) {
-	if len(data) > 0 {
-		n, err := f.Write(ctx, data, 0)
-		if err == nil && n < len(data) {
-			err = syscall.EIO
-		}
-		if err != nil {
-			return a, err
-		}
-	}
-	if set.Valid != 0 {
-		return f.Setattr(ctx, set)
-	}
-	if len(data) > 0 {
-		return f.Getattr(ctx)
-	}
-	return a, nil
 }
 
 // attrOp runs the path operations that answer with an Attr.

@@ -11,15 +11,33 @@ import (
 	"time"
 )
 
-// Create-behind on two mounts of one replica-3 volume: files written in
-// a directory mount a made are seen at once, content and all, by mount b
+// layouts are the volume types the create-behind tests run on: a
+// replicated set, where every brick holds the file, and a dispersed one,
+// where each holds its fragment.
+var layouts = []struct {
+	name     string
+	bricks   int
+	keywords []string
+}{
+	{"replica3", 3, []string{"replica", "3"}},
+	{"disperse4+2", 6, []string{"disperse", "6", "redundancy", "2"}},
+}
+
+// Create-behind on two mounts of one volume: files written in a
+// directory mount a made are seen at once, content and all, by mount b
 // (its access recalls a's lease, which sends what a held back first),
 // even while a keeps them open; O_EXCL stays exclusive across the mounts;
 // a shell's redirect and tar work; fsync of a directory puts the names
 // made in it on the bricks.
 func TestCreateBehindTwoMounts(t *testing.T) {
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) { createBehindTwoMounts(t, l.bricks, l.keywords) })
+	}
+}
+
+func createBehindTwoMounts(t *testing.T, nbricks int, keywords []string) {
 	n := startNode(t)
-	bricks := n.createVolume("cb", 3, []string{"replica", "3"}, nil)
+	bricks := n.createVolume("cb", nbricks, keywords, nil)
 	a, b := n.mount("cb"), n.mount("cb")
 
 	// Written and closed on a, read on b at once.
@@ -133,8 +151,14 @@ func TestCreateBehindTwoMounts(t *testing.T) {
 // within the kernel's own caching (its attribute timeout), as for any
 // other file.
 func TestOwnedFilesTwoMounts(t *testing.T) {
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) { ownedFilesTwoMounts(t, l.bricks, l.keywords) })
+	}
+}
+
+func ownedFilesTwoMounts(t *testing.T, nbricks int, keywords []string) {
 	n := startNode(t)
-	n.createVolume("own", 3, []string{"replica", "3"}, nil)
+	n.createVolume("own", nbricks, keywords, nil)
 	a, b := n.mount("own"), n.mount("own")
 	if err := os.Mkdir(filepath.Join(a, "d"), 0o755); err != nil {
 		t.Fatal(err)

@@ -6,8 +6,9 @@ import "context"
 // small regular file as well, so that an open for reading right after the
 // lookup and its reads need no round trip of their own (GlusterFS's
 // quick-read). The network client, replicate and distribute implement
-// it; disperse and crypt do not (their children hold fragments or
-// ciphertext), and a layer that does not simply answers lookups.
+// it; disperse implements it without content (its children hold
+// fragments), crypt does not (ciphertext), and a layer that does not
+// simply answers lookups.
 type DataLooker interface {
 	// LookupData is Lookup, and also returns the content of the inode at
 	// path if it is a regular file of at most max bytes whose content

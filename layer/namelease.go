@@ -1,6 +1,9 @@
 package layer
 
-import "context"
+import (
+	"context"
+	"syscall"
+)
 
 // Directory leases let a client create a file without a round trip
 // (create-behind): a brick that makes a directory for a client may lease
@@ -19,8 +22,8 @@ import "context"
 // of them: replicate, distribute, quick-read). A layer that does not
 // implement it never has a create held back; a layer must not pass the
 // question on to its child unless it handles CreateIn's Data and Set as
-// its child would (crypt and disperse change what reaches the bricks, and
-// do not).
+// its child would (crypt changes what reaches the bricks, and does not;
+// disperse encodes Data into each brick's fragment).
 type NameLeaser interface {
 	// OwnsName reports whether a create of path now would find no such
 	// name, and nobody else can make, remove or look up a name in its
@@ -55,4 +58,27 @@ func Sync(ctx context.Context, l Layer) error {
 		return s.Sync(ctx)
 	}
 	return nil
+}
+
+// Fill writes data at offset 0 of f, a file just created, and makes the
+// changes of set: what a create made in one go (CreateIn's Data and Set)
+// does after the create. It returns the attributes they leave (a, the
+// created file's, if none).
+func Fill(ctx context.Context, f File, data []byte, set SetattrIn, a Attr) (Attr, error) {
+	if len(data) > 0 {
+		n, err := f.Write(ctx, data, 0)
+		if err == nil && n < len(data) {
+			err = syscall.EIO
+		}
+		if err != nil {
+			return a, err
+		}
+	}
+	if set.Valid != 0 {
+		return f.Setattr(ctx, set)
+	}
+	if len(data) > 0 {
+		return f.Getattr(ctx)
+	}
+	return a, nil
 }

@@ -115,8 +115,8 @@ func TestCreateDispersed(t *testing.T) {
 	}
 }
 
-// The quorum options are replicate's, quick-read's are for volumes whose
-// bricks hold whole files; the others apply.
+// The quorum options are replicate's; the others apply (quick-read and
+// create-behind too).
 func TestDisperseOptions(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
@@ -129,13 +129,8 @@ func TestDisperseOptions(t *testing.T) {
 			t.Errorf("set %s %s on a disperse volume: %v", kv[0], kv[1], err)
 		}
 	}
-	for _, kv := range [][2]string{{OptQuickRead, "on"}, {OptQuickReadCacheTimeout, "1"}, {OptQuickReadMaxFileSize, "4096"}} {
-		_, err := c.Set(ctx, "ec", kv[0], kv[1])
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "applies to distribute and replicated volumes only") || !strings.Contains(err.Error(), "fragments") {
-			t.Errorf("set %s %s on a disperse volume: %v", kv[0], kv[1], err)
-		}
-	}
-	for _, kv := range [][2]string{{OptHealInterval, "0.5"}, {OptPingTimeout, "3"}, {OptAttrTimeout, "0"}} {
+	for _, kv := range [][2]string{{OptHealInterval, "0.5"}, {OptPingTimeout, "3"}, {OptAttrTimeout, "0"},
+		{OptQuickRead, "on"}, {OptQuickReadCacheTimeout, "1"}, {OptQuickReadMaxFileSize, "4096"}, {OptCreateBehind, "off"}} {
 		if _, err := c.Set(ctx, "ec", kv[0], kv[1]); err != nil {
 			t.Errorf("set %s %s: %v", kv[0], kv[1], err)
 		}

@@ -130,14 +130,14 @@ var knownOptions = []Option{
 	{OptEncryption, "off", "on or off: clients encrypt file contents with the volume key (set before the first start)", oneOf("on", "off")},
 	{OptAuthAllow, "", "certificate names (globs) and addresses/CIDRs allowed to use the volume (empty: all)", authList},
 	{OptAuthReject, "", "certificate names (globs) and addresses/CIDRs refused (wins over auth.allow)", authList},
-	{OptQuickRead, "on", "on or off: a small file's content comes with its lookup, so that reading it costs one round trip (not on encrypted volumes)", oneOf("on", "off")},
+	{OptQuickRead, "on", "on or off: a small file's content comes with its lookup, so that reading it costs one round trip (not on encrypted volumes; on dispersed ones only files the mount made itself)", oneOf("on", "off")},
 	{OptQuickReadMaxFileSize, strconv.Itoa(quickread.DefaultMaxFileSize), "bytes: the largest file quick-read serves (at most 1048576)", between(1, quickread.FileSizeLimit)},
 	{OptQuickReadCacheTimeout, strconv.FormatFloat(quickread.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a small file's content from a lookup may serve an open (a change through another client may be missed for that long)", seconds(0.01)},
 	{OptClientCache, "on", "on or off: off turns every client cache off at once (quick-read, write-behind, nl-cache, and the kernel's unless their timeouts are set), for measurements", oneOf("on", "off")},
 	{OptWriteBehind, "on", "on or off: small sequential writes are acknowledged at once and sent to the bricks aggregated (errors at close or fsync; O_DIRECT, O_SYNC and fsync exact)", oneOf("on", "off")},
 	{OptWriteBehindWindowSize, strconv.Itoa(writebehind.DefaultWindowSize), "bytes a file may keep acknowledged but unsent (at most 16777216)", between(4096, 16<<20)},
 	{OptWriteBehindMaxAge, strconv.FormatFloat(writebehind.DefaultMaxAge.Seconds(), 'f', -1, 64), "seconds acknowledged bytes may wait before they are sent by themselves", seconds(0.01)},
-	{OptCreateBehind, "on", "on or off: a client leases the names of the directories it makes, and a file it creates in one is made with its first bytes and attributes in one round trip when write-behind sends them (another client's access to the directory recalls the lease first; not on dispersed or encrypted volumes)", oneOf("on", "off")},
+	{OptCreateBehind, "on", "on or off: a client leases the names of the directories it makes, and a file it creates in one is made with its first bytes and attributes in one round trip when write-behind sends them (another client's access to the directory recalls the lease first; not on encrypted volumes)", oneOf("on", "off")},
 	{OptNlCache, "on", "on or off: a lookup of a name that a directory the client made or listed lacks fails at once, without a round trip", oneOf("on", "off")},
 	{OptStatPrefetch, "on", "on or off: clients keep the attributes of directories (the kernel asks for them again after every name made in one)", oneOf("on", "off")},
 	{OptMdCacheTimeout, strconv.FormatFloat(mdcache.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a client keeps a directory's attributes (a change through another client may be missed for that long)", seconds(0.01)},
@@ -222,12 +222,6 @@ var optionVolumeTypes = map[string][]string{
 	OptFavoriteChildPolicy: {volume.Replicate},
 	OptHealInterval:        {volume.Replicate, volume.Disperse},
 	OptDisperseQuiet:       {volume.Disperse},
-	// Quick-read serves whole files: a dispersed volume's bricks hold
-	// fragments.
-	OptQuickRead:             {volume.Distribute, volume.Replicate},
-	OptQuickReadMaxFileSize:  {volume.Distribute, volume.Replicate},
-	OptQuickReadCacheTimeout: {volume.Distribute, volume.Replicate},
-	OptCreateBehind:          {volume.Distribute, volume.Replicate},
 }
 
 // typeAdjective names the volumes of a type as the errors say it.
@@ -245,8 +239,6 @@ func checkVolumeType(v *VolumeState, key string) error {
 	}
 	why := "where it would mean nothing"
 	switch {
-	case v.Type == volume.Disperse && (strings.HasPrefix(key, OptQuickRead) || key == OptCreateBehind):
-		why = "whose bricks hold fragments of files, not whole files"
 	case v.Type == volume.Disperse:
 		why = fmt.Sprintf("whose sets write while %d of its %d bricks are up (disperse %d redundancy %d), and that is fixed",
 			v.Disperse-v.Redundancy, v.Disperse, v.Disperse, v.Redundancy)

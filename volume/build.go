@@ -360,18 +360,20 @@ func writesBehind(spec Spec) bool {
 }
 
 // createsBehind reports whether the graph holds creates back: the option
-// is on, write-behind keeps windows, and the bricks hold whole files as
-// the client sees them (not fragments, not ciphertext).
+// is on, write-behind keeps windows, and the layers below write-behind
+// make a file in one go as the client sees it (not ciphertext; disperse
+// encodes the fragments itself).
 func createsBehind(spec Spec, opts BuildOptions) bool {
 	return spec.Option(OptCreateBehind, "on") == "on" && writesBehind(spec) &&
-		spec.Type != Disperse && !spec.Encrypted() && !opts.Ciphertext
+		!spec.Encrypted() && !opts.Ciphertext
 }
 
 // quickRead reports whether the graph gets the quick-read layer: if the
-// option is on, the bricks hold whole files (not disperse fragments), and
-// the graph is not one that moves files (Ciphertext).
+// option is on and the graph is not one that moves files (Ciphertext). On
+// a dispersed volume it serves only the files the mount made (disperse
+// looks up no content).
 func quickRead(spec Spec, opts BuildOptions) bool {
-	return spec.Option(OptQuickRead, "on") == "on" && spec.ClientCache() && spec.Type != Disperse && !opts.Ciphertext
+	return spec.Option(OptQuickRead, "on") == "on" && spec.ClientCache() && !opts.Ciphertext
 }
 
 // quickReadOptions reads the quick-read options of spec; what is unset or

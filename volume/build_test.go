@@ -56,8 +56,7 @@ func TestBuildDisperse(t *testing.T) {
 }
 
 // Quick-read goes on top of distribute unless it is off, the volume is
-// encrypted (it would keep ciphertext) or dispersed (its bricks hold
-// fragments), or the graph moves files (Ciphertext: rebalance wants
+// encrypted (it would keep ciphertext), or the graph moves files (Ciphertext: rebalance wants
 // distribute on top). The negative-lookup cache goes on top of them, and
 // the directory attribute cache on top of all, unless they are off or the
 // graph moves files.
@@ -99,7 +98,7 @@ func TestBuildQuickRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := stackOf(g.Top); got != "mdcache nlcache writebehind *distribute.Distribute" {
+	if got := stackOf(g.Top); got != "mdcache nlcache writebehind quickread *distribute.Distribute" {
 		t.Errorf("dispersed: top is %s", got)
 	}
 	g.Close()

@@ -14,15 +14,17 @@ import (
 // recall. Version 6 added directory leases (a Mkdir's Flags, OpMake,
 // OpDirLeaseReturn, KindRecallDir frames): an older client sends Mkdir
 // without Flags and so is never granted one. Version 7 added OpWriteGap
-// (layer.GapWriter), which only version 7 clients send.
+// (layer.GapWriter), which only version 7 clients send. Version 8 added a
+// Make's Size (a disperse fragment made in one go records its file's
+// size); an older client's Make carries none.
 const (
-	Version    = 7
+	Version    = 8
 	MinVersion = 4
 )
 
 // addedSince are the fields at the end of an operation's schema that
 // clients of earlier versions do not send: decoded as zero when absent.
-var addedSince = map[uint8]field{OpSetlk: fFlags, OpMkdir: fFlags, OpDropHealEntry: fPath}
+var addedSince = map[uint8]field{OpSetlk: fFlags, OpMkdir: fFlags, OpDropHealEntry: fPath, OpMake: fSize}
 
 // The handshake: after Magic, the client sends a Handshake request naming
 // the volume and the brick (Proof empty); the brick answers it with
@@ -286,8 +288,9 @@ var schema = [opMax][]field{
 	OpUnlinkData:    {fPath, fPending},
 	OpLeaseReturn:   {fFh, fCookie, fFlags, fLocks},
 	// OpMake creates, writes Data at offset 0 and changes Setattr in one
-	// request (layer.CreateIn's Data and Set); answered as OpCreate.
-	OpMake:           {fPath, fOwner, fFlags, fMode, fPending, fSetattr, fData},
+	// request (layer.CreateIn's Data and Set); answered as OpCreate. Size
+	// is the file size a disperse fragment records (version 8).
+	OpMake:           {fPath, fOwner, fFlags, fMode, fPending, fSetattr, fData, fSize},
 	OpDirLeaseReturn: {fCookie}, // Cookie: the lease's id
 	// OpWriteGap writes its data around Gap, which it leaves as it is
 	// (layer.GapWriter); data follows.

@@ -112,8 +112,11 @@ func (d *Disperse) newFile(ctx context.Context, rf layer.File, path string, flag
 }
 
 // Create creates the file on the bricks (as a replicated name) and opens
-// its fragments.
+// its fragments; one with Data or Set is made in one go (make.go).
 func (d *Disperse) Create(ctx context.Context, path string, in layer.CreateIn) (layer.File, layer.Attr, error) {
+	if len(in.Data) > 0 || in.Set.Valid != 0 {
+		return d.make(ctx, path, in)
+	}
 	flags := in.Flags
 	in.Flags = brickFlags(flags)
 	rf, a, err := d.Replicate.Create(ctx, path, in)

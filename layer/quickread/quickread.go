@@ -64,7 +64,8 @@
 //
 // The layer goes on top of distribute. It must not go under the crypt
 // layer (it would keep ciphertext): volumes with encryption on do not get
-// it, nor do dispersed ones (no content comes from fragments).
+// it. On dispersed ones it serves only owned files: disperse looks up no
+// content (its bricks hold fragments).
 package quickread
 
 import (

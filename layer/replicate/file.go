@@ -70,6 +70,13 @@ func wantsWrite(flags uint32) bool {
 
 // Create creates and opens the file on every writable replica.
 func (r *Replicate) Create(ctx context.Context, path string, in layer.CreateIn) (layer.File, layer.Attr, error) {
+	return r.CreateEach(ctx, path, in, nil)
+}
+
+// CreateEach is Create, with each replica's CreateIn changed by each
+// (when not nil) before it goes: disperse gives every brick its own
+// fragment of a file made in one go.
+func (r *Replicate) CreateEach(ctx context.Context, path string, in layer.CreateIn, each func(i int, in *layer.CreateIn)) (layer.File, layer.Attr, error) {
 	in.Owner = owned(in.Owner)
 	files := make([]layer.File, len(r.children))
 	copies := make([]Copy, len(r.children))
@@ -78,8 +85,12 @@ func (r *Replicate) Create(ctx context.Context, path string, in layer.CreateIn) 
 		marks = append(marks, path) // made in one go: its content and attributes too
 	}
 	o, err := r.modify(ctx, marks, func(ctx context.Context, i int) error {
+		cin := in
+		if each != nil {
+			each(i, &cin)
+		}
 		var err error
-		files[i], copies[i].Attr, err = r.children[i].Layer.Create(ctx, path, in)
+		files[i], copies[i].Attr, err = r.children[i].Layer.Create(ctx, path, cin)
 		copies[i].Err = err
 		return err
 	})

@@ -1,0 +1,157 @@
+package disperse
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand"
+	"syscall"
+	"testing"
+
+	"github.com/mortarfs/mortar/heal"
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/replicate"
+)
+
+// madeIn is an exclusive create that carries data and a mode change, as
+// write-behind's create-behind sends it.
+func madeIn(data []byte) layer.CreateIn {
+	return layer.CreateIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Flags: syscall.O_WRONLY | syscall.O_EXCL, Mode: 0o644,
+		Data: data, Set: layer.SetattrIn{Valid: layer.SetMode, Mode: 0o600}}
+}
+
+// A file made in one go holds what a create and a write would have made:
+// every brick its fragment of the data (and the file's size), the mode
+// changed, no Dirty mark; it reads back whole, also with M bricks down,
+// and a write after it continues it.
+func TestMakeInOneGo(t *testing.T) {
+	g := newRig(t, 6, 2)
+	ctx := g.ctx
+	r := rand.New(rand.NewSource(1))
+	made := map[string][]byte{}
+	for _, n := range []int{1, Block + 1, Chunk + 1, int(g.d.g.Stripe()) + 5, layer.MaxCreateData} {
+		data := make([]byte, n)
+		r.Read(data)
+		path := fmt.Sprintf("/f%d", n)
+		f, a, err := g.d.Create(ctx, path, madeIn(data))
+		if err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		if a.Size != uint64(n) || a.Mode&07777 != 0o600 || !a.IsReg() {
+			t.Errorf("%d bytes: made with size %d mode %o", n, a.Size, a.Mode)
+		}
+		if f.(*file).hold.holds(1) {
+			t.Errorf("%d bytes: the make took the writers' lock: it went in steps", n)
+		}
+		more := []byte("and then some")
+		if _, err := f.Write(ctx, more, int64(n)); err != nil {
+			t.Fatalf("%d bytes: write after the make: %v", n, err)
+		}
+		f.Release(ctx)
+		g.d.Idle()
+		want := append(data, more...)
+		for i, c := range g.clients {
+			ba, err := c.Lookup(ctx, path)
+			if err != nil || ba.Size != uint64(len(want)) || ba.Pending != 0 {
+				t.Errorf("%d bytes: brick %d: size %d pending %x (%v), want %d, none", n, i, ba.Size, ba.Pending, err, len(want))
+			}
+		}
+		g.readBack(path, want)
+		made[path] = want
+	}
+	g.kill(0)
+	g.kill(5)
+	data := make([]byte, Chunk+3)
+	r.Read(data)
+	f, _, err := g.d.Create(ctx, "/degraded", madeIn(data))
+	if err != nil {
+		t.Fatalf("a make with M bricks down: %v", err)
+	}
+	f.Release(ctx)
+	g.readBack("/degraded", data)
+	for path, want := range made { // rebuilt from parity
+		g.readBack(path, want)
+	}
+}
+
+// A make with a brick down marks the brick on the others, for the file
+// and its directory; heal makes the brick's fragment, and reads from it
+// then give the data.
+func TestMakeMissedIsHealed(t *testing.T) {
+	g := newRig(t, 6, 2)
+	ctx := g.ctx
+	g.kill(1)
+	data := bytes.Repeat([]byte("healed fragment "), 9000) // 144000 bytes: three chunks
+	f, _, err := g.d.Create(ctx, "/f", madeIn(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Release(ctx)
+	g.d.Idle()
+	for _, p := range []string{"/", "/f"} {
+		a, err := g.clients[0].Lookup(ctx, p)
+		if err != nil || replicate.Mask(a.Pending)&^replicate.Mask(layer.Dirty) != replicate.Bit(1) {
+			t.Errorf("%s: pending %x (%v), want the brick down blamed", p, a.Pending, err)
+		}
+	}
+	g.revive(1)
+	dh, err := NewDataHealer([][]replicate.Child{g.children}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := heal.New([]heal.Set{g.children}, heal.Options{Data: dh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/", "/f"} {
+		if err := h.Heal(ctx, 0, p); err != nil {
+			t.Fatalf("heal %s: %v", p, err)
+		}
+	}
+	if info, err := h.Info(ctx); err != nil || info.Pending() != 0 {
+		t.Fatalf("after heal: %+v, %v", info, err)
+	}
+	g.kill(0) // brick 1's chunk now comes from brick 1, and the rebuild needs it
+	g.kill(2)
+	g.readBack("/f", data)
+}
+
+// What cannot go in one go goes in steps with the same outcome: a create
+// that is not exclusive (the file may exist), and a size change.
+func TestMakeInSteps(t *testing.T) {
+	g := newRig(t, 6, 2)
+	ctx := g.ctx
+	g.writeFile("/old", []byte("old content, longer than the new"))
+	in := madeIn([]byte("new"))
+	in.Flags = syscall.O_WRONLY | syscall.O_TRUNC
+	f, a, err := g.d.Create(ctx, "/old", in)
+	if err != nil || a.Size != 3 || a.Mode&07777 != 0o600 {
+		t.Fatalf("make over a file: size %d mode %o, %v", a.Size, a.Mode, err)
+	}
+	f.Release(ctx)
+	g.d.Idle()
+	g.readBack("/old", []byte("new"))
+	in = madeIn([]byte("sized"))
+	in.Set = layer.SetattrIn{Valid: layer.SetSize, Size: 3}
+	f, a, err = g.d.Create(ctx, "/sized", in)
+	if err != nil || a.Size != 3 {
+		t.Fatalf("make with a size change: size %d, %v", a.Size, err)
+	}
+	f.Release(ctx)
+	g.d.Idle()
+	g.readBack("/sized", []byte("siz"))
+	if _, _, err := g.d.Create(ctx, "/sized", madeIn([]byte("x"))); err != syscall.EEXIST {
+		t.Fatalf("an exclusive make of a name taken: %v, want EEXIST", err)
+	}
+	g.readBack("/sized", []byte("siz"))
+}
+
+// Disperse looks up no content: the bricks hold fragments.
+func TestLookupDataGivesNoFragment(t *testing.T) {
+	g := newRig(t, 6, 2)
+	g.writeFile("/f", []byte("small"))
+	a, data, err := layer.LookupData(context.Background(), g.d, "/f", 1<<20)
+	if err != nil || a.Size != 5 || data != nil {
+		t.Fatalf("LookupData: size %d, %d bytes of content, %v", a.Size, len(data), err)
+	}
+}
