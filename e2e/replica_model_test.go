@@ -295,6 +295,10 @@ func marksOf(bricks []string, path string) string {
 			fmt.Fprintf(&out, "%s", o)
 		}
 	}
+	for _, b := range bricks { // what each brick holds below path
+		o, _ := exec.Command("find", filepath.Join(b, path), "-maxdepth", "3", "-printf", "%P %y %s %i\n").CombinedOutput()
+		fmt.Fprintf(&out, "== %s below %s:\n%s", b, path, o)
+	}
 	return out.String()
 }
 

@@ -18,19 +18,26 @@ const Chunk = 1 << 20
 
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, Chunk); return &b }}
 
+// errReplaced is what healing an inode finds when its path names another
+// inode on a copy since the copies were looked at (a client renamed a file
+// over it, or removed and made it again): nothing is written there, the
+// marks stay, and a later pass heals what the path names then.
+var errReplaced = layer.ErrReplaced
+
 // healContent copies what is in the inode at path, not in its names, from
 // p's source to sink s: data, user xattrs, then mode, owner and times
-// (last: writing the data changes the times).
+// (last: writing the data changes the times). Each step first checks that
+// the path still names the inode the plan is for, on both sides.
 func (h *Healer) healContent(ctx context.Context, si, s int, path string, p *plan) error {
 	want := p.attr()
 	src, dst := h.sets[si][p.src].Layer, h.sets[si][s].Layer
 	if h.data != nil && want.IsReg() && want.Linkto == "" {
-		if err := h.data.HealData(ctx, si, path, p.good, replicate.Bit(s), want.Size); err != nil {
+		if err := h.data.HealData(ctx, si, path, want.Gfid, p.good, replicate.Bit(s), want.Size); err != nil {
 			return err
 		}
 		h.log.Debug("data rebuilt", "replica", h.sets[si][s].Name, "path", path)
 	} else if p.data >= 0 && !h.arbs[si].Has(s) {
-		n, err := copyData(ctx, h.sets[si][p.data].Layer, dst, path, want.Size)
+		n, err := copyData(ctx, h.sets[si][p.data].Layer, dst, path, want.Gfid, want.Size)
 		if err != nil {
 			return err
 		}
@@ -38,6 +45,9 @@ func (h *Healer) healContent(ctx context.Context, si, s int, path string, p *pla
 	}
 	if want.Linkto != "" {
 		return nil // a distribute pointer: made whole by Mknod
+	}
+	if err := sameAt(ctx, want.Gfid, path, src, dst); err != nil {
+		return err
 	}
 	if want.IsReg() || want.IsDir() {
 		if err := copyXattrs(ctx, src, dst, path); err != nil {
@@ -47,16 +57,32 @@ func (h *Healer) healContent(ctx context.Context, si, s int, path string, p *pla
 	return copyAttrs(ctx, dst, path, want)
 }
 
+// sameAt fails with errReplaced unless path names inode g on every one of
+// layers.
+func sameAt(ctx context.Context, g layer.Gfid, path string, layers ...layer.Layer) error {
+	for _, l := range layers {
+		a, err := l.Lookup(ctx, path)
+		if err != nil {
+			return err
+		}
+		if a.Gfid != g {
+			return errReplaced
+		}
+	}
+	return nil
+}
+
 // copyData makes the regular file at path on dst hold the first size
-// bytes of it on src: it compares them chunk by chunk, writes the chunks
-// that differ, then truncates. It returns how many chunks it wrote.
-func copyData(ctx context.Context, src, dst layer.Layer, path string, size uint64) (written int, err error) {
-	sf, err := src.Open(ctx, path, syscall.O_RDONLY|syscall.O_NOATIME)
+// bytes of it on src, both inode g: it compares them chunk by chunk,
+// writes the chunks that differ, then truncates. It returns how many
+// chunks it wrote.
+func copyData(ctx context.Context, src, dst layer.Layer, path string, g layer.Gfid, size uint64) (written int, err error) {
+	sf, err := layer.OpenAs(ctx, src, path, syscall.O_RDONLY|syscall.O_NOATIME, g)
 	if err != nil {
 		return 0, err
 	}
 	defer func() { err = errors.Join(err, sf.Release(ctx)) }()
-	df, err := dst.Open(ctx, path, syscall.O_RDWR|syscall.O_NOATIME)
+	df, err := layer.OpenAs(ctx, dst, path, syscall.O_RDWR|syscall.O_NOATIME, g)
 	if err != nil {
 		return 0, err
 	}
@@ -138,6 +164,9 @@ func copyAttrs(ctx context.Context, dst layer.Layer, path string, want layer.Att
 	have, err := dst.Lookup(ctx, path)
 	if err != nil {
 		return err
+	}
+	if have.Gfid != want.Gfid {
+		return errReplaced
 	}
 	symlink := want.Mode&syscall.S_IFMT == syscall.S_IFLNK
 	var in layer.SetattrIn

@@ -122,13 +122,15 @@ type Options struct {
 // DataHealer rebuilds the data of a regular file on the sinks of a set
 // from its good copies.
 type DataHealer interface {
-	// HealData makes the file at path on the bricks in sinks of set hold
-	// the first size bytes of the file as the bricks in good hold it. It
+	// HealData makes the file at path, inode gfid, on the bricks in
+	// sinks of set hold the first size bytes of the file as the bricks
+	// in good hold it; a brick where path names another inode is not
+	// read, and a sink so fails the heal. It
 	// fails (errors.Is ErrNoSource) when good cannot rebuild it. With no
 	// sinks, it checks that every brick's data agrees (the file was
 	// marked layer.Dirty) and repairs those that do not; ErrBusy means the
 	// file is being written and is to be checked later.
-	HealData(ctx context.Context, set int, path string, good, sinks replicate.Mask, size uint64) error
+	HealData(ctx context.Context, set int, path string, gfid layer.Gfid, good, sinks replicate.Mask, size uint64) error
 }
 
 // ErrBusy is what a DataHealer returns (wrapped) for a file it must not

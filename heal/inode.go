@@ -411,7 +411,7 @@ func changedMeanwhile(err error) bool {
 // client marked Dirty agree, then clears the mark on the copies that still
 // are as it looked at them.
 func (h *Healer) verify(ctx context.Context, si int, path string, p *plan) error {
-	err := h.data.HealData(ctx, si, path, p.good, 0, p.attr().Size)
+	err := h.data.HealData(ctx, si, path, p.attr().Gfid, p.good, 0, p.attr().Size)
 	if errors.Is(err, ErrBusy) {
 		h.log.Debug("being written: checked later", "path", path)
 		return nil

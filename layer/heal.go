@@ -2,6 +2,7 @@ package layer
 
 import (
 	"context"
+	"errors"
 	"syscall"
 )
 
@@ -138,4 +139,27 @@ func (b Base) ClearPending(ctx context.Context, path string, g Gfid, mask uint64
 // DropHealEntry passes to the child if it keeps a heal index.
 func (b Base) DropHealEntry(ctx context.Context, g Gfid, path string) error {
 	return healStoreOf(b.Child).DropHealEntry(ctx, g, path)
+}
+
+// ErrReplaced is what OpenAs returns when the path names another inode
+// than the one asked for.
+var ErrReplaced = errors.New("the name now holds another inode")
+
+// OpenAs opens path on l, and fails with ErrReplaced unless the file
+// opened is inode g: a healer's check that a path still names the inode
+// it judged (a client may have renamed another file over it since).
+func OpenAs(ctx context.Context, l Layer, path string, flags uint32, g Gfid) (File, error) {
+	f, err := l.Open(ctx, path, flags)
+	if err != nil {
+		return nil, err
+	}
+	a, err := f.Getattr(ctx)
+	if err == nil && a.Gfid != g {
+		err = ErrReplaced
+	}
+	if err != nil {
+		f.Release(ctx)
+		return nil, err
+	}
+	return f, nil
 }

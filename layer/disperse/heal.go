@@ -56,7 +56,7 @@ func NewDataHealer(sets [][]replicate.Child, m int) (*DataHealer, error) {
 const DefaultQuiet = 30 * time.Second
 
 // HealData implements heal.DataHealer.
-func (h *DataHealer) HealData(ctx context.Context, set int, path string, good, sinks replicate.Mask, size uint64) (err error) {
+func (h *DataHealer) HealData(ctx context.Context, set int, path string, gfid layer.Gfid, good, sinks replicate.Mask, size uint64) (err error) {
 	if set < 0 || set >= len(h.sets) {
 		return fmt.Errorf("disperse: no set %d", set)
 	}
@@ -98,7 +98,7 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, good, s
 		if sinks.Has(i) {
 			flags = syscall.O_RDWR | syscall.O_NOATIME
 		}
-		f, err := c.Layer.Open(ctx, path, flags)
+		f, err := layer.OpenAs(ctx, c.Layer, path, flags, gfid)
 		if err != nil {
 			if sinks.Has(i) {
 				return fmt.Errorf("open the fragment on %s: %w", c.Name, err)
@@ -218,3 +218,4 @@ func (h *DataHealer) healStripe(ctx context.Context, files []layer.File, reach, 
 	}
 	return written, nil
 }
+
