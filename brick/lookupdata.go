@@ -18,24 +18,32 @@ const maxLookupData = 1 << 20
 // between the lookup and a getattr of the file opened, and given only if
 // the file did not change in between (same gfid, size, mtime and ctime);
 // the answer carries the getattr's attributes, and without content if it
-// changed: the client reads as usual.
+// changed: the client reads as usual. With wire.LookupFragment, the
+// content is the file as it lies here, whole, if at most r.Max bytes long
+// (a disperse fragment, whose length the size reported does not tell).
 func (c *conn) lookupData(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 	a, err := c.l.Lookup(ctx, r.Path)
 	if err != nil {
 		return err
 	}
-	if !a.IsReg() || a.Linkto != "" || a.Size > uint64(min(r.Max, maxLookupData)) {
+	limit := uint64(min(r.Max, maxLookupData))
+	if !a.IsReg() || a.Linkto != "" || a.Size > limit {
 		e.LookupData(&a, nil)
 		return nil
 	}
-	buf := make([]byte, a.Size+1) // one more: a file that grew is seen
+	whole := r.Flags&wire.LookupFragment != 0
+	want := a.Size
+	if whole {
+		want = limit
+	}
+	buf := make([]byte, want+1) // one more: a file that grew is seen
 	n, b, err := c.readSmall(ctx, r.Path, buf)
 	if err != nil {
 		e.LookupData(&a, nil) // the lookup stands; the read is the client's again
 		return nil
 	}
 	var data []byte
-	if unchanged(a, b) && uint64(n) == b.Size {
+	if unchanged(a, b) && (uint64(n) == b.Size || whole && uint64(n) <= limit) {
 		data = buf[:n]
 	}
 	e.LookupData(&b, data)

@@ -31,8 +31,12 @@ func putFile(t *testing.T, l layer.Layer, path string, data []byte) layer.Attr {
 
 // lookupData sends OpLookupData and decodes the answer.
 func (c *rawClient) lookupData(path string, max uint32) (layer.Attr, []byte, syscall.Errno) {
+	return c.lookupFlags(path, max, 0)
+}
+
+func (c *rawClient) lookupFlags(path string, max, flags uint32) (layer.Attr, []byte, syscall.Errno) {
 	c.t.Helper()
-	errno, p := c.call(&wire.Request{Op: wire.OpLookupData, Path: path, Max: max})
+	errno, p := c.call(&wire.Request{Op: wire.OpLookupData, Path: path, Max: max, Flags: flags})
 	if errno != 0 {
 		return layer.Attr{}, nil, errno
 	}
@@ -97,6 +101,24 @@ func TestLookupData(t *testing.T) {
 	}
 	if _, _, errno := c.lookupData("/../x", 65536); errno != syscall.EINVAL {
 		t.Errorf("escaping path: errno %v, want EINVAL", errno)
+	}
+}
+
+// With wire.LookupFragment the content is the file as it lies, whole, if
+// it is at most max bytes long: here (not a disperse brick) its size.
+func TestLookupFragment(t *testing.T) {
+	store, _ := newStore(t)
+	small := []byte("ten bytes\n")
+	putFile(t, store, "/small", small)
+	c := dial(t, startServer(t, store, Limits{}).addr)
+	for _, tc := range []struct {
+		max  uint32
+		want []byte
+	}{{100, small}, {10, small}, {9, nil}} {
+		a, data, errno := c.lookupFlags("/small", tc.max, wire.LookupFragment)
+		if errno != 0 || a.Size != 10 || !bytes.Equal(data, tc.want) || (data == nil) != (tc.want == nil) {
+			t.Errorf("max %d: size %d, %q, errno %v; want %q", tc.max, a.Size, data, errno, tc.want)
+		}
 	}
 }
 

@@ -9,16 +9,22 @@ import (
 	"time"
 )
 
-// Quick-read on two mounts of one replica-3 volume: files of every size
-// around the page and the quick-read limit read back byte for byte through
-// both mounts, a rewrite is read at once through the mount that made it,
-// and through the other one once the quick-read and kernel timeouts have
-// passed.
+// Quick-read on two mounts of one volume (replica 3, disperse 4+2): files
+// of every size around the page and the quick-read limit read back byte
+// for byte through both mounts, a rewrite is read at once through the
+// mount that made it, and through the other one once the quick-read and
+// kernel timeouts have passed.
 func TestQuickReadTwoMounts(t *testing.T) {
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) { quickReadTwoMounts(t, l.bricks, l.keywords) })
+	}
+}
+
+func quickReadTwoMounts(t *testing.T, nbricks int, keywords []string) {
 	n := startNode(t)
 	const timeout = 0.2 // seconds: quick-read, attributes, names
 	secs := fmt.Sprint(timeout)
-	n.createVolume("qr", 3, []string{"replica", "3"}, []string{
+	n.createVolume("qr", nbricks, keywords, []string{
 		"performance.quick-read-cache-timeout", secs,
 		"performance.attr-timeout", secs,
 		"performance.entry-timeout", secs,

@@ -130,7 +130,7 @@ var knownOptions = []Option{
 	{OptEncryption, "off", "on or off: clients encrypt file contents with the volume key (set before the first start)", oneOf("on", "off")},
 	{OptAuthAllow, "", "certificate names (globs) and addresses/CIDRs allowed to use the volume (empty: all)", authList},
 	{OptAuthReject, "", "certificate names (globs) and addresses/CIDRs refused (wins over auth.allow)", authList},
-	{OptQuickRead, "on", "on or off: a small file's content comes with its lookup, so that reading it costs one round trip (not on encrypted volumes; on dispersed ones only files the mount made itself)", oneOf("on", "off")},
+	{OptQuickRead, "on", "on or off: a small file's content comes with its lookup, so that reading it costs one round trip (not on encrypted volumes; on dispersed ones up to 64 KiB)", oneOf("on", "off")},
 	{OptQuickReadMaxFileSize, strconv.Itoa(quickread.DefaultMaxFileSize), "bytes: the largest file quick-read serves (at most 1048576)", between(1, quickread.FileSizeLimit)},
 	{OptQuickReadCacheTimeout, strconv.FormatFloat(quickread.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a small file's content from a lookup may serve an open (a change through another client may be missed for that long)", seconds(0.01)},
 	{OptClientCache, "on", "on or off: off turns every client cache off at once (quick-read, write-behind, nl-cache, and the kernel's unless their timeouts are set), for measurements", oneOf("on", "off")},

@@ -369,9 +369,7 @@ func createsBehind(spec Spec, opts BuildOptions) bool {
 }
 
 // quickRead reports whether the graph gets the quick-read layer: if the
-// option is on and the graph is not one that moves files (Ciphertext). On
-// a dispersed volume it serves only the files the mount made (disperse
-// looks up no content).
+// option is on and the graph is not one that moves files (Ciphertext).
 func quickRead(spec Spec, opts BuildOptions) bool {
 	return spec.Option(OptQuickRead, "on") == "on" && spec.ClientCache() && !opts.Ciphertext
 }

@@ -16,7 +16,8 @@ import (
 // without Flags and so is never granted one. Version 7 added OpWriteGap
 // (layer.GapWriter), which only version 7 clients send. Version 8 added a
 // Make's Size (a disperse fragment made in one go records its file's
-// size); an older client's Make carries none.
+// size) and a LookupData's Flags (LookupFragment); an older client's carry
+// none.
 const (
 	Version    = 8
 	MinVersion = 4
@@ -24,7 +25,7 @@ const (
 
 // addedSince are the fields at the end of an operation's schema that
 // clients of earlier versions do not send: decoded as zero when absent.
-var addedSince = map[uint8]field{OpSetlk: fFlags, OpMkdir: fFlags, OpDropHealEntry: fPath, OpMake: fSize}
+var addedSince = map[uint8]field{OpSetlk: fFlags, OpMkdir: fFlags, OpDropHealEntry: fPath, OpMake: fSize, OpLookupData: fFlags}
 
 // The handshake: after Magic, the client sends a Handshake request naming
 // the volume and the brick (Proof empty); the brick answers it with
@@ -191,6 +192,12 @@ const MaxLeaseLocks = 4096
 // client sends what it holds back in the directory, then OpDirLeaseReturn.
 const MkdirLease uint32 = 1
 
+// Flags of OpLookupData: LookupFragment asks for the file as it lies on
+// the brick, whole, if it is at most Max bytes long — a disperse fragment
+// (layer.FragmentLooker), whose length is not the file size the attributes
+// report (version 8).
+const LookupFragment uint32 = 1
+
 // WriteHead is the size of a write request's fields (fh, offset, pending,
 // size), which come before its data; WriteGapHead, of OpWriteGap's (the
 // same and the gap).
@@ -283,7 +290,7 @@ var schema = [opMax][]field{
 	OpClearPending:  {fPath, fGfid, fPending, fCtime},
 	OpDropHealEntry: {fGfid, fPath},  // Path: drop only an entry that records it (version 6)
 	OpEntrylk:       {fPath, fFlags}, // Flags: EntrylkLock or EntrylkUnlock
-	OpLookupData:    {fPath, fMax},   // answer: EncodeLookupData
+	OpLookupData:    {fPath, fMax, fFlags}, // answer: EncodeLookupData; Flags: LookupFragment
 	OpWatch:         {fFlags},        // Flags: WatchOn or WatchOff
 	OpUnlinkData:    {fPath, fPending},
 	OpLeaseReturn:   {fFh, fCookie, fFlags, fLocks},

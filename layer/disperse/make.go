@@ -93,14 +93,3 @@ func (d *Disperse) makeInSteps(ctx context.Context, path string, in layer.Create
 	}
 	return f, a, nil
 }
-
-var _ layer.DataLooker = (*Disperse)(nil)
-
-// LookupData is Lookup, without content (layer.DataLooker): the bricks
-// hold fragments, which replicate's LookupData would hand up as they are.
-// Quick-read over a disperse set serves only the files the client made
-// itself, from what it wrote (quickread's owned files).
-func (d *Disperse) LookupData(ctx context.Context, path string, _ int) (layer.Attr, []byte, error) {
-	a, err := d.Lookup(ctx, path)
-	return a, nil, err
-}

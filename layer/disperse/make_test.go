@@ -2,7 +2,6 @@ package disperse
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"math/rand"
 	"syscall"
@@ -144,14 +143,4 @@ func TestMakeInSteps(t *testing.T) {
 		t.Fatalf("an exclusive make of a name taken: %v, want EEXIST", err)
 	}
 	g.readBack("/sized", []byte("siz"))
-}
-
-// Disperse looks up no content: the bricks hold fragments.
-func TestLookupDataGivesNoFragment(t *testing.T) {
-	g := newRig(t, 6, 2)
-	g.writeFile("/f", []byte("small"))
-	a, data, err := layer.LookupData(context.Background(), g.d, "/f", 1<<20)
-	if err != nil || a.Size != 5 || data != nil {
-		t.Fatalf("LookupData: size %d, %d bytes of content, %v", a.Size, len(data), err)
-	}
 }

@@ -45,7 +45,19 @@ func (c *Client) Lookup(ctx context.Context, path string) (layer.Attr, error) {
 // at most limit bytes, the content (see layer.DataLooker). The brick caps
 // max at 1 MiB.
 func (c *Client) LookupData(ctx context.Context, path string, limit int) (layer.Attr, []byte, error) {
-	d, err := c.call(ctx, &wire.Request{Op: wire.OpLookupData, Path: path, Max: uint32(min(max(limit, 0), math.MaxUint32))})
+	return c.lookupData(ctx, path, limit, 0)
+}
+
+var _ layer.FragmentLooker = (*Client)(nil)
+
+// LookupFragment is LookupData of the file as the brick holds it
+// (layer.FragmentLooker).
+func (c *Client) LookupFragment(ctx context.Context, path string, limit int) (layer.Attr, []byte, error) {
+	return c.lookupData(ctx, path, limit, wire.LookupFragment)
+}
+
+func (c *Client) lookupData(ctx context.Context, path string, limit int, flags uint32) (layer.Attr, []byte, error) {
+	d, err := c.call(ctx, &wire.Request{Op: wire.OpLookupData, Path: path, Max: uint32(min(max(limit, 0), math.MaxUint32)), Flags: flags})
 	if err != nil {
 		return layer.Attr{}, nil, err
 	}

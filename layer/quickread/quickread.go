@@ -64,8 +64,8 @@
 //
 // The layer goes on top of distribute. It must not go under the crypt
 // layer (it would keep ciphertext): volumes with encryption on do not get
-// it. On dispersed ones it serves only owned files: disperse looks up no
-// content (its bricks hold fragments).
+// it. On dispersed ones the content comes for files of at most one chunk
+// (disperse's LookupData).
 package quickread
 
 import (

@@ -17,14 +17,23 @@ var _ layer.DataLooker = (*Replicate)(nil)
 // opens and reads as usual (from a good copy).
 func (r *Replicate) LookupData(ctx context.Context, path string, max int) (layer.Attr, []byte, error) {
 	key := pathKey(path)
+	return r.LookupDataFrom(ctx, path, func(m Mask) int { return r.pick(m, key) },
+		func(l layer.Layer) (layer.Attr, []byte, error) { return layer.LookupData(ctx, l, path, max) })
+}
+
+// LookupDataFrom is LookupData with the content asked by get of the
+// replica from chooses among those up (-1: none): disperse asks its first
+// data brick for its fragment.
+func (r *Replicate) LookupDataFrom(ctx context.Context, path string, from func(up Mask) int,
+	get func(l layer.Layer) (layer.Attr, []byte, error)) (layer.Attr, []byte, error) {
 	src := -1
 	var data []byte
 	v, copies, err := r.judgeAs(ctx, path, true, func(m Mask, i int) (layer.Attr, error) {
-		if i != r.pick(m, key) {
+		if i != from(m) {
 			return r.children[i].Layer.Lookup(ctx, path)
 		}
 		src = i // only this replica's goroutine writes src and data
-		a, d, err := layer.LookupData(ctx, r.children[i].Layer, path, max)
+		a, d, err := get(r.children[i].Layer)
 		data = d
 		return a, err
 	})
