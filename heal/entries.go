@@ -303,6 +303,22 @@ func (h *Healer) create(ctx context.Context, si, s int, path string, p *plan) er
 	return err
 }
 
+// unmake removes from sink s the inode want it has just made at path,
+// whose source went away before its content could be copied (a client
+// removed or renamed it meanwhile): the name is on no good copy, and
+// nothing may blame the sink for it any more (the directory's heal may
+// have found it on no copy and cleared the directory's marks before the
+// sink got it).
+func (h *Healer) unmake(ctx context.Context, si, s int, path string, want layer.Attr) {
+	l := h.sets[si][s].Layer
+	a, err := l.Lookup(ctx, path)
+	if err != nil || !sameInode(a, want) {
+		return
+	}
+	err = removeAll(ctx, l, path, a)
+	h.log.Debug("source gone while healing: the name made is removed again", "replica", h.sets[si][s].Name, "path", path, "err", err)
+}
+
 // removeAll removes the inode at path (a, as looked up) from l, with its
 // subtree for a directory. What is gone already is fine.
 func removeAll(ctx context.Context, l layer.Layer, path string, a layer.Attr) error {

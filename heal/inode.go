@@ -287,6 +287,9 @@ func (h *Healer) apply(ctx context.Context, j *job, path string, p *plan, hint *
 		}
 		if s != p.src {
 			if err := h.healContent(ctx, si, s, path, p); err != nil {
+				if made.Has(s) && errors.Is(err, syscall.ENOENT) {
+					h.unmake(ctx, si, s, path, src)
+				}
 				errs = append(errs, fmt.Errorf("%s on %s: %w", path, h.sets[si][s].Name, err))
 				continue
 			}

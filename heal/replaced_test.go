@@ -25,6 +25,13 @@ func (r *racing) Open(ctx context.Context, path string, flags uint32) (layer.Fil
 	return r.countingStore.Open(ctx, path, flags)
 }
 
+func (r *racing) Mknod(ctx context.Context, path string, in layer.MknodIn) (layer.Attr, error) {
+	if path == r.path {
+		r.once.Do(r.race)
+	}
+	return r.countingStore.Mknod(ctx, path, in)
+}
+
 // A file replica 2 missed a write and a chmod of is replaced by a rename
 // over its name after the healer looked at the copies and before it
 // copies anything: the healer must not give the file renamed there the
@@ -50,6 +57,28 @@ func TestNameReplacedWhileHealing(t *testing.T) {
 		t.Log("the first heal reported no error") // it may: the sink is simply left blamed
 	}
 	sameBytes(t, "replica 2's /d/x after the race", c.content(2, "/d/x"), pattern(30000, 2))
+	c.scanSettled(h)
+	c.healthy()
+}
+
+// A file replica 2 lacks is healed from its own index entry while a client
+// removes it (from the good copies: replica 2 has no such name) and the
+// directory's heal, finding the name on no copy, clears the directory's
+// marks — all before the healer makes the name on replica 2. The healer
+// then finds the source gone: it must take back the name it made, which
+// nothing would blame any more.
+func TestNameRemovedWhileHealing(t *testing.T) {
+	c := newCluster(t, 3, false)
+	c.without2(create("/n1", layer.NewGfid(), pattern(5000, 1)))
+	h := c.healer(Options{})
+	c.set[2].Layer = &racing{countingStore: c.set[2].Layer.(countingStore), path: "/n1", race: func() {
+		c.on([]int{0, 1}, func(ctx context.Context, l layer.Layer) error { return l.Unlink(ctx, "/n1") })
+		if err := h.Heal(bg, 0, "/"); err != nil {
+			t.Errorf("heal of the directory: %v", err)
+		}
+	}}
+	h = c.healer(Options{}) // over the racing replica
+	h.Heal(bg, 0, "/n1")    //nolint:errcheck // the source is gone: it may say so
 	c.scanSettled(h)
 	c.healthy()
 }
