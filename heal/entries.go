@@ -303,6 +303,12 @@ func (h *Healer) create(ctx context.Context, si, s int, path string, p *plan) er
 	return err
 }
 
+// gone reports whether the source copy no longer holds p's inode at path.
+func (h *Healer) gone(ctx context.Context, si int, path string, p *plan) bool {
+	a, err := h.sets[si][p.src].Layer.Lookup(ctx, path)
+	return errors.Is(err, syscall.ENOENT) || err == nil && !sameInode(a, p.attr())
+}
+
 // unmake removes from sink s the inode want it has just made at path,
 // whose source went away before its content could be copied (a client
 // removed or renamed it meanwhile): the name is on no good copy, and

@@ -274,6 +274,13 @@ func (h *Healer) apply(ctx context.Context, j *job, path string, p *plan, hint *
 			jj = &c
 		}
 		removed, err := h.healEntries(ctx, jj, path, p, members, made)
+		if err != nil && made != 0 && h.gone(ctx, si, path, p) {
+			for s := range h.sets[si] {
+				if made.Has(s) {
+					h.unmake(ctx, si, s, path, src)
+				}
+			}
+		}
 		if err != nil {
 			// The names are not all right: no mark may be cleared.
 			return errors.Join(append(errs, err)...)
@@ -287,7 +294,7 @@ func (h *Healer) apply(ctx context.Context, j *job, path string, p *plan, hint *
 		}
 		if s != p.src {
 			if err := h.healContent(ctx, si, s, path, p); err != nil {
-				if made.Has(s) && errors.Is(err, syscall.ENOENT) {
+				if made.Has(s) && h.gone(ctx, si, path, p) {
 					h.unmake(ctx, si, s, path, src)
 				}
 				errs = append(errs, fmt.Errorf("%s on %s: %w", path, h.sets[si][s].Name, err))

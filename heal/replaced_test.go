@@ -32,6 +32,13 @@ func (r *racing) Mknod(ctx context.Context, path string, in layer.MknodIn) (laye
 	return r.countingStore.Mknod(ctx, path, in)
 }
 
+func (r *racing) Mkdir(ctx context.Context, path string, in layer.MkdirIn) (layer.Attr, error) {
+	if path == r.path {
+		r.once.Do(r.race)
+	}
+	return r.countingStore.Mkdir(ctx, path, in)
+}
+
 // A file replica 2 missed a write and a chmod of is replaced by a rename
 // over its name after the healer looked at the copies and before it
 // copies anything: the healer must not give the file renamed there the
@@ -61,24 +68,32 @@ func TestNameReplacedWhileHealing(t *testing.T) {
 	c.healthy()
 }
 
-// A file replica 2 lacks is healed from its own index entry while a client
-// removes it (from the good copies: replica 2 has no such name) and the
-// directory's heal, finding the name on no copy, clears the directory's
-// marks — all before the healer makes the name on replica 2. The healer
-// then finds the source gone: it must take back the name it made, which
-// nothing would blame any more.
+// A file (or a directory) replica 2 lacks is healed from its own index
+// entry while a client removes it (from the good copies: replica 2 has no
+// such name) and the parent's heal, finding the name on no copy, clears
+// the parent's marks — all before the healer makes the name on replica 2.
+// The healer then finds the source gone: it must take back the name it
+// made, which nothing would blame any more.
 func TestNameRemovedWhileHealing(t *testing.T) {
-	c := newCluster(t, 3, false)
-	c.without2(create("/n1", layer.NewGfid(), pattern(5000, 1)))
-	h := c.healer(Options{})
-	c.set[2].Layer = &racing{countingStore: c.set[2].Layer.(countingStore), path: "/n1", race: func() {
-		c.on([]int{0, 1}, func(ctx context.Context, l layer.Layer) error { return l.Unlink(ctx, "/n1") })
-		if err := h.Heal(bg, 0, "/"); err != nil {
-			t.Errorf("heal of the directory: %v", err)
-		}
-	}}
-	h = c.healer(Options{}) // over the racing replica
-	h.Heal(bg, 0, "/n1")    //nolint:errcheck // the source is gone: it may say so
-	c.scanSettled(h)
-	c.healthy()
+	for _, dir := range []bool{false, true} {
+		t.Run(map[bool]string{false: "file", true: "directory"}[dir], func(t *testing.T) {
+			c := newCluster(t, 3, false)
+			made := create("/n1", layer.NewGfid(), pattern(5000, 1))
+			if dir {
+				made = seq(mkdir("/n1", layer.NewGfid()), create("/n1/f", layer.NewGfid(), pattern(100, 2)))
+			}
+			c.without2(made)
+			h := c.healer(Options{})
+			c.set[2].Layer = &racing{countingStore: c.set[2].Layer.(countingStore), path: "/n1", race: func() {
+				c.on([]int{0, 1}, removeTree("/n1"))
+				if err := h.Heal(bg, 0, "/"); err != nil {
+					t.Errorf("heal of the parent: %v", err)
+				}
+			}}
+			h = c.healer(Options{}) // over the racing replica
+			h.Heal(bg, 0, "/n1")    //nolint:errcheck // the source is gone: it may say so
+			c.scanSettled(h)
+			c.healthy()
+		})
+	}
 }
