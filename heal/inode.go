@@ -58,7 +58,10 @@ func (h *Healer) healPath(ctx context.Context, j *job, path string, distrust, wi
 		return err
 	}
 	defer unlock()
-	p, err := h.healOnce(ctx, j, path, distrust, within, hint, 0)
+	p, err := h.healOnce(ctx, j, path, distrust, within, hint, 0, false)
+	if errors.Is(err, errHold) {
+		return h.healHeld(ctx, j, path, distrust, within, hint, 0)
+	}
 	if err != nil || p == nil || !p.changed || !p.copies[p.src].Attr.IsDir() {
 		return err
 	}
@@ -70,6 +73,15 @@ func (h *Healer) healPath(ctx context.Context, j *job, path string, distrust, wi
 	// with the removal reaches the good copies only after the hold.
 	return h.healHeld(ctx, j, path, distrust, within, hint, p.unsure)
 }
+
+// errHold is what healOnce returns, without healing anything, for a
+// directory whose names are to be healed while they are not held: its
+// names are healed only while the bricks hold them still (as GlusterFS's
+// entry self-heal takes an entry lock). Unheld, a client's rename or
+// removal in the directory between the healer's listings of the copies
+// (each at its own moment) and its changes could make the healer give a
+// sink a name the good copies no longer have, with no mark left to say so.
+var errHold = errors.New("heal: the directory's names are to be held")
 
 // heldPasses bounds the heals of a held directory: an operation that was
 // under way as the hold began may still change it once.
@@ -84,7 +96,7 @@ func (h *Healer) healHeld(ctx context.Context, j *job, path string, distrust, wi
 	}
 	defer release()
 	for range heldPasses {
-		p, err := h.healOnce(ctx, j, path, distrust, within, hint, unsure)
+		p, err := h.healOnce(ctx, j, path, distrust, within, hint, unsure, true)
 		if err != nil || p == nil || !p.changed {
 			return err
 		}
@@ -96,10 +108,14 @@ func (h *Healer) healHeld(ctx context.Context, j *job, path string, distrust, wi
 
 // healOnce looks at the copies of path, judges them and heals them, and
 // returns the plan it followed (nil: none). unsure are sinks that stay
-// blamed whatever this pass finds (see plan.unsure).
-func (h *Healer) healOnce(ctx context.Context, j *job, path string, distrust, within replicate.Mask, hint *dirHint, unsure replicate.Mask) (*plan, error) {
+// blamed whatever this pass finds (see plan.unsure); held says the bricks
+// hold the names of path if it is a directory (errHold otherwise).
+func (h *Healer) healOnce(ctx context.Context, j *job, path string, distrust, within replicate.Mask, hint *dirHint, unsure replicate.Mask, held bool) (*plan, error) {
 	copies := h.look(ctx, j.set, path, within)
 	p, err := h.plan(j, path, copies, distrust)
+	if err == nil && p != nil && !held && p.remove == 0 && p.copies[p.src].Attr.IsDir() && p.sinks&^p.good != 0 {
+		return nil, errHold
+	}
 	if p != nil {
 		p.unsure = unsure
 	}
