@@ -35,13 +35,15 @@ func (h *Healer) healContent(ctx context.Context, si, s int, path string, p *pla
 		if err := h.data.HealData(ctx, si, path, want.Gfid, p.good, replicate.Bit(s), want.Size); err != nil {
 			return err
 		}
+		h.bytes.Add(want.Size)
 		h.log.Debug("data rebuilt", "replica", h.sets[si][s].Name, "path", path)
 	} else if p.data >= 0 && !h.arbs[si].Has(s) {
 		n, err := copyData(ctx, h.sets[si][p.data].Layer, dst, path, want.Gfid, want.Size)
+		h.bytes.Add(n)
 		if err != nil {
 			return err
 		}
-		h.log.Debug("data healed", "replica", h.sets[si][s].Name, "path", path, "chunks", n)
+		h.log.Debug("data healed", "replica", h.sets[si][s].Name, "path", path, "bytes", n)
 	}
 	if want.Linkto != "" {
 		return nil // a distribute pointer: made whole by Mknod
@@ -75,8 +77,8 @@ func sameAt(ctx context.Context, g layer.Gfid, path string, layers ...layer.Laye
 // copyData makes the regular file at path on dst hold the first size
 // bytes of it on src, both inode g: it compares them chunk by chunk,
 // writes the chunks that differ, then truncates. It returns how many
-// chunks it wrote.
-func copyData(ctx context.Context, src, dst layer.Layer, path string, g layer.Gfid, size uint64) (written int, err error) {
+// bytes it wrote.
+func copyData(ctx context.Context, src, dst layer.Layer, path string, g layer.Gfid, size uint64) (written uint64, err error) {
 	sf, err := layer.OpenAs(ctx, src, path, syscall.O_RDONLY|syscall.O_NOATIME, g)
 	if err != nil {
 		return 0, err
@@ -114,7 +116,7 @@ func copyData(ctx context.Context, src, dst layer.Layer, path string, g layer.Gf
 		if _, err := df.Write(ctx, sb, int64(off)); err != nil {
 			return written, err
 		}
-		written++
+		written += uint64(len(sb))
 	}
 	a, err := df.Getattr(ctx)
 	if err == nil && a.Size != size {

@@ -171,6 +171,8 @@ type Healer struct {
 	lastScan time.Time
 
 	healed, failed atomic.Uint64
+	bytes, looked  atomic.Uint64 // data written to sinks; inodes looked at
+	started        time.Time
 	active         atomic.Int64
 	// kept is set when a heal kept its marks because a copy changed
 	// while it healed (a directory that clients keep writing to): the
@@ -205,7 +207,7 @@ func New(sets []Set, opts Options) (*Healer, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Healer{
+	h := &Healer{started: time.Now(),
 		data:     opts.Data,
 		sets:     sets,
 		policy:   policy,

@@ -33,8 +33,12 @@ func TestDataWrittenWhileAway(t *testing.T) {
 	if a.Mtime != (layer.Timespec{Sec: 1e9, Nsec: 5}) || a.Size != 6000 {
 		t.Fatalf("sink mtime %v size %d", a.Mtime, a.Size)
 	}
-	if info, _ := h.Info(bg); info.Healed != 1 || info.Failed != 0 {
-		t.Fatalf("healed %d failed %d, want 1 and 0", info.Healed, info.Failed)
+	info, _ := h.Info(bg)
+	if info.Healed != 1 || info.Failed != 0 || info.Looked == 0 || info.Since.IsZero() {
+		t.Fatalf("healed %d failed %d looked %d since %v, want 1, 0, some, a time", info.Healed, info.Failed, info.Looked, info.Since)
+	}
+	if info.HealedBytes != 6000 { // the one chunk that differs, whole: all 6000 bytes
+		t.Fatalf("healed %d bytes, want 6000", info.HealedBytes)
 	}
 }
 

@@ -16,9 +16,15 @@ const MaxListed = 1000
 // Info is what `heal info` shows.
 type Info struct {
 	Replicas []ReplicaInfo `json:"replicas"`
-	// Healed and Failed count inodes since the healer started.
-	Healed uint64 `json:"healed"`
-	Failed uint64 `json:"failed"`
+	// Healed and Failed count inodes since the healer started (Since);
+	// HealedBytes counts the file data it wrote to sinks (a dispersed
+	// file's size for each fragment rebuilt), Looked the inodes it looked
+	// at (a full heal's crawl visits every one).
+	Healed      uint64    `json:"healed"`
+	Failed      uint64    `json:"failed"`
+	HealedBytes uint64    `json:"healed_bytes"`
+	Looked      uint64    `json:"looked"`
+	Since       time.Time `json:"since"`
 	// InProgress is how many index entries are being healed now.
 	InProgress int `json:"in_progress"`
 	// LastScan is when Run last scanned the indexes (zero: never).
@@ -74,6 +80,7 @@ func (h *Healer) Info(ctx context.Context) (Info, error) {
 		}
 	}
 	info.Healed, info.Failed = h.healed.Load(), h.failed.Load()
+	info.HealedBytes, info.Looked, info.Since = h.bytes.Load(), h.looked.Load(), h.started
 	info.InProgress = int(h.active.Load())
 	h.recheckSplits(ctx)
 	h.mu.Lock()
@@ -107,3 +114,6 @@ func (i Info) Pending() int {
 	}
 	return n
 }
+
+// Looked is how many inodes the healer has looked at since it started.
+func (h *Healer) Looked() uint64 { return h.looked.Load() }

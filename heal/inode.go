@@ -112,6 +112,7 @@ func (h *Healer) healHeld(ctx context.Context, j *job, path string, distrust, wi
 // hold the names of path if it is a directory (errHold otherwise).
 func (h *Healer) healOnce(ctx context.Context, j *job, path string, distrust, within replicate.Mask, hint *dirHint, unsure replicate.Mask, held bool) (*plan, error) {
 	copies := h.look(ctx, j.set, path, within)
+	h.looked.Add(1)
 	p, err := h.plan(j, path, copies, distrust)
 	if err == nil && p != nil && !held && p.remove == 0 && p.copies[p.src].Attr.IsDir() && p.sinks&^p.good != 0 {
 		return nil, errHold

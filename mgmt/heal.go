@@ -62,6 +62,9 @@ type healDaemon struct {
 	cur   *healRun  // nil before the first build and after the stop
 	full  *FullHeal // the last full heal; nil: none since the daemon started
 	crawl *healRun  // the run the full heal crawls with
+	// lookedAt is the crawl's healer's count of inodes looked at when the
+	// crawl began (FullHeal.Looked counts from it).
+	lookedAt uint64
 }
 
 // healRun is a healer built from one configuration of the volume, with
@@ -346,7 +349,7 @@ func (d *healDaemon) startFull() (FullHeal, error) {
 
 // startCrawl runs a full heal with r. d.mu is held.
 func (d *healDaemon) startCrawl(r *healRun) {
-	d.crawl = r
+	d.crawl, d.lookedAt = r, r.healer.Looked()
 	r.wg.Go(func() {
 		d.waitLocalBricks(r)
 		err := r.healer.Full(r.ctx)
@@ -387,6 +390,7 @@ func (d *healDaemon) crawled(r *healRun, err error) {
 		return
 	}
 	f.Running, f.Finished = false, time.Now()
+	f.Looked = r.healer.Looked() - d.lookedAt
 	if err != nil {
 		f.Error = err.Error()
 		d.n.log.Warn("full heal finished with errors", "volume", d.name, "took", f.Finished.Sub(f.Started), "err", err)
@@ -407,6 +411,7 @@ func (d *healDaemon) info(ctx context.Context) (HealInfo, error) {
 	}
 	out := HealInfo{
 		Name: d.name, Bricks: []HealBrick{}, Healed: hi.Healed, Failed: hi.Failed,
+		HealedBytes: hi.HealedBytes, Since: hi.Since,
 		InProgress: hi.InProgress, SplitBrain: hi.SplitBrain, LastScan: hi.LastScan,
 	}
 	for _, ri := range hi.Replicas {
@@ -419,6 +424,9 @@ func (d *healDaemon) info(ctx context.Context) (HealInfo, error) {
 	d.mu.Lock()
 	if d.full != nil {
 		f := *d.full
+		if f.Running && d.crawl == r {
+			f.Looked = hi.Looked - d.lookedAt
+		}
 		out.Full = &f
 	}
 	d.mu.Unlock()

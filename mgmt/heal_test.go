@@ -297,8 +297,11 @@ func TestHealTriggerAndFull(t *testing.T) {
 		t.Fatalf("full heal: %+v, %v", fh, err)
 	}
 	hi := waitHealed(t, c, "gv0", dirs[:2])
-	if hi.Full == nil || hi.Full.Running || hi.Full.Error != "" || hi.Full.Finished.Before(hi.Full.Started) {
+	if hi.Full == nil || hi.Full.Running || hi.Full.Error != "" || hi.Full.Finished.Before(hi.Full.Started) || hi.Full.Looked == 0 {
 		t.Fatalf("full heal in heal info: %+v", hi.Full)
+	}
+	if hi.HealedBytes == 0 || hi.Since.IsZero() {
+		t.Errorf("heal info counts %d bytes healed since %v", hi.HealedBytes, hi.Since)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dirs[2], "f")); len(b) != 0 {
 		t.Errorf("the arbiter holds data: %q", b)

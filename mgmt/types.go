@@ -136,10 +136,14 @@ type HealRequest struct {
 type HealInfo struct {
 	Name   string      `json:"name"`
 	Bricks []HealBrick `json:"bricks"`
-	// Healed and Failed count inodes since the heal daemon (re)started:
-	// the node started, the volume started or a heal option changed.
-	Healed uint64 `json:"healed"`
-	Failed uint64 `json:"failed"`
+	// Healed and Failed count inodes since the heal daemon (re)started
+	// (Since): the node started, the volume started or a heal option
+	// changed. HealedBytes counts the file data written to bricks healed
+	// (a dispersed file's size for each fragment rebuilt).
+	Healed      uint64    `json:"healed"`
+	Failed      uint64    `json:"failed"`
+	HealedBytes uint64    `json:"healed_bytes"`
+	Since       time.Time `json:"since,omitzero"`
 	// InProgress is how many entries are being healed now.
 	InProgress int `json:"in_progress"`
 	// SplitBrain is how many inodes were in split-brain when last looked
@@ -185,6 +189,9 @@ type FullHeal struct {
 	Again    bool      `json:"again,omitempty"`
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished,omitzero"`
+	// Looked counts the inodes the heal daemon looked at since this
+	// crawl began: the crawl's progress (index heals meanwhile count too).
+	Looked uint64 `json:"looked"`
 	// Error is why the last crawl did not finish cleanly.
 	Error string `json:"error,omitempty"`
 }

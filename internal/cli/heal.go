@@ -149,9 +149,11 @@ full).
                               of entries it records as needing heal ("-" when
                               it cannot be asked) and their paths; then what
                               the daemon healed, failed, is healing, and how
-                              many files are in split-brain, the state of
-                              the last full heal, and whether a brick may be
-                              taken down now ("Safe to take a brick down")
+                              many files are in split-brain, the data it
+                              wrote and at what rate since it started, the
+                              state of the last full heal (inodes looked at
+                              so far), and whether a brick may be taken down
+                              now ("Safe to take a brick down")
   heal NAME info split-brain  per brick, the files in split-brain
   heal NAME wait              wait until a brick may be taken down: every
                               brick online and connected, nothing to heal or
@@ -309,19 +311,24 @@ func show[T any](w io.Writer, v T, err error, asJSON bool, text func(T)) error {
 func printHealInfo(w io.Writer, hi mgmt.HealInfo, now time.Time) {
 	printHealBricks(w, hi.Bricks, "Number of entries")
 	fmt.Fprintf(w, "Healed: %d, failed: %d, in progress: %d, in split-brain: %d\n", hi.Healed, hi.Failed, hi.InProgress, hi.SplitBrain)
+	if !hi.Since.IsZero() {
+		took := now.Sub(hi.Since)
+		fmt.Fprintf(w, "Data healed: %s since %s (%s/s)\n", bytesIEC(hi.HealedBytes), clock(hi.Since),
+			bytesIEC(uint64(float64(hi.HealedBytes)/max(took.Seconds(), 1))))
+	}
 	if !hi.LastScan.IsZero() {
 		fmt.Fprintf(w, "Last index scan: %s ago\n", ago(now.Sub(hi.LastScan)))
 	}
 	switch f := hi.Full; {
 	case f == nil:
 	case f.Running && f.Again:
-		fmt.Fprintf(w, "Full heal: running since %s; another crawl follows\n", clock(f.Started))
+		fmt.Fprintf(w, "Full heal: running since %s, %d inodes looked at; another crawl follows\n", clock(f.Started), f.Looked)
 	case f.Running:
-		fmt.Fprintf(w, "Full heal: running since %s\n", clock(f.Started))
+		fmt.Fprintf(w, "Full heal: running since %s, %d inodes looked at\n", clock(f.Started), f.Looked)
 	case f.Error != "":
 		fmt.Fprintf(w, "Full heal: finished at %s with errors: %s\n", clock(f.Finished), f.Error)
 	default:
-		fmt.Fprintf(w, "Full heal: finished at %s, took %s\n", clock(f.Finished), ago(f.Finished.Sub(f.Started)))
+		fmt.Fprintf(w, "Full heal: finished at %s, took %s, %d inodes looked at\n", clock(f.Finished), ago(f.Finished.Sub(f.Started)), f.Looked)
 	}
 	if safe, why := hi.SafeToTakeDown(); safe {
 		fmt.Fprintln(w, "Safe to take a brick down: yes")

@@ -64,8 +64,9 @@ func TestPrintHealInfo(t *testing.T) {
 			{Name: "h:/b4", Online: true, Error: "heal index unreadable"},
 		},
 		Healed: 7, Failed: 1, InProgress: 2, SplitBrain: 3,
+		HealedBytes: 3 << 20, Since: now.Add(-2 * time.Second),
 		LastScan: now.Add(-1500 * time.Millisecond),
-		Full:     &mgmt.FullHeal{Running: true, Started: time.Date(2025, 3, 1, 11, 59, 0, 0, time.Local)},
+		Full:     &mgmt.FullHeal{Running: true, Started: time.Date(2025, 3, 1, 11, 59, 0, 0, time.Local), Looked: 42},
 	}
 	var b bytes.Buffer
 	printHealInfo(&b, hi, now)
@@ -91,18 +92,19 @@ Status: heal index unreadable
 Number of entries: -
 
 Healed: 7, failed: 1, in progress: 2, in split-brain: 3
+Data healed: 3.0MiB since 12:00:08 (1.5MiB/s)
 Last index scan: 1.5s ago
-Full heal: running since 11:59:00
+Full heal: running since 11:59:00, 42 inodes looked at
 Safe to take a brick down: no: brick h:/b1 has 2 entries to heal; brick h:/b2 is not connected; brick h:/b3 has 1002 entries to heal; brick h:/b4 cannot be asked: heal index unreadable; 2 entries are being healed; 3 files are in split-brain; a full heal is running
 `
 	if b.String() != want {
 		t.Errorf("heal info:\n%s\nwant:\n%s", b.String(), want)
 	}
 	hi.Bricks, hi.LastScan = nil, time.Time{}
-	hi.Full = &mgmt.FullHeal{Started: now.Add(-90 * time.Second), Finished: now.Add(-2 * time.Second)}
+	hi.Full = &mgmt.FullHeal{Started: now.Add(-90 * time.Second), Finished: now.Add(-2 * time.Second), Looked: 9}
 	b.Reset()
 	printHealInfo(&b, hi, now)
-	if want := "Full heal: finished at 12:00:08, took 1m28s\nSafe to take a brick down: no: 2 entries are being healed; 3 files are in split-brain; no brick\n"; !strings.HasSuffix(b.String(), want) || strings.Contains(b.String(), "Last index scan") {
+	if want := "Full heal: finished at 12:00:08, took 1m28s, 9 inodes looked at\nSafe to take a brick down: no: 2 entries are being healed; 3 files are in split-brain; no brick\n"; !strings.HasSuffix(b.String(), want) || strings.Contains(b.String(), "Last index scan") {
 		t.Errorf("heal info with a finished full heal:\n%s\nwant it to end with %q", b.String(), want)
 	}
 	hi.Full.Error = "/a: split-brain"
