@@ -288,10 +288,10 @@ var schema = [opMax][]field{
 	OpHealIndex:     {fGfid, fMax},
 	OpMarkPending:   {fPath, fGfid, fPending},
 	OpClearPending:  {fPath, fGfid, fPending, fCtime},
-	OpDropHealEntry: {fGfid, fPath},  // Path: drop only an entry that records it (version 6)
-	OpEntrylk:       {fPath, fFlags}, // Flags: EntrylkLock or EntrylkUnlock
+	OpDropHealEntry: {fGfid, fPath},        // Path: drop only an entry that records it (version 6)
+	OpEntrylk:       {fPath, fFlags},       // Flags: EntrylkLock or EntrylkUnlock
 	OpLookupData:    {fPath, fMax, fFlags}, // answer: EncodeLookupData; Flags: LookupFragment
-	OpWatch:         {fFlags},        // Flags: WatchOn or WatchOff
+	OpWatch:         {fFlags},              // Flags: WatchOn or WatchOff
 	OpUnlinkData:    {fPath, fPending},
 	OpLeaseReturn:   {fFh, fCookie, fFlags, fLocks},
 	// OpMake creates, writes Data at offset 0 and changes Setattr in one

@@ -218,4 +218,3 @@ func (h *DataHealer) healStripe(ctx context.Context, files []layer.File, reach, 
 	}
 	return written, nil
 }
-
