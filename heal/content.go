@@ -32,10 +32,11 @@ func (h *Healer) healContent(ctx context.Context, si, s int, path string, p *pla
 	want := p.attr()
 	src, dst := h.sets[si][p.src].Layer, h.sets[si][s].Layer
 	if h.data != nil && want.IsReg() && want.Linkto == "" {
-		if err := h.data.HealData(ctx, si, path, want.Gfid, p.good, replicate.Bit(s), want.Size); err != nil {
+		n, err := h.data.HealData(ctx, si, path, want.Gfid, p.good, replicate.Bit(s), want.Size)
+		h.bytes.Add(n)
+		if err != nil {
 			return err
 		}
-		h.bytes.Add(want.Size)
 		h.log.Debug("data rebuilt", "replica", h.sets[si][s].Name, "path", path)
 	} else if p.data >= 0 && !h.arbs[si].Has(s) {
 		n, err := copyData(ctx, h.sets[si][p.data].Layer, dst, path, want.Gfid, want.Size)

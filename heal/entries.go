@@ -3,6 +3,7 @@ package heal
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"syscall"
@@ -227,6 +228,13 @@ func (h *Healer) place(ctx context.Context, si, s int, path string, p *plan, hin
 		// that first (healUp does, for errNoParent), then look again.
 		return placeHad, errNoParent
 	}
+	// The copies were looked at a moment ago, each at its own moment: a
+	// client may have renamed or removed the name since (on the sink
+	// first, then on the good copies). Give the sink the name only if the
+	// source still holds the inode there.
+	if h.gone(ctx, si, path, p) {
+		return placeHad, fmt.Errorf("%s: %w", path, errReplaced)
+	}
 	how := placeMoved
 	if hint == nil || !h.reuse(ctx, si, s, path, want, hint) {
 		how = placeMade
@@ -321,8 +329,11 @@ func (h *Healer) unmake(ctx context.Context, si, s int, path string, want layer.
 	if err != nil || !sameInode(a, want) {
 		return
 	}
-	err = removeAll(ctx, l, path, a)
-	h.log.Debug("source gone while healing: the name made is removed again", "replica", h.sets[si][s].Name, "path", path, "err", err)
+	if err = removeAll(ctx, l, path, a); err != nil {
+		h.log.Warn("source gone while healing: the name made could not be removed again", "replica", h.sets[si][s].Name, "path", path, "err", err)
+		return
+	}
+	h.log.Debug("source gone while healing: the name made is removed again", "replica", h.sets[si][s].Name, "path", path)
 }
 
 // removeAll removes the inode at path (a, as looked up) from l, with its

@@ -129,8 +129,9 @@ type DataHealer interface {
 	// fails (errors.Is ErrNoSource) when good cannot rebuild it. With no
 	// sinks, it checks that every brick's data agrees (the file was
 	// marked layer.Dirty) and repairs those that do not; ErrBusy means the
-	// file is being written and is to be checked later.
-	HealData(ctx context.Context, set int, path string, gfid layer.Gfid, good, sinks replicate.Mask, size uint64) error
+	// file is being written and is to be checked later. It returns the
+	// bytes it wrote to the bricks.
+	HealData(ctx context.Context, set int, path string, gfid layer.Gfid, good, sinks replicate.Mask, size uint64) (uint64, error)
 }
 
 // ErrBusy is what a DataHealer returns (wrapped) for a file it must not

@@ -17,9 +17,9 @@ const MaxListed = 1000
 type Info struct {
 	Replicas []ReplicaInfo `json:"replicas"`
 	// Healed and Failed count inodes since the healer started (Since);
-	// HealedBytes counts the file data it wrote to sinks (a dispersed
-	// file's size for each fragment rebuilt), Looked the inodes it looked
-	// at (a full heal's crawl visits every one).
+	// HealedBytes counts the file data it wrote to sinks (for a
+	// dispersed file, the fragment records it rewrote), Looked the inodes
+	// it looked at (a full heal's crawl visits every one).
 	Healed      uint64    `json:"healed"`
 	Failed      uint64    `json:"failed"`
 	HealedBytes uint64    `json:"healed_bytes"`

@@ -58,10 +58,7 @@ func (h *Healer) healPath(ctx context.Context, j *job, path string, distrust, wi
 		return err
 	}
 	defer unlock()
-	p, err := h.healOnce(ctx, j, path, distrust, within, hint, 0, false)
-	if errors.Is(err, errHold) {
-		return h.healHeld(ctx, j, path, distrust, within, hint, 0)
-	}
+	p, err := h.healOnce(ctx, j, path, distrust, within, hint, 0)
 	if err != nil || p == nil || !p.changed || !p.copies[p.src].Attr.IsDir() {
 		return err
 	}
@@ -74,29 +71,26 @@ func (h *Healer) healPath(ctx context.Context, j *job, path string, distrust, wi
 	return h.healHeld(ctx, j, path, distrust, within, hint, p.unsure)
 }
 
-// errHold is what healOnce returns, without healing anything, for a
-// directory whose names are to be healed while they are not held: its
-// names are healed only while the bricks hold them still (as GlusterFS's
-// entry self-heal takes an entry lock). Unheld, a client's rename or
-// removal in the directory between the healer's listings of the copies
-// (each at its own moment) and its changes could make the healer give a
-// sink a name the good copies no longer have, with no mark left to say so.
-var errHold = errors.New("heal: the directory's names are to be held")
+// errHeldElsewhere is what a held heal returns when another healer holds
+// the directory: nothing was healed, and the caller (a parent directory's
+// heal) must keep its marks for a later pass.
+var errHeldElsewhere = errors.New("heal: another healer holds the directory's names")
 
 // heldPasses bounds the heals of a held directory: an operation that was
 // under way as the hold began may still change it once.
 const heldPasses = 3
 
 // healHeld heals directory path while the bricks hold its names still.
-// Another healer holding it leaves the marks for a later pass.
+// Another healer holding it leaves the marks for a later pass
+// (errHeldElsewhere).
 func (h *Healer) healHeld(ctx context.Context, j *job, path string, distrust, within replicate.Mask, hint *dirHint, unsure replicate.Mask) error {
 	release, ok := h.holdEntries(ctx, j.set, path, within)
 	if !ok {
-		return nil
+		return fmt.Errorf("%s: %w", path, errHeldElsewhere)
 	}
 	defer release()
 	for range heldPasses {
-		p, err := h.healOnce(ctx, j, path, distrust, within, hint, unsure, true)
+		p, err := h.healOnce(ctx, j, path, distrust, within, hint, unsure)
 		if err != nil || p == nil || !p.changed {
 			return err
 		}
@@ -108,15 +102,11 @@ func (h *Healer) healHeld(ctx context.Context, j *job, path string, distrust, wi
 
 // healOnce looks at the copies of path, judges them and heals them, and
 // returns the plan it followed (nil: none). unsure are sinks that stay
-// blamed whatever this pass finds (see plan.unsure); held says the bricks
-// hold the names of path if it is a directory (errHold otherwise).
-func (h *Healer) healOnce(ctx context.Context, j *job, path string, distrust, within replicate.Mask, hint *dirHint, unsure replicate.Mask, held bool) (*plan, error) {
+// blamed whatever this pass finds (see plan.unsure).
+func (h *Healer) healOnce(ctx context.Context, j *job, path string, distrust, within replicate.Mask, hint *dirHint, unsure replicate.Mask) (*plan, error) {
 	copies := h.look(ctx, j.set, path, within)
 	h.looked.Add(1)
 	p, err := h.plan(j, path, copies, distrust)
-	if err == nil && p != nil && !held && p.remove == 0 && p.copies[p.src].Attr.IsDir() && p.sinks&^p.good != 0 {
-		return nil, errHold
-	}
 	if p != nil {
 		p.unsure = unsure
 	}
@@ -438,7 +428,8 @@ func changedMeanwhile(err error) bool {
 // client marked Dirty agree, then clears the mark on the copies that still
 // are as it looked at them.
 func (h *Healer) verify(ctx context.Context, si int, path string, p *plan) error {
-	err := h.data.HealData(ctx, si, path, p.attr().Gfid, p.good, 0, p.attr().Size)
+	n, err := h.data.HealData(ctx, si, path, p.attr().Gfid, p.good, 0, p.attr().Size)
+	h.bytes.Add(n)
 	if errors.Is(err, ErrBusy) {
 		h.log.Debug("being written: checked later", "path", path)
 		return nil

@@ -424,7 +424,7 @@ func (d *healDaemon) info(ctx context.Context) (HealInfo, error) {
 	d.mu.Lock()
 	if d.full != nil {
 		f := *d.full
-		if f.Running && d.crawl == r {
+		if f.Running && d.crawl == r && hi.Looked >= d.lookedAt { // a crawl begun since hi was read: not yet
 			f.Looked = hi.Looked - d.lookedAt
 		}
 		out.Full = &f

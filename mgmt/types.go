@@ -139,7 +139,7 @@ type HealInfo struct {
 	// Healed and Failed count inodes since the heal daemon (re)started
 	// (Since): the node started, the volume started or a heal option
 	// changed. HealedBytes counts the file data written to bricks healed
-	// (a dispersed file's size for each fragment rebuilt).
+	// (for a dispersed file, the fragment records rewritten).
 	Healed      uint64    `json:"healed"`
 	Failed      uint64    `json:"failed"`
 	HealedBytes uint64    `json:"healed_bytes"`

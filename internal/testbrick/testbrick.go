@@ -116,11 +116,24 @@ type Set struct {
 // options) and a client for each, and waits until they are connected.
 func NewSet(t testing.TB, n int, volume string, opts func(i int) posix.Options) *Set {
 	t.Helper()
+	return newSet(t, n, volume, opts, false)
+}
+
+// NewLeasingSet is NewSet with clients that ask for directory leases
+// (protocol.Config.DirLeases): a directory made through them leases its
+// names to the client, as create-behind needs.
+func NewLeasingSet(t testing.TB, n int, volume string, opts func(i int) posix.Options) *Set {
+	t.Helper()
+	return newSet(t, n, volume, opts, true)
+}
+
+func newSet(t testing.TB, n int, volume string, opts func(i int) posix.Options, leases bool) *Set {
+	t.Helper()
 	s := &Set{T: t}
 	for i := 0; i < n; i++ {
 		b := New(t, fmt.Sprintf("brick-%d", i), volume, opts(i))
 		c := protocol.New(protocol.Config{Addr: b.Addr, BrickID: b.ID, VolumeID: volume,
-			ConnectWait: 50 * time.Millisecond})
+			ConnectWait: 50 * time.Millisecond, DirLeases: leases})
 		t.Cleanup(func() { c.Close() })
 		s.Bricks = append(s.Bricks, b)
 		s.Clients = append(s.Clients, c)

@@ -56,9 +56,9 @@ func NewDataHealer(sets [][]replicate.Child, m int) (*DataHealer, error) {
 const DefaultQuiet = 30 * time.Second
 
 // HealData implements heal.DataHealer.
-func (h *DataHealer) HealData(ctx context.Context, set int, path string, gfid layer.Gfid, good, sinks replicate.Mask, size uint64) (err error) {
+func (h *DataHealer) HealData(ctx context.Context, set int, path string, gfid layer.Gfid, good, sinks replicate.Mask, size uint64) (wrote uint64, err error) {
 	if set < 0 || set >= len(h.sets) {
-		return fmt.Errorf("disperse: no set %d", set)
+		return 0, fmt.Errorf("disperse: no set %d", set)
 	}
 	children := h.sets[set]
 	verify := sinks == 0
@@ -69,11 +69,11 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, gfid la
 		// Check every brick reachable; rewrite whatever differs.
 		for i, c := range children {
 			a, err := c.Layer.Lookup(ctx, path)
-			if err != nil {
-				continue
+			if err != nil || a.Gfid != gfid {
+				continue // not this file there: nothing of it to check
 			}
 			if since := time.Since(time.Unix(a.Ctime.Sec, int64(a.Ctime.Nsec))); since < h.Quiet {
-				return fmt.Errorf("%s changed %v ago: %w", path, since.Round(time.Millisecond), heal.ErrBusy)
+				return 0, fmt.Errorf("%s changed %v ago: %w", path, since.Round(time.Millisecond), heal.ErrBusy)
 			}
 			sinks |= replicate.Bit(i)
 			if a.Size != size {
@@ -101,14 +101,14 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, gfid la
 		f, err := layer.OpenAs(ctx, c.Layer, path, flags, gfid)
 		if err != nil {
 			if sinks.Has(i) {
-				return fmt.Errorf("open the fragment on %s: %w", c.Name, err)
+				return 0, fmt.Errorf("open the fragment on %s: %w", c.Name, err)
 			}
 			continue
 		}
 		files[i], reach = f, reach|replicate.Bit(i)
 	}
 	if reach.Count() < h.g.K {
-		return fmt.Errorf("%s: %d fragments reachable, %d needed: %w", path, reach.Count(), h.g.K, heal.ErrNoSource)
+		return 0, fmt.Errorf("%s: %d fragments reachable, %d needed: %w", path, reach.Count(), h.g.K, heal.ErrNoSource)
 	}
 	isize := int64(size)
 	stripes := (isize + h.g.Stripe() - 1) / h.g.Stripe()
@@ -121,19 +121,20 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, gfid la
 			return err
 		})
 		resize |= written
+		wrote += uint64(written.Count()) * Record
 		if verify && errors.Is(err, ErrTooFew) {
 			lost = append(lost, s) // reported below; the other stripes are still repaired
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("%s stripe %d: %w", path, s, err)
+			return wrote, fmt.Errorf("%s stripe %d: %w", path, s, err)
 		}
 	}
 	if len(lost) > 0 {
-		return fmt.Errorf("%s: stripes %v cannot be rebuilt (fewer than K bricks agree and a data chunk is missing): %w",
+		return wrote, fmt.Errorf("%s: stripes %v cannot be rebuilt (fewer than K bricks agree and a data chunk is missing): %w",
 			path, lost, heal.ErrNoSource)
 	}
-	return lk.do(ctx, func() error { return h.resize(ctx, path, files, good, resize, size) })
+	return wrote, lk.do(ctx, func() error { return h.resize(ctx, path, files, good, resize, size) })
 }
 
 // resize sets the size of the bricks in m, unless a client changed it

@@ -29,10 +29,14 @@ func (d *Disperse) OwnsName(path string) (layer.Attr, bool) { return d.Replicate
 func (d *Disperse) MadeName(path string) bool { return d.Replicate.MadeName(path) }
 
 // make creates path with in.Data and in.Set in one go if it can, and
-// otherwise in steps.
+// otherwise in steps: a create that is not exclusive, a size change, a
+// fragment over MaxCreateData, and a name the client no longer owns (the
+// lease went with a brick's connection: another client could open the new
+// file on a brick between its create and its write there).
 func (d *Disperse) make(ctx context.Context, path string, in layer.CreateIn) (layer.File, layer.Attr, error) {
 	size := int64(len(in.Data))
-	if in.Flags&syscall.O_EXCL == 0 || in.Set.Valid&layer.SetSize != 0 || d.g.FragmentLen(size) > layer.MaxCreateData {
+	if _, owned := d.OwnsName(path); !owned || in.Flags&syscall.O_EXCL == 0 || in.Set.Valid&layer.SetSize != 0 ||
+		d.g.FragmentLen(size) > layer.MaxCreateData {
 		return d.makeInSteps(ctx, path, in)
 	}
 	frags, err := d.fragmentsOf(in.Data)

@@ -19,19 +19,27 @@ func madeIn(data []byte) layer.CreateIn {
 		Data: data, Set: layer.SetattrIn{Valid: layer.SetMode, Mode: 0o600}}
 }
 
-// A file made in one go holds what a create and a write would have made:
-// every brick its fragment of the data (and the file's size), the mode
-// changed, no Dirty mark; it reads back whole, also with M bricks down,
-// and a write after it continues it.
+// A file made in one go, in a directory whose names the client leases,
+// holds what a create and a write would have made: every brick its
+// fragment of the data (and the file's size), the mode changed, no Dirty
+// mark; it reads back whole, also with M bricks down (when a make goes in
+// steps: the lease went with the bricks), and a write after it continues
+// it.
 func TestMakeInOneGo(t *testing.T) {
-	g := newRig(t, 6, 2)
+	g := newLeasingRig(t, 6, 2)
 	ctx := g.ctx
+	if _, err := g.d.Mkdir(ctx, "/d", layer.MkdirIn{Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	if _, owned := g.d.OwnsName("/d/x"); !owned {
+		t.Fatal("the directory made is not leased")
+	}
 	r := rand.New(rand.NewSource(1))
 	made := map[string][]byte{}
 	for _, n := range []int{1, Block + 1, Chunk + 1, int(g.d.g.Stripe()) + 5, layer.MaxCreateData} {
 		data := make([]byte, n)
 		r.Read(data)
-		path := fmt.Sprintf("/f%d", n)
+		path := fmt.Sprintf("/d/f%d", n)
 		f, a, err := g.d.Create(ctx, path, madeIn(data))
 		if err != nil {
 			t.Fatalf("%d bytes: %v", n, err)
@@ -62,20 +70,21 @@ func TestMakeInOneGo(t *testing.T) {
 	g.kill(5)
 	data := make([]byte, Chunk+3)
 	r.Read(data)
-	f, _, err := g.d.Create(ctx, "/degraded", madeIn(data))
+	f, _, err := g.d.Create(ctx, "/d/degraded", madeIn(data))
 	if err != nil {
 		t.Fatalf("a make with M bricks down: %v", err)
 	}
 	f.Release(ctx)
-	g.readBack("/degraded", data)
+	g.d.Idle()
+	g.readBack("/d/degraded", data)
 	for path, want := range made { // rebuilt from parity
 		g.readBack(path, want)
 	}
 }
 
-// A make with a brick down marks the brick on the others, for the file
-// and its directory; heal makes the brick's fragment, and reads from it
-// then give the data.
+// A make with a brick down (in steps: no lease without every brick) marks
+// the brick on the others, for the file and its directory; heal makes the
+// brick's fragment, and reads from it then give the data.
 func TestMakeMissedIsHealed(t *testing.T) {
 	g := newRig(t, 6, 2)
 	ctx := g.ctx

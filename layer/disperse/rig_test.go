@@ -28,7 +28,18 @@ type rig struct {
 
 func newRig(t testing.TB, n, m int) *rig {
 	t.Helper()
-	set := testbrick.NewSet(t, n, testVolume, func(int) posix.Options { return posix.Options{Disperse: true} })
+	return rigOf(t, testbrick.NewSet(t, n, testVolume, func(int) posix.Options { return posix.Options{Disperse: true} }), m)
+}
+
+// newLeasingRig is newRig with clients that take directory leases: a
+// directory made through the rig's layer leases it its names.
+func newLeasingRig(t testing.TB, n, m int) *rig {
+	t.Helper()
+	return rigOf(t, testbrick.NewLeasingSet(t, n, testVolume, func(int) posix.Options { return posix.Options{Disperse: true} }), m)
+}
+
+func rigOf(t testing.TB, set *testbrick.Set, m int) *rig {
+	t.Helper()
 	g := &rig{t: t, ctx: context.Background(), set: set, bricks: set.Bricks, clients: set.Clients}
 	for i, c := range set.Clients {
 		g.children = append(g.children, replicate.Child{Name: set.Name(i), Layer: c, Up: c.Connected})
