@@ -184,6 +184,24 @@ func (n *node) log() string {
 	return string(b)
 }
 
+// keepLogs copies the node's server and mount logs, which go with the
+// test's temporary directory, to a directory of their own under the
+// system's temporary directory, for a failure to be looked into; it
+// returns that directory.
+func (n *node) keepLogs(vol string) string {
+	keep := filepath.Join(os.TempDir(), fmt.Sprintf("mortar-e2e-%s-%d", vol, time.Now().UnixNano()))
+	if err := os.MkdirAll(keep, 0o755); err != nil {
+		return "(not kept: " + err.Error() + ")"
+	}
+	logs, _ := filepath.Glob(filepath.Join(n.data, "*.log"))
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil {
+			os.WriteFile(filepath.Join(keep, filepath.Base(l)), b, 0o644)
+		}
+	}
+	return keep
+}
+
 // kill stops the server with SIGKILL, as a crash would.
 func (n *node) kill() {
 	if n.cmd == nil {

@@ -90,7 +90,9 @@ func TestReplicaRandomizedModel(t *testing.T) {
 				n.killBrick("mod", bricks[down])
 			}
 		}
-		op := randomOp(t, r, model, mnt, func(p string) string { return marksOf(bricks, p) + n.mountLogs() })
+		op := randomOp(t, r, model, mnt, func(p string) string {
+			return marksOf(bricks, p) + n.mountLogs() + "\n(logs kept in " + n.keepLogs("mod") + ")"
+		})
 		if op == "" {
 			continue
 		}
@@ -295,9 +297,11 @@ func marksOf(bricks []string, path string) string {
 			fmt.Fprintf(&out, "%s", o)
 		}
 	}
-	for _, b := range bricks { // what each brick holds below path
+	for _, b := range bricks { // what each brick holds below path, and its marks there
 		o, _ := exec.Command("find", filepath.Join(b, path), "-maxdepth", "3", "-printf", "%P %y %s %i\n").CombinedOutput()
 		fmt.Fprintf(&out, "== %s below %s:\n%s", b, path, o)
+		o, _ = exec.Command("getfattr", "-R", "-d", "-m", "trusted.mortar.pending", "-e", "hex", filepath.Join(b, path)).CombinedOutput()
+		fmt.Fprintf(&out, "%s", o)
 	}
 	return out.String()
 }

@@ -199,11 +199,7 @@ func (n *node) waitHealed(vol string, bricks []string, replica int, arbiter bool
 			last = fmt.Sprintf("heal info (%v):\n%s", err, out)
 		}
 		if time.Now().After(deadline) {
-			keep := filepath.Join(os.TempDir(), "mortar-e2e-"+vol+"-server.log")
-			if b, err := os.ReadFile(filepath.Join(n.data, "server.log")); err == nil {
-				os.WriteFile(keep, b, 0o644)
-			}
-			n.t.Fatalf("not healed after %v: %s\n(server log kept in %s)\n%s", within, last, keep, n.log())
+			n.t.Fatalf("not healed after %v: %s\n(logs kept in %s)\n%s", within, last, n.keepLogs(vol), n.log())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
