@@ -36,7 +36,8 @@ func (c *conn) lookupData(ctx context.Context, r *wire.Request, e *wire.Enc) err
 	if whole {
 		want = limit
 	}
-	buf := make([]byte, want+1) // one more: a file that grew is seen
+	buf := wire.GetBuf(int(want) + 1) // one more: a file that grew is seen
+	defer wire.PutBuf(buf)            // the answer copies what it sends
 	n, b, err := c.readSmall(ctx, r.Path, buf)
 	if err != nil {
 		e.LookupData(&a, nil) // the lookup stands; the read is the client's again

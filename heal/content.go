@@ -18,16 +18,13 @@ const Chunk = 1 << 20
 
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, Chunk); return &b }}
 
-// errReplaced is what healing an inode finds when its path names another
-// inode on a copy since the copies were looked at (a client renamed a file
-// over it, or removed and made it again): nothing is written there, the
-// marks stay, and a later pass heals what the path names then.
-var errReplaced = layer.ErrReplaced
-
 // healContent copies what is in the inode at path, not in its names, from
 // p's source to sink s: data, user xattrs, then mode, owner and times
 // (last: writing the data changes the times). Each step first checks that
-// the path still names the inode the plan is for, on both sides.
+// the path still names the inode the plan is for, on both sides: a path
+// that names another inode since the copies were looked at (a client
+// renamed a file over it) fails with layer.ErrReplaced, nothing is written
+// there, the marks stay, and a later pass heals what the path names then.
 func (h *Healer) healContent(ctx context.Context, si, s int, path string, p *plan) error {
 	want := p.attr()
 	src, dst := h.sets[si][p.src].Layer, h.sets[si][s].Layer
@@ -60,7 +57,7 @@ func (h *Healer) healContent(ctx context.Context, si, s int, path string, p *pla
 	return copyAttrs(ctx, dst, path, want)
 }
 
-// sameAt fails with errReplaced unless path names inode g on every one of
+// sameAt fails with layer.ErrReplaced unless path names inode g on every one of
 // layers.
 func sameAt(ctx context.Context, g layer.Gfid, path string, layers ...layer.Layer) error {
 	for _, l := range layers {
@@ -69,7 +66,7 @@ func sameAt(ctx context.Context, g layer.Gfid, path string, layers ...layer.Laye
 			return err
 		}
 		if a.Gfid != g {
-			return errReplaced
+			return layer.ErrReplaced
 		}
 	}
 	return nil
@@ -169,7 +166,7 @@ func copyAttrs(ctx context.Context, dst layer.Layer, path string, want layer.Att
 		return err
 	}
 	if have.Gfid != want.Gfid {
-		return errReplaced
+		return layer.ErrReplaced
 	}
 	symlink := want.Mode&syscall.S_IFMT == syscall.S_IFLNK
 	var in layer.SetattrIn

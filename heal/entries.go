@@ -233,7 +233,7 @@ func (h *Healer) place(ctx context.Context, si, s int, path string, p *plan, hin
 	// first, then on the good copies). Give the sink the name only if the
 	// source still holds the inode there.
 	if h.gone(ctx, si, path, p) {
-		return placeHad, fmt.Errorf("%s: %w", path, errReplaced)
+		return placeHad, fmt.Errorf("%s: %w", path, layer.ErrReplaced)
 	}
 	how := placeMoved
 	if hint == nil || !h.reuse(ctx, si, s, path, want, hint) {
