@@ -10,10 +10,11 @@
 // The attributes of every directory a lookup through the layer found,
 // for Timeout. Operations through the layer keep them up to date: a name
 // made in a known directory (create, mknod, mkdir, symlink, link) sets
-// its modification and change times to the new inode's change time (the
-// brick set both in one system call; on a distributed volume each brick
-// has its own copy of the directory and its own times) and a
-// subdirectory adds a link; a name removed sets them to this client's
+// its modification and change times to the new inode's change time (a
+// few microseconds later than the brick's own, which the making system
+// call set: the brick then gives the inode its owner and gfid, which
+// changes its change time; on a distributed volume each brick has its own
+// copy of the directory and its own times) and a subdirectory adds a link; a name removed sets them to this client's
 // clock (a removal answers no time of the brick's; they never go back)
 // and a subdirectory removed takes a link away; setattr stores the
 // attributes it answers; a rename or an extended attribute set forgets
