@@ -89,6 +89,13 @@ type node struct {
 	// without it, started with --keep-bricks=false, so that no brick
 	// host outlives the test.
 	keep bool
+	// steps: what a test did, kept with the logs (keepLogs).
+	steps []string
+}
+
+// step notes what the test does now, with the time, for keepLogs.
+func (n *node) step(format string, args ...any) {
+	n.steps = append(n.steps, time.Now().UTC().Format("15:04:05.000000 ")+fmt.Sprintf(format, args...))
 }
 
 func freeAddr(t *testing.T) string {
@@ -184,20 +191,27 @@ func (n *node) log() string {
 	return string(b)
 }
 
-// keepLogs copies the node's server and mount logs, which go with the
-// test's temporary directory, to a directory of their own under the
-// system's temporary directory, for a failure to be looked into; it
-// returns that directory.
+// keepLogs copies the node's server, mount and brick logs and vol's
+// bricks (with their extended attributes), which go with the test's
+// temporary directory, to a directory of their own under the system's
+// temporary directory, with the steps the test noted, for a failure to
+// be looked into; it returns that directory.
 func (n *node) keepLogs(vol string) string {
 	keep := filepath.Join(os.TempDir(), fmt.Sprintf("mortar-e2e-%s-%d", vol, time.Now().UnixNano()))
 	if err := os.MkdirAll(keep, 0o755); err != nil {
 		return "(not kept: " + err.Error() + ")"
 	}
 	logs, _ := filepath.Glob(filepath.Join(n.data, "*.log"))
-	for _, l := range logs {
+	bricks, _ := filepath.Glob(filepath.Join(n.data, "state", "logs", "bricks", "*.log"))
+	for _, l := range append(logs, bricks...) {
 		if b, err := os.ReadFile(l); err == nil {
 			os.WriteFile(filepath.Join(keep, filepath.Base(l)), b, 0o644)
 		}
+	}
+	os.WriteFile(filepath.Join(keep, "steps.log"), []byte(strings.Join(n.steps, "\n")+"\n"), 0o644)
+	dirs, _ := filepath.Glob(filepath.Join(n.data, vol+"-b*"))
+	if len(dirs) > 0 {
+		exec.Command("cp", append([]string{"-a"}, append(dirs, keep)...)...).Run() //nolint:errcheck // best effort
 	}
 	return keep
 }

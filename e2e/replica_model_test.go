@@ -81,6 +81,7 @@ func TestReplicaRandomizedModel(t *testing.T) {
 		if step%40 == 20 {
 			if down >= 0 {
 				n.restartBricks("mod")
+				n.step("bricks restarted")
 				down = -1
 			} else {
 				// A second failure before the first is healed would leave
@@ -88,6 +89,7 @@ func TestReplicaRandomizedModel(t *testing.T) {
 				n.waitHealed("mod", bricks, 3, false, healWait())
 				down = r.Intn(3)
 				n.killBrick("mod", bricks[down])
+				n.step("brick %d killed", down+1)
 			}
 		}
 		op := randomOp(t, r, model, mnt, func(p string) string {
@@ -96,6 +98,7 @@ func TestReplicaRandomizedModel(t *testing.T) {
 		if op == "" {
 			continue
 		}
+		n.step("step %d: %s", step, op)
 		if os.Getenv("MORTAR_MODEL_TRACE") != "" {
 			t.Logf("step %d: %s (brick down: %d)", step, op, down)
 		}
