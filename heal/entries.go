@@ -19,7 +19,7 @@ import (
 // first, so that a sink can reuse an inode it holds under a stale name
 // before that name is removed. made are the sinks on which the directory
 // was just created: every name they lack is healed, as if they were
-// blamed. It returns the replicas that names were removed from as stale.
+// blamed. It returns the replicas whose names it changed (dirHint.changed).
 func (h *Healer) healEntries(ctx context.Context, j *job, path string, p *plan, members, made replicate.Mask) (replicate.Mask, error) {
 	si := j.set
 	hint := &dirHint{lists: make([]map[string]layer.Entry, len(h.sets[si])), good: p.good}
@@ -70,7 +70,7 @@ func (h *Healer) healEntries(ctx context.Context, j *job, path string, p *plan, 
 		}
 		errs = append(errs, g.Wait())
 	}
-	return hint.removed, errors.Join(errs...)
+	return hint.changed, errors.Join(errs...)
 }
 
 // dirHint is what a directory heal knows of the directory's copies.
@@ -79,18 +79,20 @@ type dirHint struct {
 	lists  []map[string]layer.Entry // per replica; nil for non-members
 	byGfid []map[layer.Gfid][]string
 	good   replicate.Mask
-	// removed: the replicas names were removed from as stale.
-	removed replicate.Mask
+	// changed: the replicas whose names the heal changed (see
+	// plan.unsure).
+	changed replicate.Mask
 }
 
-// removedFrom records that stale names are removed from the replicas of m
-// (d may be nil: a heal not started by a directory's).
-func (d *dirHint) removedFrom(m replicate.Mask) {
+// changedOn records that the heal changed names on the replicas of m:
+// removed a stale name, or made, linked or renamed one (d may be nil: a
+// heal not started by a directory's).
+func (d *dirHint) changedOn(m replicate.Mask) {
 	if d == nil {
 		return
 	}
 	d.mu.Lock()
-	d.removed |= m
+	d.changed |= m
 	d.mu.Unlock()
 }
 

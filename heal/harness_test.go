@@ -176,11 +176,31 @@ func (c *cluster) content(i int, path string) []byte {
 	}
 }
 
-// scan heals everything the indexes list and waits.
+// scan heals everything the indexes list and waits, and scans again
+// while they list something (at most 5 scans), as Run does after a heal
+// kept marks (names it changed on a sink are looked at again; a copy
+// changed while it healed).
 func scan(h *Healer) {
-	var wg sync.WaitGroup
-	h.scan(bg, &wg)
-	wg.Wait()
+	for range 5 {
+		var wg sync.WaitGroup
+		h.scan(bg, &wg)
+		wg.Wait()
+		if !listed(h) {
+			return
+		}
+	}
+}
+
+// listed reports whether some heal index of h lists an entry.
+func listed(h *Healer) bool {
+	for _, set := range h.stores {
+		for _, s := range set {
+			if e, err := s.HealIndex(bg, layer.Gfid{}, 1); err == nil && len(e) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // scanSettled scans as Run does after a heal kept marks (a directory

@@ -66,9 +66,15 @@
 // it, copied in full, and the old name removed. Otherwise only the next
 // Full crawl finds it.
 //
-// Heals do not lock out clients: a change that lands on
-// a sink while it is healed is caught by the ctime check on the source, but
-// a client creating a name at the very moment the healer creates it may see
+// Heals do not lock out clients: a change that lands on a good copy while
+// it is healed is caught by the ctime check on the source (a directory
+// that keeps changing is healed again with its names held still on the
+// bricks, layer.EntryLocker). A client's operation on a name can reach a
+// sink before the heal looks and the good copies only after it is done
+// (held back by the hold, or late): so a directory whose names the heal
+// changed on a sink (made, renamed, linked or removed) stays blamed for
+// that sink until a later pass changes none (Run scans again at once). A
+// client creating a name at the very moment the healer creates it may see
 // EEXIST.
 package heal
 

@@ -41,8 +41,8 @@ type plan struct {
 	// changed: settle kept marks because a copy changed since it was
 	// looked at.
 	changed bool
-	// unsure: sinks of a directory that names were removed from as
-	// stale; the good copies keep blaming them (see apply).
+	// unsure: sinks of a directory whose names the heal changed; the
+	// good copies keep blaming them (see apply).
 	unsure replicate.Mask
 }
 
@@ -117,7 +117,7 @@ func (h *Healer) healOnce(ctx context.Context, j *job, path string, distrust, wi
 		return nil, err
 	}
 	if p.remove != 0 {
-		hint.removedFrom(p.remove)
+		hint.changedOn(p.remove)
 		return nil, h.removeStale(ctx, j.set, path, p)
 	}
 	if err := h.apply(ctx, j, path, p, hint); err != nil {
@@ -264,6 +264,7 @@ func (h *Healer) apply(ctx context.Context, j *job, path string, p *plan, hint *
 			moved |= replicate.Bit(s)
 		}
 	}
+	hint.changedOn(made | moved)
 	src := p.attr()
 	if src.IsDir() {
 		// A directory just made on a sink lacks every name, not only
@@ -304,6 +305,11 @@ func (h *Healer) apply(ctx context.Context, j *job, path string, p *plan, hint *
 				if made.Has(s) && h.gone(ctx, si, path, p) {
 					h.unmake(ctx, si, s, path, src)
 				}
+				if errors.Is(err, errChanged) {
+					h.log.Debug("changed while healing; marks kept", "replica", h.sets[si][s].Name, "path", path)
+					h.kept.Store(true)
+					continue
+				}
 				errs = append(errs, fmt.Errorf("%s on %s: %w", path, h.sets[si][s].Name, err))
 				continue
 			}
@@ -311,11 +317,14 @@ func (h *Healer) apply(ctx context.Context, j *job, path string, p *plan, hint *
 		healed |= replicate.Bit(s)
 	}
 	if p.unsure != 0 {
-		// A name removed from a sink as stale may have been a client's
-		// create that reached the sink before the names were held and
-		// reaches the good copies only once they are let go: the sink
-		// stays blamed until a later pass removes nothing from it.
-		h.log.Debug("stale names removed; looked at again", "path", path, "sinks", h.names(si, uint64(p.unsure)))
+		// A client's operation on a name can reach a sink before the
+		// names were held (or the copies looked at) and the good copies
+		// only once they are let go: a create, which the heal then
+		// removes from the sink as stale, or a removal or rename, whose
+		// name the heal gives back to the sink. Nothing marks it (every
+		// replica did it), so the sink stays blamed until a later pass
+		// changes no name on it.
+		h.log.Debug("names changed on sinks; looked at again", "path", path, "sinks", h.names(si, uint64(p.unsure)))
 		h.kept.Store(true)
 	}
 	if healed != 0 {
