@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"syscall"
@@ -116,12 +117,24 @@ func copyData(ctx context.Context, src, dst layer.Layer, path string, g layer.Gf
 		}
 		written += uint64(len(sb))
 	}
+	// Truncating the sink to a size the source no longer has would cut
+	// off what a client wrote to both since the look (a copy behind
+	// takes a file's writes too): the heal stops, its marks stay, and the
+	// next scan looks again.
+	if sa, err := sf.Getattr(ctx); err != nil || sa.Size != size {
+		return written, errors.Join(err, errChanged)
+	}
 	a, err := df.Getattr(ctx)
 	if err == nil && a.Size != size {
 		_, err = df.Setattr(ctx, layer.SetattrIn{Valid: layer.SetSize, Size: size})
 	}
 	return written, err
 }
+
+// errChanged is what a heal step returns when the source changed since
+// the copies were looked at: nothing is wrong, the marks stay and the
+// next scan heals again.
+var errChanged = fmt.Errorf("the source changed while healing: %w", syscall.ESTALE)
 
 // copyXattrs makes the user xattrs of path on dst those on src.
 func copyXattrs(ctx context.Context, src, dst layer.Layer, path string) error {
