@@ -305,7 +305,7 @@ func (h *Healer) apply(ctx context.Context, j *job, path string, p *plan, hint *
 				if made.Has(s) && h.gone(ctx, si, path, p) {
 					h.unmake(ctx, si, s, path, src)
 				}
-				if errors.Is(err, errChanged) {
+				if errors.Is(err, syscall.ESTALE) { // errChanged, or the DataHealer's own
 					h.log.Debug("changed while healing; marks kept", "replica", h.sets[si][s].Name, "path", path)
 					h.kept.Store(true)
 					continue
