@@ -111,7 +111,9 @@ func TestMakeMissedIsHealed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{"/", "/f"} {
+	// "/" twice: a heal that gave a brick a name leaves the directory
+	// marked for one more look (see package heal).
+	for _, p := range []string{"/", "/f", "/"} {
 		if err := h.Heal(ctx, 0, p); err != nil {
 			t.Fatalf("heal %s: %v", p, err)
 		}
