@@ -145,7 +145,8 @@ func (c *conn) waitEntries(ctx context.Context, r *wire.Request) error {
 	return nil
 }
 
-// entrylk takes or lets go of a directory for a healer.
+// entrylk takes or lets go of a directory, or of the brick's heal
+// lease, for a healer.
 func (c *conn) entrylk(r *wire.Request) error {
 	if c.entries == nil {
 		return syscall.ENOTSUP
@@ -156,6 +157,17 @@ func (c *conn) entrylk(r *wire.Request) error {
 	case wire.EntrylkUnlock:
 		c.entries.unlock(r.Path, c)
 		return nil
+	case wire.EntrylkLease:
+		return c.entries.lock(leaseKey, c)
+	case wire.EntrylkUnlease:
+		c.entries.unlock(leaseKey, c)
+		return nil
 	}
 	return syscall.EINVAL
 }
+
+// leaseKey is the brick's heal lease among its held directories: one
+// connection at a time holds it, until it lets go or ends (a healer that
+// dies lets go with its connections). No path is it, so it holds no
+// names still.
+const leaseKey = "\x00heal-lease"

@@ -112,3 +112,36 @@ func TestEntryLockWaitIsBounded(t *testing.T) {
 		t.Fatalf("a cancelled wait: %v", err)
 	}
 }
+
+// The heal lease: one connection holds it at a time (taking it again
+// keeps it), it holds no names still, and it goes with an unlease or the
+// holder's connection.
+func TestHealLeaseOneHolder(t *testing.T) {
+	s, _ := newStore(t)
+	ts := startServer(t, s, DefaultLimits())
+	ctx := context.Background()
+	a, b, client := entryClient(t, ts.addr), entryClient(t, ts.addr), entryClient(t, ts.addr)
+	for range 2 {
+		if err := a.LeaseHeal(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.LeaseHeal(ctx); !errors.Is(err, syscall.EAGAIN) {
+		t.Fatalf("a second healer's lease: %v, want EAGAIN", err)
+	}
+	if err := <-mkfile(ctx, client, "/x"); err != nil {
+		t.Fatalf("a create while the lease is held: %v", err)
+	}
+	if err := a.UnleaseHeal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.LeaseHeal(ctx); err != nil {
+		t.Fatalf("the lease let go: %v", err)
+	}
+	b.Close()
+	for deadline := time.Now().Add(10 * time.Second); a.LeaseHeal(ctx) != nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the lease is still held by a healer whose connection ended")
+		}
+	}
+}

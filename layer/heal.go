@@ -102,6 +102,18 @@ type EntryLocker interface {
 	UnlockEntries(ctx context.Context, dir string) error
 }
 
+// HealLeaser is a brick whose heal lease healers take turns at: one
+// connection at a time holds it, until it lets it go or the connection
+// ends. A healer heals a set only while it holds the lease of most of
+// its bricks, so that two healers (on two nodes) never heal one set at
+// once.
+type HealLeaser interface {
+	// LeaseHeal takes the lease, or keeps it; EAGAIN if another holds it.
+	LeaseHeal(ctx context.Context) error
+	// UnleaseHeal lets it go.
+	UnleaseHeal(ctx context.Context) error
+}
+
 // healStoreOf returns l as a HealStore, or an error-returning stand-in.
 func healStoreOf(l Layer) HealStore {
 	if h, ok := l.(HealStore); ok {

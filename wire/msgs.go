@@ -157,10 +157,14 @@ type Request struct {
 }
 
 // Flags of OpEntrylk: a healer holds a directory's names still on a
-// brick while it heals them (see the brick package), then lets go.
+// brick while it heals them (see the brick package), then lets go; or
+// takes the brick's heal lease (layer.HealLeaser), which says which of
+// the healers of the brick's set heals it, then lets it go.
 const (
 	EntrylkUnlock uint32 = iota
 	EntrylkLock
+	EntrylkLease
+	EntrylkUnlease
 )
 
 // Flags of OpWatch: a client asks its brick to tell it (KindNotify
@@ -289,7 +293,7 @@ var schema = [opMax][]field{
 	OpMarkPending:   {fPath, fGfid, fPending},
 	OpClearPending:  {fPath, fGfid, fPending, fCtime},
 	OpDropHealEntry: {fGfid, fPath},        // Path: drop only an entry that records it (version 6)
-	OpEntrylk:       {fPath, fFlags},       // Flags: EntrylkLock or EntrylkUnlock
+	OpEntrylk:       {fPath, fFlags},       // Flags: EntrylkLock, EntrylkUnlock, EntrylkLease or EntrylkUnlease
 	OpLookupData:    {fPath, fMax, fFlags}, // answer: EncodeLookupData; Flags: LookupFragment
 	OpWatch:         {fFlags},              // Flags: WatchOn or WatchOff
 	OpUnlinkData:    {fPath, fPending},

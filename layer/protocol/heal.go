@@ -51,3 +51,15 @@ func (c *Client) LockEntries(ctx context.Context, dir string) error {
 func (c *Client) UnlockEntries(ctx context.Context, dir string) error {
 	return c.noReply(ctx, &wire.Request{Op: wire.OpEntrylk, Path: dir, Flags: wire.EntrylkUnlock})
 }
+
+var _ layer.HealLeaser = (*Client)(nil)
+
+// LeaseHeal takes the brick's heal lease (or keeps it).
+func (c *Client) LeaseHeal(ctx context.Context) error {
+	return c.noReply(ctx, &wire.Request{Op: wire.OpEntrylk, Path: "/", Flags: wire.EntrylkLease})
+}
+
+// UnleaseHeal lets the brick's heal lease go.
+func (c *Client) UnleaseHeal(ctx context.Context) error {
+	return c.noReply(ctx, &wire.Request{Op: wire.OpEntrylk, Path: "/", Flags: wire.EntrylkUnlease})
+}
