@@ -123,6 +123,13 @@ type Options struct {
 	// it from one good copy: for sets whose bricks hold fragments, not
 	// copies (disperse).
 	Data DataHealer
+	// Active, when set, says whether this healer is to heal set i now
+	// (scans and full crawls): several nodes' healers of one volume,
+	// one of them active (see lease.go).
+	Active func(set int) bool
+	// Lease makes scans and full crawls of a set wait until this healer
+	// holds the heal lease of most of its bricks (see lease.go).
+	Lease bool
 }
 
 // DataHealer rebuilds the data of a regular file on the sinks of a set
@@ -151,6 +158,11 @@ var ErrNoSource = errNoSource
 // ErrSplitBrain is returned (wrapped) for an inode whose copies are in
 // split-brain and that no policy resolved.
 var ErrSplitBrain = errors.New("split-brain")
+
+// ErrNotHealer is what a full crawl returns (wrapped) for a set this
+// healer does not heal now: another node's healer holds its lease, or
+// Options.Active says so.
+var ErrNotHealer = errors.New("healed by another node's healer now")
 
 // errNoParent: the parent directory is missing on a sink.
 var errNoParent = errors.New("parent directory missing on a sink")
@@ -181,6 +193,12 @@ type Healer struct {
 	bytes, looked  atomic.Uint64 // data written to sinks; inodes looked at
 	started        time.Time
 	active         atomic.Int64
+	activeFor      func(set int) bool
+	lease          bool
+	// leased are the bricks of each set whose heal lease this healer
+	// took (see lease.go), under leaseMu.
+	leaseMu sync.Mutex
+	leased  []replicate.Mask
 	// kept is set when a heal kept its marks because a copy changed
 	// while it healed (a directory that clients keep writing to): the
 	// heal's end triggers a scan after retryKept rather than a whole
@@ -215,15 +233,18 @@ func New(sets []Set, opts Options) (*Healer, error) {
 		return nil, err
 	}
 	h := &Healer{started: time.Now(),
-		data:     opts.Data,
-		sets:     sets,
-		policy:   policy,
-		log:      opts.Logger,
-		every:    opts.Interval,
-		manual:   opts.Manual,
-		trigger:  make(chan struct{}, 1),
-		inflight: map[entryKey]bool{},
-		split:    map[pathKey]layer.Gfid{},
+		data:      opts.Data,
+		sets:      sets,
+		policy:    policy,
+		log:       opts.Logger,
+		every:     opts.Interval,
+		manual:    opts.Manual,
+		trigger:   make(chan struct{}, 1),
+		inflight:  map[entryKey]bool{},
+		split:     map[pathKey]layer.Gfid{},
+		activeFor: opts.Active,
+		lease:     opts.Lease,
+		leased:    make([]replicate.Mask, len(sets)),
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -327,6 +348,10 @@ func (h *Healer) Full(ctx context.Context) error {
 	errs := make([]error, len(h.sets))
 	var wg sync.WaitGroup
 	for si := range h.sets {
+		if !h.mayHeal(ctx, si) {
+			errs[si] = fmt.Errorf("set %d (%s): %w", si, h.sets[si][0].Name, ErrNotHealer)
+			continue
+		}
 		wg.Go(func() {
 			errs[si] = h.healUp(ctx, &job{set: si, choose: h.policy, deep: true}, "/")
 		})

@@ -74,6 +74,9 @@ func (h *Healer) scan(ctx context.Context, wg *sync.WaitGroup) {
 		h.mu.Unlock()
 	}()
 	for si := range h.sets {
+		if !h.mayHeal(ctx, si) {
+			continue
+		}
 		for _, it := range h.collect(ctx, si) {
 			k := entryKey{si, it.entry.Gfid, it.entry.Path}
 			h.mu.Lock()
