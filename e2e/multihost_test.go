@@ -33,8 +33,9 @@ type lab struct {
 	*netlab.Lab
 }
 
-// newMortarLab makes n hosts and starts a server on each.
-func newMortarLab(t *testing.T, ctx context.Context, n int) *lab {
+// newMortarLab makes n hosts and starts a server on each, with more
+// flags args.
+func newMortarLab(t *testing.T, ctx context.Context, n int, args ...string) *lab {
 	t.Helper()
 	l, err := netlab.New(ctx, netlab.Config{Hosts: n})
 	if errors.Is(err, netlab.ErrUnavailable) {
@@ -63,7 +64,7 @@ func newMortarLab(t *testing.T, ctx context.Context, n int) *lab {
 		}
 	})
 	for _, h := range l.Hosts {
-		if _, err := h.StartServer(ctx, netlab.ServerConfig{Bin: mortarBin, LogLevel: "debug"}); err != nil {
+		if _, err := h.StartServer(ctx, netlab.ServerConfig{Bin: mortarBin, LogLevel: "debug", Args: args}); err != nil {
 			t.Fatalf("host %d: %v", h.Index, err)
 		}
 	}

@@ -19,8 +19,9 @@ import (
 // spec, peer status) from its own copy of the state; a change goes to the
 // Raft leader, which runs it (its checks, the command, and the work on
 // other nodes' disks and bricks through their /v1/local endpoints); heal
-// requests go to the volume's heal node, the node of its first brick,
-// which runs its heal daemon; reset-brick goes to the node of the brick.
+// requests go to the volume's acting heal node (the first node, in brick
+// order, that answers: see actingHealNode); reset-brick goes to the node
+// of the brick.
 // A request carries viaHeader once forwarded, so it is never forwarded
 // twice.
 //
@@ -144,7 +145,7 @@ func (n *Node) routeTarget(r *http.Request) (string, error) {
 			if !ok || len(v.Bricks) == 0 {
 				return "", nil // answered here: not found
 			}
-			return healNode(v), nil
+			return n.actingHealNode(r.Context(), v), nil
 		case "reset-brick":
 			return n.resetBrickTarget(r, name)
 		}
@@ -181,9 +182,33 @@ func (n *Node) resetBrickTarget(r *http.Request, name string) (string, error) {
 	return b.Node, nil
 }
 
-// healNode is the node that runs the heal daemon of v: the node of its
-// first brick.
-func healNode(v *VolumeState) string { return v.Bricks[0].Node }
+// actingHealNode is the node whose heal daemon heals v now: the first
+// node, in the order of v's bricks, that answers (this node always
+// does); "" if none does. Every node serving a brick of v runs a heal
+// daemon; the others stand by, and the one after a node that died takes
+// over. Two nodes that see the cluster differently may both act: the
+// bricks' heal leases keep them from healing one set at once.
+func (n *Node) actingHealNode(ctx context.Context, v *VolumeState) string {
+	seen := map[string]bool{}
+	for _, b := range v.Bricks {
+		if seen[b.Node] {
+			continue
+		}
+		seen[b.Node] = true
+		if b.Node == n.id || n.answers(ctx, b.Node) {
+			return b.Node
+		}
+	}
+	return ""
+}
+
+// answers reports whether node id answers a ping within peerPingTimeout.
+func (n *Node) answers(ctx context.Context, id string) bool {
+	ctx, cancel := context.WithTimeout(ctx, peerPingTimeout)
+	defer cancel()
+	var ni NodeInfo
+	return n.call(ctx, id, http.MethodGet, "/v1/node", nil, &ni) == nil && ni.ID == id
+}
 
 // proxy forwards r (whose body is body) to node id and copies its answer
 // back. It returns an error, and writes nothing, when the node cannot be

@@ -8,6 +8,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mortarfs/mortar/heal"
@@ -19,10 +20,16 @@ import (
 )
 
 // The heal daemon. Every started replicated or dispersed volume that this
-// node runs has one (started with the volume's bricks, stopped with them):
-// a heal.Healer over protocol clients to every brick of the volume, which
-// scans the bricks' heal indexes every cluster.heal-interval and heals
-// what they list. GlusterFS calls it the self-heal daemon (glustershd).
+// node serves a brick of has one (started with the volume's bricks,
+// stopped with them): a heal.Healer over protocol clients to every brick
+// of the volume, which scans the bricks' heal indexes every
+// cluster.heal-interval and heals what they list. GlusterFS calls it the
+// self-heal daemon (glustershd). One node's daemon acts, the others
+// stand by (actingHealNode, looked at every healReload): the first node
+// in brick order that answers, so that when it dies the next takes over
+// within seconds. Its healer heals a set only while it holds the heal
+// lease of most of the set's bricks (heal.Options.Lease): two daemons
+// that both think they act never heal one set at once.
 // The sets of a dispersed volume are healed like replica sets (their
 // namespace is replicated) except for file data, which the disperse
 // layer's DataHealer rebuilds from the fragments.
@@ -58,6 +65,10 @@ type healDaemon struct {
 	name, id string // the volume's
 	kick     chan struct{}
 
+	// acting: this node's daemon heals (see actingHealNode); the
+	// others stand by.
+	acting atomic.Bool
+
 	mu    sync.Mutex
 	cur   *healRun  // nil before the first build and after the stop
 	full  *FullHeal // the last full heal; nil: none since the daemon started
@@ -84,7 +95,7 @@ type healRun struct {
 // started, or has the running one look at the bricks again (their ports
 // may be new).
 func (n *Node) startHeal(vr *volumeRun, v *VolumeState) {
-	if !healable(v) || healNode(v) != n.id {
+	if !healable(v) {
 		return
 	}
 	n.runMu.Lock()
@@ -98,6 +109,9 @@ func (n *Node) startHeal(vr *volumeRun, v *VolumeState) {
 		d.poke()
 		return
 	}
+	// The node of the first brick acts without asking anyone (run looks
+	// at the others).
+	d.acting.Store(v.Bricks[0].Node == n.id)
 	d.reload(vr.ctx) // requests find a healer as soon as the volume runs
 	vr.spawn(d.run)
 }
@@ -105,6 +119,7 @@ func (n *Node) startHeal(vr *volumeRun, v *VolumeState) {
 // run keeps the healer in line with the volume's configuration until ctx
 // is done (the volume stops here), then stops it.
 func (d *healDaemon) run(ctx context.Context) {
+	d.checkActing(ctx)
 	t := time.NewTicker(healReload)
 	defer t.Stop()
 	for {
@@ -114,6 +129,7 @@ func (d *healDaemon) run(ctx context.Context) {
 			return
 		case <-t.C:
 			d.reload(ctx)
+			d.checkActing(ctx)
 		case <-d.kick:
 			d.reload(ctx)
 			d.redial()
@@ -169,6 +185,28 @@ func (d *healDaemon) redial() {
 				d.scanAfterReturn(r)
 			}
 		})
+	}
+}
+
+// checkActing finds out whether this node's daemon acts (heals) or
+// stands by, and tells when that changes; a daemon that starts to act
+// scans at once.
+func (d *healDaemon) checkActing(ctx context.Context) {
+	v := d.n.store.State().Volumes[d.name]
+	if v == nil || v.ID != d.id {
+		return
+	}
+	acting := d.n.actingHealNode(ctx, v) == d.n.id
+	if d.acting.Swap(acting) == acting {
+		return
+	}
+	if !acting {
+		d.n.log.Info("heal daemon standing by: a node before this one in brick order answers", "volume", d.name)
+		return
+	}
+	d.n.log.Info("heal daemon acting", "volume", d.name)
+	if r := d.current(); r != nil {
+		r.healer.Trigger()
 	}
 }
 
@@ -240,6 +278,8 @@ func (d *healDaemon) newRun(ctx context.Context, spec volume.Spec, key string) (
 		Policy:   spec.Option(OptFavoriteChildPolicy, "none"),
 		Manual:   spec.Option(OptSelfHealDaemon, "on") == "off",
 		Logger:   log,
+		Active:   func(int) bool { return d.acting.Load() },
+		Lease:    true,
 	}
 	var err error
 	if spec.Type == volume.Disperse {

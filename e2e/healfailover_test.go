@@ -1,0 +1,91 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Every node serving a brick of a replicated volume runs its heal
+// daemon; the first node in brick order acts, the others stand by. Here
+// host 0's management daemon is killed (its brick goes on serving: the
+// brick host outlives it), host 2 misses writes and comes back:
+// host 1's daemon takes over, heal requests sent to host 1 are answered
+// there, and the returned brick is healed. Before, the heal daemon ran on
+// the first brick's node only: nothing healed, and `heal info` failed,
+// until host 0's daemon came back.
+func TestMultiHostHealFailover(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	l := newMortarLab(t, ctx, 3, "--keep-bricks=true")
+	l.formCluster()
+	create := []string{"volume", "create", "hv", "replica", "3"}
+	for _, h := range l.others() {
+		create = append(create, l.Hosts[h].Addr+":"+l.brick(h, "hv"))
+	}
+	l.must(1, append(create, "force")...)
+	l.must(1, "volume", "set", "hv", "network.ping-timeout", "2")
+	l.must(1, "volume", "start", "hv")
+	mnt := l.mount(1, "hv", ",secret-file="+filepath.Join(l.Hosts[0].Server().DataDir(), "secret"))
+	files := writeFiles(t, mnt, "before", 4)
+
+	srv := l.Hosts[0].Server()
+	if err := syscall.Kill(srv.PID(), syscall.SIGKILL); err != nil { // the daemon alone, not its brick host
+		t.Fatal(err)
+	}
+	<-srv.Exited()
+	l.await("host 1's heal daemon acts", 20*time.Second, func() bool {
+		return strings.Contains(l.Hosts[1].Server().LogTail(400), `msg="heal daemon acting" volume=hv`)
+	})
+
+	if err := l.Hosts[2].Kill(); err != nil { // its server and its brick
+		t.Fatal(err)
+	}
+	var missed []string
+	l.await("writes with host 2 down", 30*time.Second, func() bool {
+		missed = writeFilesErr(mnt, "missed", 4)
+		return missed != nil
+	})
+	files = append(files, missed...)
+	if err := l.Hosts[2].Restart(ctx); err != nil { // its server starts its brick again
+		t.Fatal(err)
+	}
+	var out string
+	var err error
+	if out, err = l.mortar(1, "volume", "heal", "hv", "wait", "--timeout", "60s"); err != nil {
+		t.Fatalf("heal wait through host 1 with host 0's daemon dead: %v\n%s\n%s", err, out, l.logs())
+	}
+	for _, f := range files {
+		want, err := os.ReadFile(filepath.Join(l.brick(1, "hv"), f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(filepath.Join(l.brick(2, "hv"), f)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s on host 2's brick after the heal: %d bytes, %v; want %d bytes as host 1's", f, len(got), err, len(want))
+		}
+	}
+	if log := l.Hosts[2].Server().LogTail(2000); strings.Contains(log, `msg="heal daemon acting" volume=hv`) {
+		t.Errorf("host 2's heal daemon acted while host 1's did:\n%s", lastLines(log, 20))
+	}
+}
+
+// writeFilesErr writes n files of a few KiB named prefix-i under dir and
+// returns their names, or nil if one failed.
+func writeFilesErr(dir, prefix string, n int) []string {
+	var names []string
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		data := bytes.Repeat([]byte(name), 500)
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return nil
+		}
+		names = append(names, name)
+	}
+	return names
+}
