@@ -40,6 +40,7 @@ func TestMultiHostHealFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-srv.Exited()
+	srv.Stop(time.Second) //nolint:errcheck // it is dead: this only reaps it
 	l.await("host 1's heal daemon acts", 20*time.Second, func() bool {
 		return strings.Contains(l.Hosts[1].Server().LogTail(400), `msg="heal daemon acting" volume=hv`)
 	})
@@ -72,6 +73,18 @@ func TestMultiHostHealFailover(t *testing.T) {
 	}
 	if log := l.Hosts[2].Server().LogTail(2000); strings.Contains(log, `msg="heal daemon acting" volume=hv`) {
 		t.Errorf("host 2's heal daemon acted while host 1's did:\n%s", lastLines(log, 20))
+	}
+	// Host 0's daemon back (it takes its running brick over): it acts
+	// again, host 1 stands by, and heal requests through host 1 are
+	// answered.
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l.await("host 1's heal daemon stands by", 20*time.Second, func() bool {
+		return strings.Contains(l.Hosts[1].Server().LogTail(400), `msg="heal daemon standing by: a node before this one in brick order answers" volume=hv`)
+	})
+	if out, err = l.mortar(1, "volume", "heal", "hv", "info"); err != nil || strings.Count(out, "Status: Connected") != 3 {
+		t.Errorf("heal info through host 1 with host 0 back: %v\n%s", err, out)
 	}
 }
 
