@@ -102,3 +102,52 @@ func writeFilesErr(dir, prefix string, n int) []string {
 	}
 	return names
 }
+
+// Each set of a distributed-replicated volume is healed by the first
+// node of its bricks: here set 0's bricks start on host 0 and set 1's on
+// host 1, host 2 misses writes to both, and after its return host 0
+// heals set 0 while host 1 heals set 1; heal info through host 2 counts
+// both.
+func TestMultiHostHealBySet(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	l := newMortarLab(t, ctx, 3)
+	l.formCluster()
+	create := []string{"volume", "create", "dr", "replica", "3"}
+	for _, h := range []int{0, 1, 2, 1, 2, 0} {
+		create = append(create, l.Hosts[h].Addr+":"+l.brick(h, fmt.Sprintf("dr%d", len(create))))
+	}
+	l.must(1, append(create, "force")...)
+	l.must(1, "volume", "set", "dr", "network.ping-timeout", "2")
+	l.must(1, "volume", "start", "dr")
+	mnt := l.mount(1, "dr", ",secret-file="+filepath.Join(l.Hosts[0].Server().DataDir(), "secret"))
+	if err := l.Hosts[2].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	var missed []string
+	l.await("writes with host 2 down", 30*time.Second, func() bool {
+		missed = writeFilesErr(mnt, "missed", 24)
+		return missed != nil
+	})
+	if err := l.Hosts[2].Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out, err := l.mortar(2, "volume", "heal", "dr", "wait", "--timeout", "60s")
+	if err != nil {
+		t.Fatalf("heal wait: %v\n%s\n%s", err, out, l.logs())
+	}
+	for h := range 2 {
+		if log := l.Hosts[h].Server().LogTail(3000); !strings.Contains(log, `msg=healed volume=dr`) {
+			t.Errorf("host %d healed nothing of its set:\n%s", h, lastLines(log, 30))
+		}
+	}
+	if log := l.Hosts[2].Server().LogTail(3000); strings.Contains(log, `msg=healed volume=dr`) {
+		t.Errorf("host 2, first of no set, healed:\n%s", lastLines(log, 30))
+	}
+	var hi struct {
+		Healed uint64 `json:"healed"`
+	}
+	if err := l.get(2, "/v1/volumes/dr/heal", &hi); err != nil || hi.Healed < uint64(len(missed)) {
+		t.Errorf("heal info through host 2: %d healed, %v; want at least the %d files written", hi.Healed, err, len(missed))
+	}
+}

@@ -341,13 +341,17 @@ func (h *Healer) Trigger() {
 	}
 }
 
-// Full crawls every set from "/", comparing every name on every reachable
+// Full crawls every set from "/" (with Options.Active, every set this
+// healer is active for), comparing every name on every reachable
 // replica, and heals what differs: it finds what no index lists (a wiped
 // or replaced brick, marks whose index entry was lost).
 func (h *Healer) Full(ctx context.Context) error {
 	errs := make([]error, len(h.sets))
 	var wg sync.WaitGroup
 	for si := range h.sets {
+		if h.activeFor != nil && !h.activeFor(si) {
+			continue // another node's healer crawls it
+		}
 		if !h.mayHeal(ctx, si) {
 			errs[si] = fmt.Errorf("set %d (%s): %w", si, h.sets[si][0].Name, ErrNotHealer)
 			continue

@@ -79,6 +79,14 @@ func (h *Healer) Info(ctx context.Context) (Info, error) {
 			info.Replicas = append(info.Replicas, ri)
 		}
 	}
+	stats := h.Stats(ctx)
+	stats.Replicas = info.Replicas
+	return stats, nil
+}
+
+// Stats is Info without the heal indexes: what this healer did.
+func (h *Healer) Stats(ctx context.Context) Info {
+	var info Info
 	info.Healed, info.Failed = h.healed.Load(), h.failed.Load()
 	info.HealedBytes, info.Looked, info.Since = h.bytes.Load(), h.looked.Load(), h.started
 	info.InProgress = int(h.active.Load())
@@ -86,7 +94,7 @@ func (h *Healer) Info(ctx context.Context) (Info, error) {
 	h.mu.Lock()
 	info.LastScan, info.SplitBrain = h.lastScan, len(h.split)
 	h.mu.Unlock()
-	return info, nil
+	return info
 }
 
 // recheckSplits judges again the split-brains the healer met: one a

@@ -121,13 +121,27 @@ func (n *Node) healHandlers(mux *http.ServeMux) {
 		if !readJSON(w, r, &req) {
 			return
 		}
-		fh, err := n.heal(r.PathValue("name"), req.Full)
+		fh, err := n.heal(r.Context(), r.PathValue("name"), req.Full)
 		var out any = fh
 		if !req.Full {
 			out = struct{}{}
 		}
 		n.reply(w, r, http.StatusOK, out, err)
 	})
+	mux.HandleFunc("POST /v1/local/volumes/{id}/heal", handle(n, func(r *http.Request, req HealRequest) (any, error) {
+		d, err := n.localHealDaemon(r.PathValue("id"))
+		if err != nil {
+			return nil, err
+		}
+		return d.localHeal(req.Full)
+	}))
+	mux.HandleFunc("GET /v1/local/volumes/{id}/heal", handle(n, func(r *http.Request, _ struct{}) (any, error) {
+		d, err := n.localHealDaemon(r.PathValue("id"))
+		if err != nil {
+			return nil, err
+		}
+		return d.counts(r.Context())
+	}))
 	mux.HandleFunc("GET /v1/volumes/{name}/heal", func(w http.ResponseWriter, r *http.Request) {
 		hi, err := n.healInfo(r.Context(), r.PathValue("name"))
 		n.reply(w, r, http.StatusOK, hi, err)

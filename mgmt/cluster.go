@@ -33,6 +33,8 @@ import (
 //	POST   /v1/local/volumes/{id}/status     VolumeState → []BrickStatus (this node's bricks)
 //	POST   /v1/local/bricks/mark             MarkRequest → {}
 //	POST   /v1/local/bricks/unmark           MarkRequest → {}
+//	POST   /v1/local/volumes/{id}/heal       HealRequest → FullHeal (this node's heal daemon: the sets it acts for)
+//	GET    /v1/local/volumes/{id}/heal       HealInfo (this node's daemon's counts, no bricks)
 const viaHeader = "X-Mortar-Via"
 
 // nodeCallTimeout bounds one request to another node.

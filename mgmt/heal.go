@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,12 +26,17 @@ import (
 // stopped with them): a heal.Healer over protocol clients to every brick
 // of the volume, which scans the bricks' heal indexes every
 // cluster.heal-interval and heals what they list. GlusterFS calls it the
-// self-heal daemon (glustershd). One node's daemon acts, the others
-// stand by (actingHealNode, looked at every healReload): the first node
-// in brick order that answers, so that when it dies the next takes over
-// within seconds. Its healer heals a set only while it holds the heal
-// lease of most of the set's bricks (heal.Options.Lease): two daemons
-// that both think they act never heal one set at once.
+// self-heal daemon (glustershd). Each set of the volume is healed by one
+// node's daemon, the others stand by for it (actingSets, looked at every
+// healReload): the first node in the set's brick order that answers, so
+// that the sets are healed by the nodes that serve them, in parallel, and
+// when a node dies the next of each of its sets takes over within
+// seconds. A healer heals a set only while it holds the heal lease of
+// most of the set's bricks (heal.Options.Lease): two daemons that both
+// think they act for a set never heal it at once. Heal requests go to
+// the volume's acting node (actingHealNode), which passes a heal or a
+// full heal on to the other nodes of the volume and adds their counts to
+// heal info.
 // The sets of a dispersed volume are healed like replica sets (their
 // namespace is replicated) except for file data, which the disperse
 // layer's DataHealer rebuilds from the fragments.
@@ -65,9 +72,10 @@ type healDaemon struct {
 	name, id string // the volume's
 	kick     chan struct{}
 
-	// acting: this node's daemon heals (see actingHealNode); the
-	// others stand by.
-	acting atomic.Bool
+	// acting says, per replica or disperse set (spec.Sets() order),
+	// whether this node's daemon heals it (see actingSets); the others'
+	// stand by for it.
+	acting atomic.Pointer[[]bool]
 
 	mu    sync.Mutex
 	cur   *healRun  // nil before the first build and after the stop
@@ -109,9 +117,10 @@ func (n *Node) startHeal(vr *volumeRun, v *VolumeState) {
 		d.poke()
 		return
 	}
-	// The node of the first brick acts without asking anyone (run looks
-	// at the others).
-	d.acting.Store(v.Bricks[0].Node == n.id)
+	// The sets whose first brick this node serves are its own without
+	// asking anyone (run asks the others).
+	mine := n.actingSets(vr.ctx, v, func(context.Context, string) bool { return true })
+	d.acting.Store(&mine)
 	d.reload(vr.ctx) // requests find a healer as soon as the volume runs
 	vr.spawn(d.run)
 }
@@ -188,26 +197,78 @@ func (d *healDaemon) redial() {
 	}
 }
 
-// checkActing finds out whether this node's daemon acts (heals) or
-// stands by, and tells when that changes; a daemon that starts to act
-// scans at once.
+// checkActing finds out which sets this node's daemon heals and which
+// it stands by for (actingSets), and tells when that changes; a daemon
+// that starts to act for a set scans at once.
 func (d *healDaemon) checkActing(ctx context.Context) {
 	v := d.n.store.State().Volumes[d.name]
 	if v == nil || v.ID != d.id {
 		return
 	}
-	acting := d.n.actingHealNode(ctx, v) == d.n.id
-	if d.acting.Swap(acting) == acting {
+	now := d.n.actingSets(ctx, v, d.n.answers)
+	old := d.acting.Swap(&now)
+	was, is := setsActing(old), setsActing(&now)
+	if slices.Equal(was, is) {
 		return
 	}
-	if !acting {
+	if len(is) == 0 {
 		d.n.log.Info("heal daemon standing by: a node before this one in brick order answers", "volume", d.name)
 		return
 	}
-	d.n.log.Info("heal daemon acting", "volume", d.name)
+	d.n.log.Info("heal daemon acting", "volume", d.name, "sets", is)
 	if r := d.current(); r != nil {
 		r.healer.Trigger()
 	}
+}
+
+// setsActing lists the sets acting says this node heals.
+func setsActing(acting *[]bool) []int {
+	var out []int
+	if acting != nil {
+		for i, a := range *acting {
+			if a {
+				out = append(out, i)
+			}
+		}
+	}
+	return out
+}
+
+// actsFor reports whether this node's daemon heals set si now.
+func (d *healDaemon) actsFor(si int) bool {
+	a := d.acting.Load()
+	return a != nil && si < len(*a) && (*a)[si]
+}
+
+// actingSets says, for each set of v, whether this node heals it: the
+// first node, in the set's brick order, that answers (asked with
+// answers, each node once) is this one.
+func (n *Node) actingSets(ctx context.Context, v *VolumeState, answers func(context.Context, string) bool) []bool {
+	nodeOf := map[string]string{}
+	for _, b := range v.Bricks {
+		nodeOf[b.ID] = b.Node
+	}
+	asked := map[string]bool{n.id: true}
+	up := func(id string) bool {
+		ok, seen := asked[id]
+		if !seen {
+			ok = answers(ctx, id)
+			asked[id] = ok
+		}
+		return ok
+	}
+	spec := n.store.State().Spec(v)
+	sets := spec.Sets()
+	out := make([]bool, len(sets))
+	for si, set := range sets {
+		for _, b := range set {
+			if node := nodeOf[b.ID]; up(node) {
+				out[si] = node == n.id
+				break
+			}
+		}
+	}
+	return out
 }
 
 // poke makes run look at the configuration now.
@@ -278,7 +339,7 @@ func (d *healDaemon) newRun(ctx context.Context, spec volume.Spec, key string) (
 		Policy:   spec.Option(OptFavoriteChildPolicy, "none"),
 		Manual:   spec.Option(OptSelfHealDaemon, "on") == "off",
 		Logger:   log,
-		Active:   func(int) bool { return d.acting.Load() },
+		Active:   d.actsFor,
 		Lease:    true,
 	}
 	var err error
@@ -439,7 +500,7 @@ func (d *healDaemon) crawled(r *healRun, err error) {
 	d.n.log.Info("full heal finished", "volume", d.name, "took", f.Finished.Sub(f.Started))
 }
 
-// info reads every brick's heal index.
+// info reads every brick's heal index, with this daemon's counts.
 func (d *healDaemon) info(ctx context.Context) (HealInfo, error) {
 	r, err := d.running()
 	if err != nil {
@@ -449,11 +510,7 @@ func (d *healDaemon) info(ctx context.Context) (HealInfo, error) {
 	if err != nil {
 		return HealInfo{}, err
 	}
-	out := HealInfo{
-		Name: d.name, Bricks: []HealBrick{}, Healed: hi.Healed, Failed: hi.Failed,
-		HealedBytes: hi.HealedBytes, Since: hi.Since,
-		InProgress: hi.InProgress, SplitBrain: hi.SplitBrain, LastScan: hi.LastScan,
-	}
+	out := d.countsOf(r, hi)
 	for _, ri := range hi.Replicas {
 		hb := HealBrick{Name: ri.Name, Set: ri.Set, Online: ri.Up, Entries: ri.Count, Error: ri.Error}
 		for _, e := range ri.Entries {
@@ -461,7 +518,29 @@ func (d *healDaemon) info(ctx context.Context) (HealInfo, error) {
 		}
 		out.Bricks = append(out.Bricks, hb)
 	}
+	return out, nil
+}
+
+// counts is what this daemon did (HealInfo without the bricks), for the
+// acting node's heal info.
+func (d *healDaemon) counts(ctx context.Context) (HealInfo, error) {
+	r, err := d.running()
+	if err != nil {
+		return HealInfo{}, err
+	}
+	return d.countsOf(r, r.healer.Stats(ctx)), nil
+}
+
+// countsOf turns hi, read from r's healer, into HealInfo's counts, with
+// the last full heal.
+func (d *healDaemon) countsOf(r *healRun, hi heal.Info) HealInfo {
+	out := HealInfo{
+		Name: d.name, Bricks: []HealBrick{}, Healed: hi.Healed, Failed: hi.Failed,
+		HealedBytes: hi.HealedBytes, Since: hi.Since,
+		InProgress: hi.InProgress, SplitBrain: hi.SplitBrain, LastScan: hi.LastScan,
+	}
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.full != nil {
 		f := *d.full
 		if f.Running && d.crawl == r && hi.Looked >= d.lookedAt { // a crawl begun since hi was read: not yet
@@ -469,9 +548,51 @@ func (d *healDaemon) info(ctx context.Context) (HealInfo, error) {
 		}
 		out.Full = &f
 	}
-	d.mu.Unlock()
-	out.Safe, out.Unsafe = out.SafeToTakeDown()
-	return out, nil
+	return out
+}
+
+// addCounts adds another node's daemon's counts to h: sums, the earliest
+// start, the latest scan, and the full heals merged (running if one
+// runs).
+func (h *HealInfo) addCounts(o HealInfo) {
+	h.Healed += o.Healed
+	h.Failed += o.Failed
+	h.HealedBytes += o.HealedBytes
+	h.InProgress += o.InProgress
+	h.SplitBrain = max(h.SplitBrain, o.SplitBrain)
+	if !o.Since.IsZero() && (h.Since.IsZero() || o.Since.Before(h.Since)) {
+		h.Since = o.Since
+	}
+	if o.LastScan.After(h.LastScan) {
+		h.LastScan = o.LastScan
+	}
+	if o.Full == nil {
+		return
+	}
+	if h.Full == nil {
+		f := *o.Full
+		h.Full = &f
+		return
+	}
+	h.Full.merge(*o.Full)
+}
+
+// merge adds another node's part of a full heal to f.
+func (f *FullHeal) merge(o FullHeal) {
+	f.Running, f.Again = f.Running || o.Running, f.Again || o.Again
+	f.Looked += o.Looked
+	if o.Started.Before(f.Started) {
+		f.Started = o.Started
+	}
+	if o.Finished.After(f.Finished) {
+		f.Finished = o.Finished
+	}
+	if f.Running {
+		f.Finished = time.Time{}
+	}
+	if o.Error != "" {
+		f.Error = strings.TrimPrefix(f.Error+"; "+o.Error, "; ")
+	}
 }
 
 // SafeToTakeDown reports whether a brick of the volume may be taken down
@@ -603,25 +724,85 @@ func checkHealableStarted(v *VolumeState, why string) error {
 	return nil
 }
 
-// heal triggers an index heal of volume name, or starts a full heal.
-func (n *Node) heal(name string, full bool) (FullHeal, error) {
-	d, _, err := n.healDaemonOf(name)
+// heal triggers an index heal of volume name, or starts a full heal, on
+// this node and on the other nodes serving its bricks (each heals the
+// sets it acts for).
+func (n *Node) heal(ctx context.Context, name string, full bool) (FullHeal, error) {
+	d, v, err := n.healDaemonOf(name)
 	if err != nil {
 		return FullHeal{}, err
 	}
+	n.otherHealNodes(ctx, v, func(ctx context.Context, id string) {
+		err := n.call(ctx, id, http.MethodPost, localHealPath(v.ID), HealRequest{Full: full}, nil)
+		if err != nil {
+			n.log.Warn("heal request not passed on", "volume", name, "node", id, "err", err)
+		}
+	})
+	return d.localHeal(full)
+}
+
+// localHeal triggers an index heal, or starts a full heal, of the sets
+// this node's daemon acts for.
+func (d *healDaemon) localHeal(full bool) (FullHeal, error) {
 	if full {
 		return d.startFull()
 	}
 	return FullHeal{}, d.trigger()
 }
 
-// healInfo reads the heal indexes of volume name.
+// otherHealNodes runs fn for each other node serving a brick of v, at
+// once, each within peerPingTimeout, and waits.
+func (n *Node) otherHealNodes(ctx context.Context, v *VolumeState, fn func(ctx context.Context, id string)) {
+	var wg sync.WaitGroup
+	for _, id := range nodesOf(v) {
+		if id == n.id {
+			continue
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, peerPingTimeout)
+			defer cancel()
+			fn(ctx, id)
+		})
+	}
+	wg.Wait()
+}
+
+// localHealPath is the endpoint of a node's own heal daemon of volume id.
+func localHealPath(id string) string { return "/v1/local/volumes/" + id + "/heal" }
+
+// healInfo reads the heal indexes of volume name, with the counts of
+// every node's daemon that answers.
 func (n *Node) healInfo(ctx context.Context, name string) (HealInfo, error) {
-	d, _, err := n.healDaemonOf(name)
+	d, v, err := n.healDaemonOf(name)
 	if err != nil {
 		return HealInfo{}, err
 	}
-	return d.info(ctx)
+	hi, err := d.info(ctx)
+	if err != nil {
+		return HealInfo{}, err
+	}
+	var mu sync.Mutex
+	n.otherHealNodes(ctx, v, func(ctx context.Context, id string) {
+		var o HealInfo
+		if err := n.call(ctx, id, http.MethodGet, localHealPath(v.ID), nil, &o); err != nil {
+			return // a node that does not answer heals nothing
+		}
+		mu.Lock()
+		hi.addCounts(o)
+		mu.Unlock()
+	})
+	hi.Safe, hi.Unsafe = hi.SafeToTakeDown()
+	return hi, nil
+}
+
+// localHealDaemon returns this node's heal daemon of volume id.
+func (n *Node) localHealDaemon(id string) (*healDaemon, error) {
+	n.runMu.Lock()
+	defer n.runMu.Unlock()
+	if vr := n.vols[id]; vr != nil && vr.heal != nil {
+		return vr.heal, nil
+	}
+	return nil, errorf(ErrState, "no heal daemon of volume %s runs on this node", id)
 }
 
 // splitBrainInfo lists the split-brains of volume name.

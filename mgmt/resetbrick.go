@@ -74,15 +74,13 @@ func (n *Node) resetBrick(ctx context.Context, name, brick string) (VolumeInfo, 
 		return VolumeInfo{}, errorf(ErrState, "reset-brick %s: %w", b.Name(), err)
 	}
 	n.log.Info("brick reset; rebuilding it with a full heal", "volume", name, "brick", b.Name())
-	if acting := n.actingHealNode(ctx, v); d == nil || acting != n.id { // another node's heal daemon acts
-		if err := n.call(ctx, acting, "POST", volPath(name, "heal"), HealRequest{Full: true}, nil); err != nil {
-			return VolumeInfo{}, errorf(ErrState, "reset-brick %s: the brick is reset but the full heal did not start: %w (run: mortar volume heal %s full)", b.Name(), err, name)
-		}
-		return n.info(name)
+	if d != nil {
+		d.poke()
 	}
-	d.poke()
-	if _, err := d.startFull(); err != nil {
-		return VolumeInfo{}, err
+	// Every node's daemon crawls the sets it heals (this node's daemon
+	// may stand by for the brick's set).
+	if _, err := n.heal(ctx, name, true); err != nil {
+		return VolumeInfo{}, errorf(ErrState, "reset-brick %s: the brick is reset but the full heal did not start: %w (run: mortar volume heal %s full)", b.Name(), err, name)
 	}
 	return n.info(name)
 }
