@@ -261,6 +261,9 @@ func (n *Node) actingSets(ctx context.Context, v *VolumeState, answers func(cont
 	sets := spec.Sets()
 	out := make([]bool, len(sets))
 	for si, set := range sets {
+		if !slices.ContainsFunc(set, func(b volume.Brick) bool { return nodeOf[b.ID] == n.id }) {
+			continue // not ours to heal: its nodes are not asked
+		}
 		for _, b := range set {
 			if node := nodeOf[b.ID]; up(node) {
 				out[si] = node == n.id
