@@ -669,3 +669,25 @@ func TestSourceGrowingWhileHealedKeepsTheSinksData(t *testing.T) {
 	scan(h)
 	c.healthy()
 }
+
+// A client that died in the middle of a write leaves copies of different
+// sizes that no mark blames: a full heal makes the odd one like the two
+// that agree (before, it left them differing).
+func TestFullHealsUnmarkedSizeDifference(t *testing.T) {
+	c := newCluster(t, 3, false)
+	c.everywhere(create("/f", layer.NewGfid(), []byte("the content all three have")))
+	if err := write("/f", []byte(" and a tail only one got"), 26)(bg, c.stores[2]); err != nil {
+		t.Fatal(err)
+	}
+	h := c.healer(Options{})
+	scan(h)
+	if CompareSet(bg, c.set, "/") == nil {
+		t.Fatal("an index scan healed what no mark blames")
+	}
+	if err := h.Full(bg); err != nil {
+		t.Fatal(err)
+	}
+	scan(h)
+	c.healthy()
+	sameBytes(t, "/f on the odd replica", c.content(2, "/f"), []byte("the content all three have"))
+}

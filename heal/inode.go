@@ -199,6 +199,9 @@ func (h *Healer) plan(j *job, path string, copies []replicate.Copy, distrust rep
 		if a := copies[p.src].Attr; a.IsReg() && v.Good&^arbs != 0 {
 			p.src = (v.Good &^ arbs).First()
 		}
+		if j.deep && p.sinks == 0 && h.data == nil && copies[p.src].Attr.IsReg() { // disperse: Dirty marks and verify
+			h.sizesDiffer(j.set, path, p, arbs)
+		}
 	}
 	if a := p.attr(); a.IsReg() && a.Linkto == "" {
 		p.data = (p.good &^ arbs).First()
@@ -225,6 +228,36 @@ func (h *Healer) plan(j *job, path string, copies []replicate.Copy, distrust rep
 		return nil, nil
 	}
 	return p, nil
+}
+
+// sizesDiffer is a full heal's look at a regular file whose copies no
+// mark blames: a client that died in the middle of a write (or a brick
+// written behind the volume's back) can leave copies of different sizes
+// with nothing to say which is right. A strict majority of the data
+// copies sharing one size is the source, and the others become sinks;
+// without one the copies are left alone and the difference logged. (Equal
+// sizes with different contents are not seen: that needs reading every
+// copy.)
+func (h *Healer) sizesDiffer(si int, path string, p *plan, arbs replicate.Mask) {
+	bySize := map[uint64]replicate.Mask{}
+	data := p.good &^ arbs
+	for i, c := range p.copies {
+		if data.Has(i) {
+			bySize[c.Attr.Size] |= replicate.Bit(i)
+		}
+	}
+	if len(bySize) < 2 {
+		return
+	}
+	for _, m := range bySize {
+		if 2*m.Count() > data.Count() {
+			h.log.Info("copies of different sizes with no mark: healed from the copies that agree", "path", path,
+				"source", h.names(si, uint64(m)), "sinks", h.names(si, uint64(data&^m)))
+			p.good, p.sinks, p.src = m|(p.good&arbs), data&^m, m.First()
+			return
+		}
+	}
+	h.log.Warn("copies of different sizes with no mark and no majority: left alone", "path", path, "copies", h.names(si, uint64(data)))
 }
 
 // candidates returns the copies a policy may choose from: those present,
