@@ -76,6 +76,9 @@ type healDaemon struct {
 	// whether this node's daemon heals it (see actingSets); the others'
 	// stand by for it.
 	acting atomic.Pointer[[]bool]
+	// misses counts, per node, the checks in a row it did not answer
+	// (answersSteady); run's goroutine only.
+	misses map[string]int
 
 	mu    sync.Mutex
 	cur   *healRun  // nil before the first build and after the stop
@@ -109,7 +112,7 @@ func (n *Node) startHeal(vr *volumeRun, v *VolumeState) {
 	n.runMu.Lock()
 	d, fresh := vr.heal, vr.heal == nil
 	if fresh {
-		d = &healDaemon{n: n, vr: vr, name: v.Name, id: v.ID, kick: make(chan struct{}, 1)}
+		d = &healDaemon{n: n, vr: vr, name: v.Name, id: v.ID, kick: make(chan struct{}, 1), misses: map[string]int{}}
 		vr.heal = d
 	}
 	n.runMu.Unlock()
@@ -205,7 +208,7 @@ func (d *healDaemon) checkActing(ctx context.Context) {
 	if v == nil || v.ID != d.id {
 		return
 	}
-	now := d.n.actingSets(ctx, v, d.n.answers)
+	now := d.n.actingSets(ctx, v, d.answersSteady)
 	old := d.acting.Swap(&now)
 	was, is := setsActing(old), setsActing(&now)
 	if slices.Equal(was, is) {
@@ -219,6 +222,18 @@ func (d *healDaemon) checkActing(ctx context.Context) {
 	if r := d.current(); r != nil {
 		r.healer.Trigger()
 	}
+}
+
+// answersSteady is answers, with a node taken for gone only once it
+// missed two checks in a row: one slow answer under load does not move
+// its sets' heal to another node and back.
+func (d *healDaemon) answersSteady(ctx context.Context, id string) bool {
+	if d.n.answers(ctx, id) {
+		delete(d.misses, id)
+		return true
+	}
+	d.misses[id]++
+	return d.misses[id] < 2
 }
 
 // setsActing lists the sets acting says this node heals.
