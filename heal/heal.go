@@ -76,6 +76,15 @@
 // that sink until a later pass changes none (Run scans again at once). A
 // client creating a name at the very moment the healer creates it may see
 // EEXIST.
+//
+// # Several healers
+//
+// Every node serving a brick of a volume runs a healer of it; with
+// Options.Active and Options.Lease a healer heals only the sets it is
+// active for, and only while it holds the heal lease of most of a set's
+// bricks (see lease.go), so two never heal one set at once. A full heal
+// also repairs regular files whose copies no mark blames but differ in
+// size, from the copies of a strict majority (sizesDiffer).
 package heal
 
 import (
