@@ -50,8 +50,9 @@ func TestMultiHostHealFailover(t *testing.T) {
 	}
 	var missed []string
 	l.await("writes with host 2 down", 30*time.Second, func() bool {
-		missed = writeFilesErr(mnt, "missed", 4)
-		return missed != nil
+		var err error
+		missed, err = tryWriteFiles(mnt, "missed", 4)
+		return err == nil
 	})
 	files = append(files, missed...)
 	if err := l.Hosts[2].Restart(ctx); err != nil { // its server starts its brick again
@@ -88,21 +89,6 @@ func TestMultiHostHealFailover(t *testing.T) {
 	}
 }
 
-// writeFilesErr writes n files of a few KiB named prefix-i under dir and
-// returns their names, or nil if one failed.
-func writeFilesErr(dir, prefix string, n int) []string {
-	var names []string
-	for i := range n {
-		name := fmt.Sprintf("%s-%d", prefix, i)
-		data := bytes.Repeat([]byte(name), 500)
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			return nil
-		}
-		names = append(names, name)
-	}
-	return names
-}
-
 // Each set of a distributed-replicated volume is healed by the first
 // node of its bricks: here set 0's bricks start on host 0 and set 1's on
 // host 1, host 2 misses writes to both, and after its return host 0
@@ -126,8 +112,9 @@ func TestMultiHostHealBySet(t *testing.T) {
 	}
 	var missed []string
 	l.await("writes with host 2 down", 30*time.Second, func() bool {
-		missed = writeFilesErr(mnt, "missed", 24)
-		return missed != nil
+		var err error
+		missed, err = tryWriteFiles(mnt, "missed", 24)
+		return err == nil
 	})
 	if err := l.Hosts[2].Restart(ctx); err != nil {
 		t.Fatal(err)

@@ -289,15 +289,24 @@ func readAll(dir string, files []string) error {
 // "content of" its name, and returns their names.
 func writeFiles(t *testing.T, dir, prefix string, n int) []string {
 	t.Helper()
+	names, err := tryWriteFiles(dir, prefix, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// tryWriteFiles is writeFiles, returning the first failure.
+func tryWriteFiles(dir, prefix string, n int) ([]string, error) {
 	var names []string
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("%s-%02d", prefix, i)
 		if err := os.WriteFile(filepath.Join(dir, name), []byte("content of "+name), 0o644); err != nil {
-			t.Fatalf("write %s: %v", name, err)
+			return names, fmt.Errorf("write %s: %w", name, err)
 		}
 		names = append(names, name)
 	}
-	return names
+	return names, nil
 }
 
 // TestMultiHostCluster: three hosts form a cluster with `peer probe`; a
