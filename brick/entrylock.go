@@ -22,6 +22,20 @@ type entryLocks struct {
 	n    atomic.Int32 // directories held: 0 is the fast path
 	mu   sync.Mutex
 	held map[string]*entryLock
+	// lease is the connection holding the brick's heal lease (nil:
+	// none): one at a time, until it lets go or ends. A healer holds it
+	// all the time, so it is kept out of held and n: it holds no names
+	// still, and operations pass it by.
+	lease atomic.Pointer[conn]
+}
+
+// takeLease makes owner the holder of the heal lease, or keeps it;
+// EAGAIN if another connection holds it.
+func (e *entryLocks) takeLease(owner *conn) error {
+	if e.lease.CompareAndSwap(nil, owner) || e.lease.Load() == owner {
+		return nil
+	}
+	return syscall.EAGAIN
 }
 
 type entryLock struct {
@@ -61,8 +75,10 @@ func (e *entryLocks) unlock(dir string, owner *conn) {
 	}
 }
 
-// release lets go every directory owner holds (its connection ended).
+// release lets go the heal lease and every directory owner holds (its
+// connection ended).
 func (e *entryLocks) release(owner *conn) {
+	e.lease.CompareAndSwap(owner, nil)
 	if e.n.Load() == 0 {
 		return
 	}
@@ -158,16 +174,10 @@ func (c *conn) entrylk(r *wire.Request) error {
 		c.entries.unlock(r.Path, c)
 		return nil
 	case wire.EntrylkLease:
-		return c.entries.lock(leaseKey, c)
+		return c.entries.takeLease(c)
 	case wire.EntrylkUnlease:
-		c.entries.unlock(leaseKey, c)
+		c.entries.lease.CompareAndSwap(c, nil)
 		return nil
 	}
 	return syscall.EINVAL
 }
-
-// leaseKey is the brick's heal lease among its held directories: one
-// connection at a time holds it, until it lets go or ends (a healer that
-// dies lets go with its connections). No path is it, so it holds no
-// names still.
-const leaseKey = "\x00heal-lease"
