@@ -48,9 +48,14 @@ type conn struct {
 	bytes     int64 // their payload bytes
 	lockWaits int   // blocking Setlk requests under way (not in running)
 
+	// markAbandoned: files written through this connection and still
+	// open when it ends are marked for the healer (abandoned.go).
+	markAbandoned bool
+
 	mu       sync.Mutex
 	files    map[uint64]layer.File
 	paths    map[uint64]string // of the files, as opened (for notices)
+	written  map[uint64]bool   // the files whose data a request changed
 	nextFh   uint64
 	owners   map[uint64]uint64
 	inflight map[uint64]context.CancelFunc
@@ -64,6 +69,7 @@ func newConn(nc net.Conn, w *wire.Writer, brickID string, l layer.Layer) *conn {
 		log:      slog.New(slog.DiscardHandler),
 		files:    map[uint64]layer.File{},
 		paths:    map[uint64]string{},
+		written:  map[uint64]bool{},
 		owners:   map[uint64]uint64{},
 		inflight: map[uint64]context.CancelFunc{},
 	}
@@ -402,6 +408,7 @@ func (c *conn) takeFile(fh uint64) (layer.File, error) {
 	}
 	delete(c.files, fh)
 	delete(c.paths, fh)
+	delete(c.written, fh)
 	return f, nil
 }
 
@@ -431,14 +438,19 @@ func (c *conn) shutdown() {
 		c.entries.release(c)
 	}
 	c.mu.Lock()
-	files := c.files
-	c.files, c.paths = map[uint64]layer.File{}, map[uint64]string{}
+	files, written := c.files, c.written
+	c.files, c.paths, c.written = map[uint64]layer.File{}, map[uint64]string{}, map[uint64]bool{}
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, f := range files {
+	for fh, f := range files {
 		var panicked bool
-		c.guard(wire.OpRelease, "", &panicked, func() error { return f.Release(ctx) })
+		c.guard(wire.OpRelease, "", &panicked, func() error {
+			if written[fh] && c.markAbandoned {
+				c.markDirty(ctx, f)
+			}
+			return f.Release(ctx)
+		})
 	}
 	if len(files) > 0 {
 		c.log.Debug("released files of closed connection", "count", len(files))

@@ -194,6 +194,7 @@ func (c *conn) fileOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 	if err != nil {
 		return err
 	}
+	c.noteWrite(r)
 	switch r.Op {
 	case wire.OpWrite:
 		if r.Off < 0 {

@@ -70,6 +70,11 @@ type testServer struct {
 
 func startServer(t *testing.T, l layer.Layer, lim Limits) *testServer {
 	t.Helper()
+	return startServerWith(t, l, lim, BrickOptions{})
+}
+
+func startServerWith(t *testing.T, l layer.Layer, lim Limits, o BrickOptions) *testServer {
+	t.Helper()
 	ts := &testServer{log: &logBuf{}}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -78,7 +83,7 @@ func startServer(t *testing.T, l layer.Layer, lim Limits) *testServer {
 	})
 	ts.srv = NewServer(slog.New(slog.NewTextHandler(ts.log, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	ts.srv.SetLimits(lim)
-	ts.srv.Add(testBrick, testVolume, l)
+	ts.srv.AddWith(testBrick, testVolume, l, o)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

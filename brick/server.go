@@ -90,6 +90,17 @@ type brick struct {
 	watchers *watchers   // connections told of changes (notify.go)
 	// dirLeases are directories leased to clients (dirlease.go).
 	dirLeases *dirLeases
+	opts      BrickOptions
+}
+
+// BrickOptions say how a brick serves its clients.
+type BrickOptions struct {
+	// MarkAbandoned: the brick is one of a replicated set. A client
+	// whose connection ends with a file it wrote still open may have
+	// died between the bricks of the set (one has a write, another not,
+	// and nothing blames either), so the brick marks the file
+	// layer.Dirty for the healer as it releases it (see abandoned.go).
+	MarkAbandoned bool
 }
 
 // NewServer returns a server with no bricks. log may be nil.
@@ -132,10 +143,13 @@ func (s *Server) SetAuthSource(volumeID string, src AuthSource) {
 }
 
 // Add starts serving l as brick id of volume volumeID.
-func (s *Server) Add(id, volumeID string, l layer.Layer) {
+func (s *Server) Add(id, volumeID string, l layer.Layer) { s.AddWith(id, volumeID, l, BrickOptions{}) }
+
+// AddWith is Add with options.
+func (s *Server) AddWith(id, volumeID string, l layer.Layer, o BrickOptions) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.bricks[id] = &brick{volumeID: volumeID, l: l, entries: &entryLocks{}, watchers: &watchers{}, dirLeases: newDirLeases()}
+	s.bricks[id] = &brick{volumeID: volumeID, l: l, entries: &entryLocks{}, watchers: &watchers{}, dirLeases: newDirLeases(), opts: o}
 }
 
 // Remove stops serving brick id and closes its connections.
@@ -340,6 +354,7 @@ func (s *Server) handshake(nc net.Conn, p *peer) (c *conn, release func(), err e
 	c.entries = b.entries
 	c.watchers = b.watchers
 	c.dirLeases = b.dirLeases
+	c.markAbandoned = b.opts.MarkAbandoned
 	c.admitted = a
 	return c, release, nil
 }

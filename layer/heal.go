@@ -31,11 +31,14 @@ type Txn struct {
 	Size    uint64
 }
 
-// Dirty is a pending mark that blames no replica: a client is changing
-// the content of the inode on every brick of a disperse set at once, and
-// clears it when done. If the client dies in the middle, the mark stays
-// and the healer checks that the bricks' fragments agree (see
-// heal.DataHealer). It is bit 63: a set never has 64 bricks.
+// Dirty is a pending mark that blames no replica: the copies may differ
+// and nothing says which is right. A disperse client sets it while it
+// changes the content of the inode on every brick of its set at once and
+// clears it when done; a brick of a replicated set sets it on a file a
+// client went away from with writes (brick.BrickOptions.MarkAbandoned).
+// If it stays, the healer checks that the bricks' data agree (see
+// heal.DataHealer for disperse, heal's abandoned.go for replicate). It is
+// bit 63: a set never has 64 bricks.
 const Dirty uint64 = 1 << 63
 
 type txnKey struct{}

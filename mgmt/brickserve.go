@@ -35,6 +35,10 @@ type BrickConfig struct {
 	Path     string // the brick directory
 	Arbiter  bool   // an arbiter brick (names and metadata, no file data)
 	Disperse bool   // a brick of a disperse set (its files are fragments)
+	// Replicated: a brick of a replicated set; it marks files that a
+	// client went away from with writes for the healer
+	// (brick.BrickOptions.MarkAbandoned).
+	Replicated bool
 	// Listen is the TCP address to serve on; port 0 picks a free port.
 	Listen string
 
@@ -108,7 +112,8 @@ func OpenBrick(cfg BrickConfig) (*ServedBrick, error) {
 	} else if !cfg.Auth.Empty() {
 		srv.SetAuth(cfg.VolumeID, cfg.Auth)
 	}
-	srv.Add(cfg.BrickID, cfg.VolumeID, locks.New(readahead.New(st))) // locks on top: its Files lease (layer.LockLeaser)
+	// locks on top: its Files lease (layer.LockLeaser)
+	srv.AddWith(cfg.BrickID, cfg.VolumeID, locks.New(readahead.New(st)), brick.BrickOptions{MarkAbandoned: cfg.Replicated})
 	return &ServedBrick{cfg: cfg, ln: ln, srv: srv, store: st}, nil
 }
 
@@ -149,7 +154,7 @@ func (b *ServedBrick) Serve() error {
 	if b.cfg.TLS != nil {
 		tlsName = b.cfg.TLS.Name()
 	}
-	b.cfg.Logger.Info("brick serving", "path", b.cfg.Path, "addr", b.Addr(), "arbiter", b.cfg.Arbiter, "disperse", b.cfg.Disperse,
+	b.cfg.Logger.Info("brick serving", "path", b.cfg.Path, "addr", b.Addr(), "arbiter", b.cfg.Arbiter, "disperse", b.cfg.Disperse, "replicated", b.cfg.Replicated,
 		"tls", tlsName, "auth_file", b.cfg.AuthFile)
 	return b.srv.Serve(b.ln)
 }

@@ -39,6 +39,7 @@ func testBrickMain(args []string) error {
 	fs.StringVar(&cfg.Listen, "listen", "", "")
 	fs.BoolVar(&cfg.Arbiter, "arbiter", false, "")
 	fs.BoolVar(&cfg.Disperse, "disperse", false, "")
+	fs.BoolVar(&cfg.Replicated, "replicated", false, "")
 	fs.StringVar(&level, "log-level", "", "")
 	fs.IntVar(&readyFd, "ready-fd", 0, "")
 	fs.StringVar(&cfg.TLSDir, "tls-dir", "", "")

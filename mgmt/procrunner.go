@@ -44,6 +44,9 @@ func BrickArgs(cfg BrickConfig, logLevel string) []string {
 	if cfg.Disperse {
 		args = append(args, "--disperse")
 	}
+	if cfg.Replicated {
+		args = append(args, "--replicated")
+	}
 	dir, name := cfg.TLSDir, cfg.TLSName
 	if cfg.TLS != nil && dir == "" && name == "" {
 		dir, name = cfg.TLS.Dir(), cfg.TLS.Name()

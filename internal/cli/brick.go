@@ -82,6 +82,7 @@ func brickFlags(f *pflag.FlagSet, cfg *mgmt.BrickConfig, logLevel, authAllow, au
 	f.StringVar(&cfg.Listen, "listen", "", "TCP address to serve on (port 0: any free port)")
 	f.BoolVar(&cfg.Arbiter, "arbiter", false, "an arbiter brick: names and metadata, no file data")
 	f.BoolVar(&cfg.Disperse, "disperse", false, "a brick of a disperse set: its files are fragments, their size kept apart")
+	f.BoolVar(&cfg.Replicated, "replicated", false, "a brick of a replicated set: files a client went away from with writes are marked for heal")
 	f.StringVar(logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&cfg.TLSDir, "tls-dir", "", "TLS directory (ca.pem, NAME.pem, NAME.key): serve TLS only")
 	f.StringVar(&cfg.TLSName, "tls-name", "", "name of this node's certificate in --tls-dir")

@@ -1,0 +1,48 @@
+package brick
+
+import (
+	"context"
+
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/wire"
+)
+
+// Abandoned writes. A replicated client sends each change to every brick
+// of the set at once and learns of a brick that missed it only from the
+// answers; a brick that failed is then marked as pending on the others.
+// A client that dies (or loses its connections) between sending a write
+// to one brick and to another learns nothing and marks nothing: the
+// copies may differ with no mark blaming any. What a brick does know is
+// that a connection ended with a file open that it had written to. With
+// BrickOptions.MarkAbandoned it marks such a file layer.Dirty (a pending
+// mark that blames no replica) as it releases it, in its heal index like
+// any mark, and the healer compares the copies (heal's Options.Quiet).
+// A clean close (Release) marks nothing, and a write costs nothing more.
+
+// changesData are the requests on an open file that change its data.
+var changesData = map[uint8]bool{
+	wire.OpWrite: true, wire.OpWriteGap: true, wire.OpFallocate: true, wire.OpFsetattr: true,
+}
+
+// noteWrite remembers that request r changes the data of its open file
+// (before it runs: a client may die while it does).
+func (c *conn) noteWrite(r *wire.Request) {
+	if !c.markAbandoned || !changesData[r.Op] || r.Op == wire.OpFsetattr && r.Setattr.Valid&layer.SetSize == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, open := c.files[r.Fh]; open {
+		c.written[r.Fh] = true
+	}
+}
+
+// markDirty marks the open file f layer.Dirty: an empty write carrying
+// the mark reaches the inode wherever it was renamed meanwhile.
+func (c *conn) markDirty(ctx context.Context, f layer.File) {
+	if _, err := f.Write(layer.WithTxn(ctx, layer.Txn{Pending: layer.Dirty}), nil, 0); err != nil {
+		c.log.Warn("a file written by a client that went away could not be marked for heal", "err", err)
+		return
+	}
+	c.log.Info("a client went away with a file it wrote open: marked for heal")
+}

@@ -1,0 +1,65 @@
+package brick
+
+import (
+	"context"
+	"syscall"
+	"testing"
+
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/wire"
+)
+
+// A client whose connection ends with files open: those it wrote (or
+// truncated) are marked layer.Dirty on a brick of a replicated set; those
+// it only read, or wrote and closed, are not; a brick not replicated
+// marks nothing.
+func TestAbandonedWritesMarked(t *testing.T) {
+	for _, replicated := range []bool{true, false} {
+		st, _ := newStore(t)
+		ctx := context.Background()
+		for _, name := range []string{"/written", "/truncated", "/read", "/closed"} {
+			f, _, err := st.Create(ctx, name, layer.CreateIn{Flags: syscall.O_RDWR, Mode: 0o644})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Release(ctx)
+		}
+		ts := startServerWith(t, st, DefaultLimits(), BrickOptions{MarkAbandoned: replicated})
+		c := dial(t, ts.addr)
+		for name, req := range map[string]wire.Request{
+			"/written":   {Op: wire.OpWrite, Data: []byte("x")},
+			"/truncated": {Op: wire.OpFsetattr, Setattr: layer.SetattrIn{Valid: layer.SetSize, Size: 5}},
+			"/read":      {Op: wire.OpFgetattr},
+		} {
+			req.Fh = c.open(name)
+			if errno, _ := c.call(&req); errno != 0 {
+				t.Fatalf("%s %s: %v", wire.OpName(req.Op), name, errno)
+			}
+		}
+		fh := c.open("/closed")
+		if errno, _ := c.call(&wire.Request{Op: wire.OpWrite, Fh: fh, Data: []byte("y")}); errno != 0 {
+			t.Fatal(errno)
+		}
+		if errno, _ := c.call(&wire.Request{Op: wire.OpRelease, Fh: fh}); errno != 0 {
+			t.Fatal(errno)
+		}
+		c.nc.Close()
+		ts.log.waitLog(t, "released files of closed connection", "count=3")
+		want := map[string]bool{"/written": replicated, "/truncated": replicated, "/read": false, "/closed": false}
+		for name, dirty := range want {
+			a, err := st.Lookup(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := a.Pending&layer.Dirty != 0; got != dirty || a.Pending&^layer.Dirty != 0 {
+				t.Errorf("replicated %v: %s pending %#x, want Dirty %v", replicated, name, a.Pending, dirty)
+			}
+		}
+		if replicated {
+			idx, err := st.HealIndex(ctx, layer.Gfid{}, 10)
+			if err != nil || len(idx) != 2 {
+				t.Errorf("heal index after the client went: %v, %v; want the two files written", idx, err)
+			}
+		}
+	}
+}
