@@ -661,31 +661,11 @@ func TestDisperseClientKilledMidWrite(t *testing.T) {
 	const size = 96 << 20
 	tmp := t.TempDir()
 	src := randomFile(t, tmp, "src", size, 11)
-	dd := exec.Command("dd", "if="+filepath.Join(tmp, "src"), "of="+filepath.Join(mnt, "f"), "bs=1M", "oflag=direct")
-	var ddOut bytes.Buffer
-	dd.Stdout, dd.Stderr = &ddOut, &ddOut
-	if err := dd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	// Kill the client once a third of the file is on the bricks.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if fi, err := os.Stat(filepath.Join(bricks[0], "f")); err == nil && fi.Size() > geo62.FragmentLen(size/3) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the fragment did not grow in a minute: %s", ddOut.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	pid := mountPID(t, mnt)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if err := dd.Wait(); err == nil {
-		t.Fatalf("dd finished although its client was killed: %s", ddOut.String())
-	}
-	exec.Command("umount", "-l", mnt).Run()
+	killClientDuringDD(t, mnt, filepath.Join(tmp, "src"), func() bool {
+		fi, err := os.Stat(filepath.Join(bricks[0], "f"))
+		return err == nil && fi.Size() > geo62.FragmentLen(size/3)
+	})
 
 	mnt = n.mount("ck", "attr-timeout=0", "entry-timeout=0")
 	// Old or new, per chunk: before heal (the bricks may still disagree

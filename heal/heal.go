@@ -34,7 +34,10 @@
 //
 // An index heal only changes replicas the marks blame (on the inode or on
 // its parent): a copy nobody blames that differs may be a client's
-// operation still under way. Full heals every difference.
+// operation still under way. Full heals every difference. One exception:
+// a regular file marked layer.Dirty by the bricks of a replicated set (a
+// client went away with it written) has its copies compared once it is
+// quiet, the biggest as the source (abandoned.go).
 //
 // Before a sink is written the good copies are marked as blaming it (if not
 // already), so an interrupted heal is never mistaken for a finished one; the
@@ -88,6 +91,7 @@
 package heal
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -139,7 +143,15 @@ type Options struct {
 	// Lease makes scans and full crawls of a set wait until this healer
 	// holds the heal lease of most of its bricks (see lease.go).
 	Lease bool
+	// Quiet is how long a replicated file that a client went away from
+	// with writes (marked layer.Dirty by its bricks) must have gone
+	// unchanged on every copy before its copies are compared and made
+	// equal (default DefaultQuiet; see abandoned.go).
+	Quiet time.Duration
 }
+
+// DefaultQuiet is Options.Quiet's default.
+const DefaultQuiet = 5 * time.Second
 
 // DataHealer rebuilds the data of a regular file on the sinks of a set
 // from its good copies.
@@ -188,6 +200,7 @@ type Healer struct {
 	policy  chooser
 	log     *slog.Logger
 	every   time.Duration
+	quiet   time.Duration
 	manual  bool
 	trigger chan struct{}
 	slots   chan struct{} // one per running heal goroutine
@@ -247,6 +260,7 @@ func New(sets []Set, opts Options) (*Healer, error) {
 		policy:    policy,
 		log:       opts.Logger,
 		every:     opts.Interval,
+		quiet:     cmp.Or(opts.Quiet, DefaultQuiet),
 		manual:    opts.Manual,
 		trigger:   make(chan struct{}, 1),
 		inflight:  map[entryKey]bool{},

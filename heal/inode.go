@@ -41,6 +41,9 @@ type plan struct {
 	// changed: settle kept marks because a copy changed since it was
 	// looked at.
 	changed bool
+	// dirty: the copies of a replicated file a client went away from
+	// were compared (abandoned); settle clears their Dirty marks.
+	dirty bool
 	// unsure: sinks of a directory whose names the heal changed; the
 	// good copies keep blaming them (see apply).
 	unsure replicate.Mask
@@ -201,6 +204,9 @@ func (h *Healer) plan(j *job, path string, copies []replicate.Copy, distrust rep
 		}
 		if j.deep && p.sinks == 0 && h.data == nil && copies[p.src].Attr.IsReg() { // disperse: Dirty marks and verify
 			h.sizesDiffer(j.set, path, p, arbs)
+		}
+		if h.data == nil && copies[p.src].Attr.IsReg() && dirtyAmong(copies, p.good) && !h.abandoned(j.set, path, p, arbs) {
+			return nil, nil // not quiet yet: a later scan looks again
 		}
 	}
 	if a := p.attr(); a.IsReg() && a.Linkto == "" {
@@ -448,8 +454,8 @@ func (h *Healer) settle(ctx context.Context, si int, path string, p *plan, heale
 			}
 		}
 		drop := equal
-		if healed.Has(c) && h.data != nil {
-			drop |= layer.Dirty // its data was rebuilt from the good copies
+		if healed.Has(c) || p.dirty {
+			drop |= layer.Dirty // its data was rebuilt from the good copies, or is theirs
 		}
 		if mask := a.Pending & drop &^ (1 << uint(c)); mask != 0 {
 			err := h.stores[si][c].ClearPending(ctx, path, g, mask, a.Ctime)

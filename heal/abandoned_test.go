@@ -1,0 +1,89 @@
+package heal
+
+import (
+	"testing"
+	"time"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// markDirty marks path Dirty on every replica, as bricks do when a
+// client's connection ends with the file written.
+func (c *cluster) markDirty(path string) {
+	c.t.Helper()
+	for i, s := range c.stores {
+		a, err := s.Lookup(bg, path)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if err := s.MarkPending(bg, path, a.Gfid, layer.Dirty); err != nil {
+			c.t.Fatalf("replica %d: %v", i, err)
+		}
+	}
+}
+
+// A client died while writing: two copies got a write that extends the
+// file, one did not, nothing blames it, and every brick marked the file
+// Dirty. Once quiet, the biggest copy is the source and the marks go.
+func TestAbandonedFileHealedFromBiggest(t *testing.T) {
+	c := newCluster(t, 3, false)
+	c.everywhere(create("/f", layer.NewGfid(), []byte("the content all three have")))
+	for _, i := range []int{0, 1} {
+		if err := write("/f", []byte(" and a tail two got"), 26)(bg, c.stores[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.markDirty("/f")
+	scan(c.healer(Options{Quiet: time.Nanosecond}))
+	c.healthy()
+	sameBytes(t, "/f on the replica that missed the write", c.content(2, "/f"), []byte("the content all three have and a tail two got"))
+}
+
+// Copies of one size with different contents: the newest is the source
+// (its write was the client's last).
+func TestAbandonedFileSameSizeNewestWins(t *testing.T) {
+	c := newCluster(t, 3, false)
+	c.everywhere(create("/f", layer.NewGfid(), []byte("0123456789")))
+	later := layer.Timespec{Sec: time.Now().Unix() + 10}
+	if err := seq(write("/f", []byte("ab"), 3), setattr("/f", layer.SetattrIn{Valid: layer.SetMtime, Mtime: later}))(bg, c.stores[1]); err != nil {
+		t.Fatal(err)
+	}
+	c.markDirty("/f")
+	scan(c.healer(Options{Quiet: time.Nanosecond}))
+	c.healthy()
+	sameBytes(t, "/f on replica 0", c.content(0, "/f"), []byte("012ab56789"))
+}
+
+// A file changed less than Quiet ago is left alone, marks and all: a
+// write may still be on its way, or another client writing it.
+func TestAbandonedFileWaitsUntilQuiet(t *testing.T) {
+	c := newCluster(t, 3, false)
+	c.everywhere(create("/f", layer.NewGfid(), []byte("same")))
+	if err := write("/f", []byte("more"), 4)(bg, c.stores[0]); err != nil {
+		t.Fatal(err)
+	}
+	c.markDirty("/f")
+	scan(c.healer(Options{Quiet: time.Hour}))
+	if c.pending(0, "/f") != layer.Dirty || string(c.content(2, "/f")) != "same" {
+		t.Fatalf("healed before quiet: pending %#x, replica 2 %q", c.pending(0, "/f"), c.content(2, "/f"))
+	}
+}
+
+// A copy blamed by the others that also carries Dirty (its brick lost the
+// client's connection while the client, alive, went on with the others)
+// is a sink like any blamed copy, and loses its Dirty mark with the heal.
+func TestAbandonedBlamedCopyIsSink(t *testing.T) {
+	c := newCluster(t, 3, false)
+	c.everywhere(create("/f", layer.NewGfid(), []byte("v1")))
+	c.without2(write("/f", []byte("v2, longer"), 0))
+	a, err := c.stores[2].Lookup(bg, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.stores[2].MarkPending(bg, "/f", a.Gfid, layer.Dirty); err != nil {
+		t.Fatal(err)
+	}
+	scan(c.healer(Options{Quiet: time.Nanosecond}))
+	c.healthy()
+	sameBytes(t, "/f on replica 2", c.content(2, "/f"), []byte("v2, longer"))
+}
