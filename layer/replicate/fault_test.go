@@ -260,3 +260,46 @@ func TestQuorumAutoReplica2(t *testing.T) {
 		t.Fatalf("replica 2, only the second brick up: %v, want EROFS", err)
 	}
 }
+
+// A change that only a minority of the set could do fails with EIO even
+// when the others up refused only because their copies are stale (found
+// by the simulation, sim/): brick 2 missed mkdir /d, brick 0 is down, so a
+// create in /d lands on brick 1 alone. Acknowledged, it would live on one
+// replica: a later quorum of bricks 0 and 2 would not see it.
+func TestChangeOnMinorityIsNotAcknowledged(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	g.kill(2)
+	if _, err := g.r.Mkdir(g.ctx, "/d", layer.MkdirIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	g.revive(2)
+	g.kill(0)
+	err := g.writeFile("/d/f", []byte("x"))
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("create in a directory only brick 1 of the two up has: %v, want EIO", err)
+	}
+	if m := g.pending(1, "/d"); !m.Has(0) || !m.Has(2) {
+		t.Fatalf("brick 1 blames %b for /d, want bricks 0 and 2", m)
+	}
+}
+
+// When every replica refuses a change, the good copies' reason is the
+// answer, not the first replica's (found by the simulation: a stale copy
+// without a distribute pointer said ENOENT where the good ones said
+// EREMOTE, and a truncate of an existing file failed): brick 0 missed
+// mkdir /d and a file in it, so it says ENOENT to rmdir /d where the
+// others say ENOTEMPTY.
+func TestStaleCopysRefusalDoesNotCount(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	g.kill(0)
+	if _, err := g.r.Mkdir(g.ctx, "/d", layer.MkdirIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.writeFile("/d/f", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	g.revive(0)
+	if err := g.r.Rmdir(g.ctx, "/d"); !errors.Is(err, syscall.ENOTEMPTY) {
+		t.Fatalf("rmdir of a directory with a file, which brick 0 missed: %v, want ENOTEMPTY", err)
+	}
+}

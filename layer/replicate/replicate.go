@@ -271,14 +271,23 @@ func (r *Replicate) settle(targets Mask, errs []error, good Mask) outcome {
 		return outcome{err: syscall.ENOTCONN, losers: down}
 	case ok == 0:
 		// They all refused (EEXIST, ENOENT, ENOSPC ...): nothing changed.
+		// A good copy's reason is the one that counts: a stale copy may
+		// lack the name a good one has (EREMOTE from a distribute
+		// pointer, say, where the stale copy says ENOENT).
+		if g := failed & good; g != 0 {
+			return outcome{err: errs[g.First()]}
+		}
 		return outcome{err: errs[failed.First()]}
 	case failed != 0 && failed&good != 0 && ok&good == 0:
 		// Only stale copies did it: the refusal of the good ones stands.
 		return outcome{winners: failed, losers: ok, err: errs[failed.First()]}
 	case failed == 0 || (ok&good != 0 && failed&good == 0) || r.quorate(ok) || ok.Count() > failed.Count():
 		o := outcome{winners: ok, losers: failed | down}
-		if !r.quorate(ok) && (ok&good == 0 || failed&good != 0) {
-			o.err = syscall.EIO // quorum lost during the operation
+		if !r.quorate(ok) {
+			// Quorum lost during the operation, or the others up were
+			// stale copies that could not do it: it is done on too few
+			// replicas for a later quorum to be sure to see it.
+			o.err = syscall.EIO
 		}
 		return o
 	}
@@ -330,19 +339,25 @@ func (r *Replicate) modify(ctx context.Context, marks []string, fn func(ctx cont
 }
 
 // disagree reports whether some targets succeeded and others answered
-// with an error (not counting replicas that are down).
+// with an error, or they answered with different errors (not counting
+// replicas that are down).
 func disagree(targets Mask, errs []error) bool {
-	var ok, failed bool
+	var ok bool
+	var refused error
+	split := false
 	for i, err := range errs {
 		switch {
 		case !targets.Has(i):
 		case err == nil:
 			ok = true
-		case !IsDown(err):
-			failed = true
+		case IsDown(err):
+		case refused == nil:
+			refused = err
+		case layer.ToErrno(err) != layer.ToErrno(refused):
+			split = true
 		}
 	}
-	return ok && failed
+	return ok && refused != nil || split
 }
 
 // guard checks, when replicas are missing, that the inodes an operation
