@@ -2,6 +2,7 @@ package posix
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"unsafe"
 
@@ -36,7 +37,7 @@ func (s *Store) Create(ctx context.Context, path string, in layer.CreateIn) (lay
 		}
 		return nil, layer.Attr{}, unix.EISDIR
 	}
-	unlock, err := s.pend(ctx, parent(a, path))
+	unlock, err := s.pendCreate(ctx, a, path, flags)
 	if err != nil {
 		return nil, layer.Attr{}, err
 	}
@@ -141,6 +142,26 @@ func (s *Store) Open(ctx context.Context, path string, flags uint32) (layer.File
 	}
 	f.path = path
 	return f, nil
+}
+
+// pendCreate marks what a create changes: the parent's names, and, for
+// an O_TRUNC create of a file that exists, the file's data too (a
+// replica that misses the create must get the truncation healed, not
+// only the name it already has).
+func (s *Store) pendCreate(ctx context.Context, a at, path string, flags int) (func(), error) {
+	dir := parent(a, path)
+	if flags&unix.O_TRUNC == 0 || flags&unix.O_EXCL != 0 || layer.TxnFrom(ctx).Pending == 0 {
+		return s.pend(ctx, dir)
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(a.dir, a.name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return s.pend(ctx, dir)
+	}
+	unlock, err := s.pend(ctx, dir, self(a, path))
+	if errors.Is(err, unix.ENOENT) { // removed meanwhile: a new file, then
+		return s.pend(ctx, dir)
+	}
+	return unlock, err
 }
 
 // openTrunc is openAt, holding the open while the inode is frozen for a

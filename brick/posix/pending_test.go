@@ -177,3 +177,30 @@ func TestHealIndexEntryNeverSeenEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A create with O_TRUNC of a file that exists changes its data: with
+// replicas missing it, the file is marked too, not only its parent
+// (found by the simulation: a replica that missed the truncation had
+// the name already, so healing the parent's names left its old data).
+// A create of a new file marks only the parent.
+func TestTruncatingCreateMarksTheFile(t *testing.T) {
+	s, _ := newBrick(t, "")
+	f, _, err := s.Create(ctx, "/f", layer.CreateIn{Flags: syscall.O_RDWR, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Release(ctx)
+	pctx := layer.WithTxn(ctx, layer.Txn{Pending: 4})
+	for _, p := range []string{"/f", "/new"} {
+		f, _, err := s.Create(pctx, p, layer.CreateIn{Flags: syscall.O_WRONLY | syscall.O_TRUNC, Mode: 0o644})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Release(ctx)
+	}
+	for p, want := range map[string]uint64{"/": 4, "/f": 4, "/new": 0} {
+		if a, err := s.Lookup(ctx, p); err != nil || a.Pending != want {
+			t.Errorf("%s: pending %#x, %v; want %#x", p, a.Pending, err, want)
+		}
+	}
+}
