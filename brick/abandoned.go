@@ -2,6 +2,7 @@ package brick
 
 import (
 	"context"
+	"time"
 
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/wire"
@@ -13,7 +14,8 @@ import (
 // A client that dies (or loses its connections) between sending a write
 // to one brick and to another learns nothing and marks nothing: the
 // copies may differ with no mark blaming any. What a brick does know is
-// that a connection ended with a file open that it had written to. With
+// that a connection ended with a file open that it had written to (or
+// truncated opening it, or made with its data in one request). With
 // BrickOptions.MarkAbandoned it marks such a file layer.Dirty (a pending
 // mark that blames no replica) as it releases it, in its heal index like
 // any mark, and the healer compares the copies (heal's Options.Quiet).
@@ -37,12 +39,19 @@ func (c *conn) noteWrite(r *wire.Request) {
 	}
 }
 
+// markTimeout bounds the marking of one file (a file frozen by a
+// migration waits for its thaw).
+const markTimeout = 5 * time.Second
+
 // markDirty marks the open file f layer.Dirty: an empty write carrying
 // the mark reaches the inode wherever it was renamed meanwhile.
-func (c *conn) markDirty(ctx context.Context, f layer.File) {
+func (c *conn) markDirty(f layer.File) error {
+	ctx, cancel := context.WithTimeout(context.Background(), markTimeout)
+	defer cancel()
 	if _, err := f.Write(layer.WithTxn(ctx, layer.Txn{Pending: layer.Dirty}), nil, 0); err != nil {
 		c.log.Warn("a file written by a client that went away could not be marked for heal", "err", err)
-		return
+		return err
 	}
 	c.log.Info("a client went away with a file it wrote open: marked for heal")
+	return nil
 }

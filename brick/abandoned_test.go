@@ -10,14 +10,14 @@ import (
 )
 
 // A client whose connection ends with files open: those it wrote (or
-// truncated) are marked layer.Dirty on a brick of a replicated set; those
+// truncated, or opened with O_TRUNC) are marked layer.Dirty on a brick of a replicated set; those
 // it only read, or wrote and closed, are not; a brick not replicated
 // marks nothing.
 func TestAbandonedWritesMarked(t *testing.T) {
 	for _, replicated := range []bool{true, false} {
 		st, _ := newStore(t)
 		ctx := context.Background()
-		for _, name := range []string{"/written", "/truncated", "/read", "/closed"} {
+		for _, name := range []string{"/written", "/truncated", "/opened-trunc", "/read", "/closed"} {
 			f, _, err := st.Create(ctx, name, layer.CreateIn{Flags: syscall.O_RDWR, Mode: 0o644})
 			if err != nil {
 				t.Fatal(err)
@@ -36,6 +36,9 @@ func TestAbandonedWritesMarked(t *testing.T) {
 				t.Fatalf("%s %s: %v", wire.OpName(req.Op), name, errno)
 			}
 		}
+		if errno, _ := c.call(&wire.Request{Op: wire.OpOpen, Path: "/opened-trunc", Flags: syscall.O_RDWR | syscall.O_TRUNC}); errno != 0 {
+			t.Fatal(errno)
+		}
 		fh := c.open("/closed")
 		if errno, _ := c.call(&wire.Request{Op: wire.OpWrite, Fh: fh, Data: []byte("y")}); errno != 0 {
 			t.Fatal(errno)
@@ -44,8 +47,8 @@ func TestAbandonedWritesMarked(t *testing.T) {
 			t.Fatal(errno)
 		}
 		c.nc.Close()
-		ts.log.waitLog(t, "released files of closed connection", "count=3")
-		want := map[string]bool{"/written": replicated, "/truncated": replicated, "/read": false, "/closed": false}
+		ts.log.waitLog(t, "released files of closed connection", "count=4")
+		want := map[string]bool{"/written": replicated, "/truncated": replicated, "/opened-trunc": replicated, "/read": false, "/closed": false}
 		for name, dirty := range want {
 			a, err := st.Lookup(ctx, name)
 			if err != nil {
@@ -57,8 +60,8 @@ func TestAbandonedWritesMarked(t *testing.T) {
 		}
 		if replicated {
 			idx, err := st.HealIndex(ctx, layer.Gfid{}, 10)
-			if err != nil || len(idx) != 2 {
-				t.Errorf("heal index after the client went: %v, %v; want the two files written", idx, err)
+			if err != nil || len(idx) != 3 {
+				t.Errorf("heal index after the client went: %v, %v; want the three files written", idx, err)
 			}
 		}
 	}

@@ -382,13 +382,17 @@ func (c *conn) file(fh uint64) (layer.File, error) {
 	return nil, syscall.EBADF
 }
 
-// addFile keeps f, opened at path, and returns its handle.
-func (c *conn) addFile(f layer.File, path string) uint64 {
+// addFile keeps f, opened at path, and returns its handle; written says
+// its opening changed its data (O_TRUNC, or a file made with its data).
+func (c *conn) addFile(f layer.File, path string, written bool) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.nextFh++
 	c.files[c.nextFh] = f
 	c.paths[c.nextFh] = path
+	if written && c.markAbandoned {
+		c.written[c.nextFh] = true
+	}
 	return c.nextFh
 }
 
@@ -445,12 +449,10 @@ func (c *conn) shutdown() {
 	defer cancel()
 	for fh, f := range files {
 		var panicked bool
-		c.guard(wire.OpRelease, "", &panicked, func() error {
-			if written[fh] && c.markAbandoned {
-				c.markDirty(ctx, f)
-			}
-			return f.Release(ctx)
-		})
+		if written[fh] {
+			c.guard(wire.OpWrite, "", &panicked, func() error { return c.markDirty(f) })
+		}
+		c.guard(wire.OpRelease, "", &panicked, func() error { return f.Release(ctx) })
 	}
 	if len(files) > 0 {
 		c.log.Debug("released files of closed connection", "count", len(files))

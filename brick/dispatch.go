@@ -69,7 +69,7 @@ func (c *conn) pathOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 		if err != nil {
 			return err
 		}
-		e.U64(c.addFile(f, r.Path))
+		e.U64(c.addFile(f, r.Path, r.Flags&syscall.O_TRUNC != 0))
 		e.Attr(&a)
 		return nil
 	case wire.OpOpen:
@@ -77,7 +77,7 @@ func (c *conn) pathOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 		if err != nil {
 			return err
 		}
-		e.U64(c.addFile(f, r.Path))
+		e.U64(c.addFile(f, r.Path, r.Flags&syscall.O_TRUNC != 0))
 		return nil
 	case wire.OpReaddir:
 		page, err := c.l.Readdir(ctx, r.Path, r.Cookie, int(min(r.Max, 4096)))
@@ -129,7 +129,7 @@ func (c *conn) make(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 		}
 		return err
 	}
-	e.U64(c.addFile(f, r.Path))
+	e.U64(c.addFile(f, r.Path, true))
 	e.Attr(&a)
 	return nil
 }

@@ -1,6 +1,9 @@
 package heal
 
 import (
+	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/mortarfs/mortar/layer"
@@ -15,7 +18,8 @@ import (
 // succeeded reached every good copy (a copy that missed one is blamed), so
 // the copies can differ only in writes nobody was told of, and any of them
 // is a right source. The healer takes the biggest (the newest of those,
-// as GlusterFS's AFR does), makes the other copies sinks (their data is
+// as GlusterFS's AFR does), makes the other copies, and the bricks
+// without the name, sinks (their data is
 // compared chunk by chunk, and only what differs written), and clears the
 // Dirty marks as it settles (guarded by the ctimes it saw, like every
 // clear: a change meanwhile keeps them for the next scan).
@@ -31,16 +35,14 @@ func dirtyAmong(copies []replicate.Copy, m replicate.Mask) bool {
 }
 
 // abandoned turns the good copies of a Dirty replicated file into one
-// source and sinks, and reports whether it did: a file changed on some
-// copy less than Options.Quiet ago is left for a later scan (a write of
-// the client may still be on its way to a brick, or another client is
-// writing the file).
+// source and sinks, and reports whether it did: a file is left for a
+// later scan until its copies have gone unchanged for Options.Quiet (a
+// write of the client may still be on its way to a brick, or another
+// client is writing the file).
 func (h *Healer) abandoned(si int, path string, p *plan, arbs replicate.Mask) bool {
-	for i, c := range p.copies {
-		if p.v.Present.Has(i) && time.Since(time.Unix(c.Attr.Ctime.Sec, int64(c.Attr.Ctime.Nsec))) < h.quiet {
-			h.log.Debug("written by a client that went away; compared once quiet", "path", path)
-			return false
-		}
+	if !h.quietNow(p) {
+		h.log.Debug("written by a client that went away; compared once quiet", "path", path)
+		return false
 	}
 	data := p.good &^ arbs
 	src := bySize(p.copies, data)
@@ -49,10 +51,58 @@ func (h *Healer) abandoned(si int, path string, p *plan, arbs replicate.Mask) bo
 	}
 	p.src, p.dirty = src, true
 	p.good = replicate.Bit(src) | p.good&arbs
-	p.sinks |= data &^ p.good
-	if others := data &^ p.good; others != 0 {
+	// Copies without the name are sinks too: the client died making the
+	// file (or removing it) on some bricks; the name is kept everywhere.
+	p.sinks |= data&^p.good | p.v.Absent
+	if others := data&^p.good | p.v.Absent; others != 0 {
 		h.log.Info("a client went away with the file written: its copies are made equal to one", "path", path,
 			"source", h.sets[si][src].Name, "sinks", h.names(si, uint64(others)))
 	}
+	return true
+}
+
+// quietLooks remembers, per Dirty file, its copies' change times and
+// when the healer first saw them so: quietness is judged on the healer's
+// own clock, not by comparing it with the bricks' (a brick whose clock is
+// behind would make a file look quiet at once).
+type quietLooks struct {
+	mu   sync.Mutex
+	seen map[layer.Gfid]quietLook
+}
+
+type quietLook struct {
+	ctimes string
+	since  time.Time
+}
+
+// maxQuietLooks bounds what quietLooks keeps (files healed or gone
+// since are forgotten with the rest when it is reached).
+const maxQuietLooks = 10000
+
+// quietNow reports whether the copies of p have not changed for
+// Options.Quiet since the healer first saw them as they are.
+func (h *Healer) quietNow(p *plan) bool {
+	var b strings.Builder
+	for i, c := range p.copies {
+		if p.v.Present.Has(i) {
+			fmt.Fprintf(&b, "%d:%d.%d ", i, c.Attr.Ctime.Sec, c.Attr.Ctime.Nsec)
+		}
+	}
+	g, now := p.attr().Gfid, time.Now()
+	q := &h.quiet
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.seen == nil || len(q.seen) >= maxQuietLooks {
+		q.seen = map[layer.Gfid]quietLook{}
+	}
+	l, ok := q.seen[g]
+	if !ok || l.ctimes != b.String() {
+		q.seen[g] = quietLook{b.String(), now}
+		return false
+	}
+	if now.Sub(l.since) < h.quietFor {
+		return false
+	}
+	delete(q.seen, g)
 	return true
 }

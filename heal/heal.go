@@ -193,18 +193,21 @@ var errNoSource = errors.New("no reachable copy of the data")
 
 // Healer heals the replica sets of one volume.
 type Healer struct {
-	data    DataHealer
-	sets    []Set
-	stores  [][]layer.HealStore
-	arbs    []replicate.Mask
-	policy  chooser
-	log     *slog.Logger
-	every   time.Duration
-	quiet   time.Duration
-	manual  bool
-	trigger chan struct{}
-	slots   chan struct{} // one per running heal goroutine
-	locks   pathLocks
+	data   DataHealer
+	sets   []Set
+	stores [][]layer.HealStore
+	arbs   []replicate.Mask
+	policy chooser
+	log    *slog.Logger
+	every  time.Duration
+	manual bool
+	// quietFor is Options.Quiet; quiet what abandoned.go saw of Dirty
+	// files.
+	quietFor time.Duration
+	quiet    quietLooks
+	trigger  chan struct{}
+	slots    chan struct{} // one per running heal goroutine
+	locks    pathLocks
 
 	mu       sync.Mutex
 	inflight map[entryKey]bool
@@ -260,7 +263,7 @@ func New(sets []Set, opts Options) (*Healer, error) {
 		policy:    policy,
 		log:       opts.Logger,
 		every:     opts.Interval,
-		quiet:     cmp.Or(opts.Quiet, DefaultQuiet),
+		quietFor:  cmp.Or(opts.Quiet, DefaultQuiet),
 		manual:    opts.Manual,
 		trigger:   make(chan struct{}, 1),
 		inflight:  map[entryKey]bool{},

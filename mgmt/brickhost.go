@@ -37,17 +37,26 @@ type hostCommand struct {
 	Log string `json:"log,omitempty"`
 }
 
+// hostFlags are the boolean flags of `mortar brick` added since brick
+// hosts outlive their node (see hostEvent.Flags).
+var hostFlags = []string{"--replicated"}
+
 // hostEvent is what a brick host tells the node: on connection, its Pid;
 // of one brick, that it listens (Addr), could not start (Err) or has
 // exited (Exited, the reason; after a start that succeeded); in answer to
 // "list", each brick serving (Listed, with its Addr and Args), then End.
 type hostEvent struct {
-	ID     int      `json:"id"`
-	Addr   string   `json:"addr,omitempty"`
-	Err    string   `json:"err,omitempty"`
-	Exited string   `json:"exited,omitempty"`
-	Pid    int      `json:"pid,omitempty"`
-	Wire   uint32   `json:"wire,omitempty"` // with Pid: the wire protocol its bricks speak
+	ID     int    `json:"id"`
+	Addr   string `json:"addr,omitempty"`
+	Err    string `json:"err,omitempty"`
+	Exited string `json:"exited,omitempty"`
+	Pid    int    `json:"pid,omitempty"`
+	Wire   uint32 `json:"wire,omitempty"` // with Pid: the wire protocol its bricks speak
+	// Flags, with Pid: flags of `mortar brick` added since brick hosts
+	// were first kept across upgrades that this host knows
+	// (hostFlags); a node leaves the others out of what it asks of an
+	// older host.
+	Flags  []string `json:"flags,omitempty"`
 	Busy   bool     `json:"busy,omitempty"` // instead of Pid: another node is connected
 	Listed bool     `json:"listed,omitempty"`
 	End    bool     `json:"end,omitempty"`
@@ -141,7 +150,7 @@ func (h *brickHost) attach(c net.Conn, lines chan<- hostCommand, quit <-chan str
 		return
 	}
 	h.cur, h.out = c, json.NewEncoder(c)
-	h.out.Encode(hostEvent{Pid: os.Getpid(), Wire: wire.Version}) //nolint:errcheck // a node gone already reads nothing
+	h.out.Encode(hostEvent{Pid: os.Getpid(), Wire: wire.Version, Flags: hostFlags}) //nolint:errcheck // a node gone already reads nothing
 	go func() {
 		readCommands(c, lines, quit) //nolint:errcheck // a bad line ends the connection; the bricks go on
 		h.detach(c)

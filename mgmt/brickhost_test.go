@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -225,5 +226,23 @@ func TestSameBrick(t *testing.T) {
 	wild := &muxBrick{listen: "[::]:4000", args: []string{"brick", "--listen", ":4000"}}
 	if !sameBrick(wild, []string{"brick", "--listen", "0.0.0.0:4000"}) {
 		t.Error("a brick on every address is not the brick asked on 0.0.0.0")
+	}
+}
+
+// A brick host kept across an upgrade that does not know a flag added
+// since is asked to start its bricks without it (it would refuse them
+// all), and takes over the bricks it serves as the same ones; a host
+// that knows the flag gets it.
+func TestOlderHostGetsOnlyFlagsItKnows(t *testing.T) {
+	args := BrickArgs(BrickConfig{Volume: "v", VolumeID: "id", BrickID: "b", Path: "/p", Listen: "127.0.0.1:1", Replicated: true}, "info")[1:]
+	if !slices.Contains(args, "--replicated") {
+		t.Fatalf("BrickArgs of a replicated brick: %v", args)
+	}
+	older := (&hostProc{}).known(args)
+	if slices.Contains(older, "--replicated") || len(older) != len(args)-1 {
+		t.Errorf("for a host that does not know --replicated: %v", older)
+	}
+	if got := (&hostProc{flags: hostFlags}).known(args); !slices.Equal(got, args) {
+		t.Errorf("for a host that knows it: %v, want %v", got, args)
 	}
 }

@@ -82,7 +82,8 @@ const hostBusyWait = 5 * time.Second
 type hostProc struct {
 	conn    net.Conn
 	pid     int
-	wire    uint32 // the wire protocol its bricks speak
+	wire    uint32   // the wire protocol its bricks speak
+	flags   []string // the hostFlags it knows
 	logPath string
 
 	inMu sync.Mutex
@@ -113,7 +114,7 @@ func (r *muxRunner) start(cfg BrickConfig) (runningBrick, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := BrickArgs(cfg, r.proc.logLevel)[1:]
+	args := h.known(BrickArgs(cfg, r.proc.logLevel)[1:])
 	if b := h.takeOver(cfg.Path, args); b != nil {
 		r.proc.log.Info("brick taken over from the running brick host", "volume", cfg.Volume, "path", cfg.Path, "pid", h.pid, "addr", b.listen)
 		return b, nil
@@ -272,7 +273,7 @@ func (r *muxRunner) attach(c net.Conn) (*hostProc, error) {
 		c.Close()
 		return nil, errHostBusy
 	}
-	h.pid, h.wire = hello.Pid, hello.Wire
+	h.pid, h.wire, h.flags = hello.Pid, hello.Wire, hello.Flags
 	go h.listen(sc)
 	if err := h.send(hostCommand{Op: "list"}); err != nil {
 		return nil, err
@@ -311,6 +312,20 @@ func (h *hostProc) takeOver(path string, args []string) *muxBrick {
 	}
 	b.stop(brickStopTimeout)
 	return nil
+}
+
+// known returns args without the hostFlags the host does not know: an
+// older host kept across an upgrade serves its bricks as before (a
+// replicated brick there marks nothing for the healer until the host is
+// restarted) rather than fail to start them.
+func (h *hostProc) known(args []string) []string {
+	out := make([]string, 0, len(args))
+	for _, a := range args {
+		if !slices.Contains(hostFlags, a) || slices.Contains(h.flags, a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // sameBrick reports whether b serves the brick args start.
