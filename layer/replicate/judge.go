@@ -111,14 +111,18 @@ func Judge(copies []Copy, distrust, arbiters Mask) Verdict {
 	if good == 0 {
 		// Every trusted copy is blamed by another: mutual accusation.
 		// Directories are merged instead (union of names), as long as
-		// they are the same directory.
+		// they are the same directory. A copy that another blames
+		// without being blamed back by it is behind that one whatever
+		// else is true: its names take no part (a name a rename took
+		// away while it was down would come back).
 		if !sameDirs(copies, trusted) {
 			return splitBrain(v)
 		}
+		merged := undominated(copies, trusted)
 		v.Merge = true
-		v.Good = trusted
+		v.Good = merged
 		v.Bad = v.Present | v.Absent | v.Failed
-		v.Attr = copies[trusted.First()].Attr
+		v.Attr = copies[merged.First()].Attr
 		v.Attr.Pending = 0
 		return v
 	}
@@ -161,6 +165,25 @@ func Judge(copies []Copy, distrust, arbiters Mask) Verdict {
 	v.Attr.Pending = 0
 	return v
 }
+
+// undominated returns the copies of m that no copy of m blames without
+// being blamed back by them (m itself if that leaves none).
+func undominated(copies []Copy, m Mask) Mask {
+	out := m
+	for i := range copies {
+		for j := range copies {
+			if i != j && m.Has(i) && m.Has(j) && blames(copies[j], i) && !blames(copies[i], j) {
+				out &^= Bit(i)
+			}
+		}
+	}
+	if out == 0 {
+		return m
+	}
+	return out
+}
+
+func blames(c Copy, i int) bool { return Mask(c.Attr.Pending).Has(i) }
 
 // sameDirs reports whether the copies in m are all directories with one
 // gfid.

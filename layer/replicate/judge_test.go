@@ -43,6 +43,10 @@ func TestJudge(t *testing.T) {
 		{name: "arbiter vouches, trusted data copy down", copies: []Copy{file(g1, 0, 5), down, file(g1, 1, 0)}, arbs: 4, bad: 1, err: syscall.ENOTCONN},
 		{name: "arbiter size ignored", copies: []Copy{file(g1, 0, 0), file(g1, 0, 5), file(g1, 0, 5)}, arbs: 1, good: 7, size: 5},
 		{name: "dirs blaming each other merge", copies: []Copy{dir(g1, 2), dir(g1, 1), down}, good: 3, bad: 3, merge: true},
+		// Found by the simulation: 0 missed a rename (1 and 2 blame it,
+		// it blames only 2), 1 and 2 missed each other's changes. 0's
+		// names must not come back in the merge.
+		{name: "dirs merge without the copy both others are ahead of", copies: []Copy{dir(g1, 4), dir(g1, 5), dir(g1, 3)}, good: 6, bad: 7, merge: true},
 		{name: "unblamed dir wins", copies: []Copy{dir(g1, 2), dir(g1, 1), dir(g1, 0)}, good: 4, bad: 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
