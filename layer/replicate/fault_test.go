@@ -303,3 +303,24 @@ func TestStaleCopysRefusalDoesNotCount(t *testing.T) {
 		t.Fatalf("rmdir of a directory with a file, which brick 0 missed: %v, want ENOTEMPTY", err)
 	}
 }
+
+// A read-only open tries the replica the path hashes to; if that one is
+// stale and lacks the name, a good one is opened, and its refusal is the
+// answer: EREMOTE for a distribute pointer, not the stale copy's ENOENT
+// (found by the simulation: a file renamed across sets could not be read
+// while a brick that missed the rename was up). Each replica in turn is
+// the stale one, so that one of them is the one the path hashes to.
+func TestOpenAnswersGoodReplicasRefusal(t *testing.T) {
+	for stale := range 3 {
+		g := newRig(t, 3, false, Options{})
+		g.kill(stale)
+		in := layer.MknodIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: syscall.S_IFREG | 01000, Linkto: "elsewhere"}
+		if _, err := g.r.Mknod(g.ctx, "/p", in); err != nil {
+			t.Fatal(err)
+		}
+		g.revive(stale)
+		if _, err := g.r.Open(g.ctx, "/p", syscall.O_RDONLY); !errors.Is(err, syscall.EREMOTE) {
+			t.Fatalf("brick %d stale: open of a pointer: %v, want EREMOTE", stale, err)
+		}
+	}
+}

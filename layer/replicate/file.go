@@ -242,10 +242,13 @@ func (r *Replicate) Open(ctx context.Context, path string, flags uint32) (layer.
 	if f.reader() < 0 {
 		// The likely replica is behind or failed: open a good one.
 		f.mu.Lock()
-		i := f.openAnother(ctx, 0)
+		i, err := f.openAnother(ctx, 0)
 		f.mu.Unlock()
 		if i < 0 {
 			releaseAll(files)
+			if err != nil && !IsDown(err) {
+				return nil, err // the good replica's refusal (EREMOTE ...), not the stale one's
+			}
 			return nil, firstErr(openErrs, syscall.ENOTCONN)
 		}
 	}
@@ -288,7 +291,7 @@ func (f *file) readFrom(ctx context.Context, fn func(lf layer.File) error) error
 		}
 		i := f.r.pick(m&f.good&f.r.up()&^tried, f.key)
 		if i < 0 {
-			i = f.openAnother(ctx, tried)
+			i, _ = f.openAnother(ctx, tried)
 		}
 		var lf layer.File
 		if i >= 0 {
@@ -307,18 +310,19 @@ func (f *file) readFrom(ctx context.Context, fn func(lf layer.File) error) error
 }
 
 // openAnother opens the file on another good replica that is up (called
-// with f.mu held); -1 if there is none.
-func (f *file) openAnother(ctx context.Context, tried Mask) int {
+// with f.mu held); -1 if there is none, with that replica's refusal if it
+// refused.
+func (f *file) openAnother(ctx context.Context, tried Mask) (int, error) {
 	i := f.r.pick(f.good&f.r.up()&^tried, f.key)
 	if i < 0 || f.files[i] != nil {
-		return -1
+		return -1, nil
 	}
 	lf, err := f.r.children[i].Layer.Open(ctx, f.path, f.flags&^syscall.O_TRUNC)
 	if err != nil {
-		return -1
+		return -1, err
 	}
 	f.files[i] = lf
-	return i
+	return i, nil
 }
 
 func (f *file) Read(ctx context.Context, p []byte, off int64) (int, error) {
