@@ -324,3 +324,28 @@ func TestOpenAnswersGoodReplicasRefusal(t *testing.T) {
 		}
 	}
 }
+
+// An open for writing that a stale replica answers with EREMOTE (it
+// still has an old distribute pointer of the name, which the others
+// replaced with a file while it was down) opens the file (found by the
+// simulation: a write failed with EREMOTE).
+func TestStalePointerDoesNotHideTheFile(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	in := layer.MknodIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: syscall.S_IFREG | 01000, Linkto: "elsewhere"}
+	if _, err := g.r.Mknod(g.ctx, "/p", in); err != nil {
+		t.Fatal(err)
+	}
+	g.kill(0)
+	if err := g.r.Unlink(g.ctx, "/p"); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.writeFile("/p", []byte("data")); err != nil {
+		t.Fatal(err)
+	}
+	g.revive(0)
+	f, err := g.r.Open(g.ctx, "/p", syscall.O_WRONLY)
+	if err != nil {
+		t.Fatalf("open for writing with a stale pointer on brick 0: %v", err)
+	}
+	f.Release(g.ctx)
+}

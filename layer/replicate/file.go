@@ -198,16 +198,17 @@ func (r *Replicate) Open(ctx context.Context, path string, flags uint32) (layer.
 			copies[i].Err = syscall.ENOTCONN
 		}
 	}
+	v := r.verdict(ctx, m, path, copies)
 	// A replica whose copy a rebalance has just turned into a pointer
 	// (the others are being turned too): the file has moved, whatever
-	// the copies say.
+	// the copies say. Not a stale copy's old pointer, though (the name
+	// was given to a file here since, while that replica was away).
 	for i := range openErrs {
-		if errors.Is(openErrs[i], syscall.EREMOTE) {
+		if errors.Is(openErrs[i], syscall.EREMOTE) && !v.Blamed.Has(i) && !(v.Bad.Has(i) && v.Good != 0) {
 			releaseAll(files)
 			return nil, openErrs[i]
 		}
 	}
-	v := r.verdict(ctx, m, path, copies)
 	if err := r.answered(v); err != nil {
 		releaseAll(files)
 		return nil, err
