@@ -63,9 +63,17 @@ func (h *Healer) healEntries(ctx context.Context, j *job, path string, p *plan, 
 	for i, names := range passes {
 		slices.Sort(names)
 		g := group{h: h, serial: i == 1}
+		// The copies the directory's marks blame are distrusted (in a
+		// merge, all of them: the union of their names is kept); a
+		// name only stale copies have is judged by the others alone
+		// (a merge's copies among them), so that it goes.
+		distrust := p.v.Blamed | made
+		if i == 2 {
+			distrust = p.v.StaleNames() | made
+		}
 		for _, name := range names {
 			g.Go(func() error {
-				return h.healPath(ctx, j, layer.Join(path, name), p.v.Blamed|made, members, hint)
+				return h.healPath(ctx, j, layer.Join(path, name), distrust, members, hint)
 			})
 		}
 		errs = append(errs, g.Wait())

@@ -448,7 +448,7 @@ func (h *Healer) healTop(ctx context.Context, j *job, path string) error {
 	if path != "/" {
 		dir, _ := layer.Split(path)
 		v := replicate.Judge(h.look(ctx, j.set, dir, h.all(j.set)), 0, h.arbs[j.set])
-		distrust = v.Blamed
+		distrust = v.StaleNames()
 	}
 	return h.healPath(ctx, j, path, distrust, h.all(j.set), nil)
 }

@@ -150,7 +150,7 @@ func (h *Healer) judgeSplit(ctx context.Context, si int, path string) (SplitBrai
 	var distrust replicate.Mask
 	if path != "/" {
 		dir, _ := layer.Split(path)
-		distrust = replicate.Judge(h.look(ctx, si, dir, h.all(si)), 0, h.arbs[si]).Blamed
+		distrust = replicate.Judge(h.look(ctx, si, dir, h.all(si)), 0, h.arbs[si]).StaleNames()
 	}
 	copies := h.look(ctx, si, path, h.all(si))
 	v := replicate.Judge(copies, distrust, h.arbs[si])

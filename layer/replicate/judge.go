@@ -185,6 +185,11 @@ func undominated(copies []Copy, m Mask) Mask {
 
 func blames(c Copy, i int) bool { return Mask(c.Attr.Pending).Has(i) }
 
+// StaleNames are the replicas whose view of the names in a directory
+// with this verdict is stale: its bad copies, but for those a merge
+// takes the names of.
+func (v Verdict) StaleNames() Mask { return v.Bad &^ v.Good }
+
 // sameDirs reports whether the copies in m are all directories with one
 // gfid.
 func sameDirs(copies []Copy, m Mask) bool {

@@ -440,7 +440,7 @@ func (r *Replicate) verdict(ctx context.Context, m Mask, path string, copies []C
 	v := Judge(copies, 0, r.arbiters)
 	if (v.Present != 0 && v.Absent != 0 || differ(copies, v.Present)) && path != "/" {
 		pv := Judge(r.lookupAll(ctx, m, parentOf(path)), 0, r.arbiters)
-		if distrust := pv.Bad &^ pv.Good; distrust != 0 {
+		if distrust := pv.StaleNames(); distrust != 0 {
 			v = Judge(copies, distrust, r.arbiters)
 		}
 	}
