@@ -188,6 +188,9 @@ func watches(spec Spec, opts BuildOptions) bool {
 	return spec.Option(OptCacheInvalidation, "off") == "on" && spec.ClientCache() && !opts.Ciphertext
 }
 
+// Clients are the graph's brick clients, in the order of Spec.Bricks.
+func (g *Graph) Clients() []*protocol.Client { return g.clients }
+
 // Connected reports whether the graph is connected to every brick now.
 func (g *Graph) Connected() bool {
 	for _, c := range g.clients {

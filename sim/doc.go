@@ -1,0 +1,37 @@
+// Package sim runs a whole volume in one process, driven by one seed
+// (issue 15's simulation testing): the client stack volume.Build makes
+// (distribute over replicate or disperse, client caches off), the brick
+// servers with their posix storage in temporary directories, and the
+// healer, connected by an in-memory network (net.Pipe) whose links the run
+// controls.
+//
+// A run takes Steps random steps from its seed. Most are operations of
+// several clients, one at a time: whole-file writes, writes into and
+// truncations of existing files, renames, unlinks, files held open and
+// written across steps, reads and listings checked against a model of
+// what the clients were told. The others inject or lift faults: brick
+// crashes and restarts (at least one brick of each set stays up),
+// partitions between a client and a brick, slow links, clients crashing
+// between operations (files left open), and clients dying in the middle
+// of writing a file (each of its links dies after a random number of
+// further writes, so the operation reaches some bricks and not others).
+// After each fault the run waits until every client sees the network as
+// it is, so that operations find the same state whatever the timing of
+// reconnections: a seed replays the same steps with the same outcomes
+// (the goroutines inside a step are not scheduled by the run, so a
+// race can still play out differently).
+//
+// At the end every fault is lifted, the files held open are closed, and
+// the healer runs. The run fails (a violation) if a client was told
+// something the model says is wrong (a read of an acknowledged file
+// that differs or fails with every brick up, a listing that lacks a file
+// or shows a removed one, an operation that hangs), if heal leaves a set's
+// bricks different or anything in split-brain, or if the files do not
+// read back as the model says through every client afterwards. A
+// difference that an index heal leaves (nothing marked it) but a full
+// heal repairs is reported, not failed (Report.Unmarked).
+//
+// Not simulated yet: full disks, clocks, the management daemon and
+// rebalance, time itself (the run uses the real clock and the real
+// protocol timeouts).
+package sim

@@ -1,0 +1,99 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// shapes are the volumes the sweep runs on.
+var shapes = []struct {
+	name  string
+	cfg   Config
+	seeds int // in the default sweep (CI)
+}{
+	{"replica3x2", Config{Bricks: 6, Replica: 3}, 10},
+	{"disperse2+1", Config{Bricks: 3, Disperse: 3, Redundancy: 1}, 4},
+}
+
+// TestSim runs a sweep of seeds on every shape: MORTAR_SIM_SEEDS seeds
+// (default: the shape's, 10 and 4) from MORTAR_SIM_FIRST (default 1) of
+// MORTAR_SIM_STEPS steps (default 150). A failing seed is run again with
+// MORTAR_SIM_SEEDS=1 MORTAR_SIM_FIRST=SEED; MORTAR_SIM_TRACE=1 writes
+// every step to $TMPDIR/sim-SHAPE-SEED.trace, MORTAR_SIM_KEEP=DIR keeps
+// the bricks there, MORTAR_SIM_NOFINISH=1 stops before the final heal.
+func TestSim(t *testing.T) {
+	first, steps := envInt("MORTAR_SIM_FIRST", 1), envInt("MORTAR_SIM_STEPS", 150)
+	for _, shape := range shapes {
+		n := envInt("MORTAR_SIM_SEEDS", shape.seeds)
+		t.Run(shape.name, func(t *testing.T) {
+			total := Report{Ops: map[string]int{}, Faults: map[string]int{}}
+			unmarked := 0
+			var failing []int
+			for seed := first; seed < first+n; seed++ {
+				cfg := shape.cfg
+				cfg.Seed, cfg.Steps, cfg.Dir, cfg.Clients = uint64(seed), steps, t.TempDir(), 3
+				cfg.NoFinish = os.Getenv("MORTAR_SIM_NOFINISH") != ""
+				if keep := os.Getenv("MORTAR_SIM_KEEP"); keep != "" {
+					// The bricks stay for a look after a failure.
+					cfg.Dir = fmt.Sprintf("%s/%s-%d", keep, shape.name, seed)
+					os.RemoveAll(cfg.Dir)
+					if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if os.Getenv("MORTAR_SIM_TRACE") != "" {
+					trace, err := os.Create(fmt.Sprintf("%s/sim-%s-%d.trace", os.TempDir(), shape.name, seed))
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer trace.Close()
+					cfg.Trace = func(s string) { fmt.Fprintln(trace, s) }
+				}
+				start := time.Now()
+				rep, err := Run(cfg)
+				if err != nil {
+					t.Error(err) // and on to the next seed: a sweep reports every failing one
+					failing = append(failing, seed)
+					continue
+				}
+				t.Logf("seed %d: %v, %d operations failed", seed, time.Since(start).Round(time.Millisecond), rep.Failed)
+				if rep.Unmarked != "" {
+					unmarked++
+					t.Logf("seed %d: an index heal left a difference nothing marked (a full heal repaired it):\n%s", seed, rep.Unmarked)
+				}
+				add(total.Ops, rep.Ops)
+				add(total.Faults, rep.Faults)
+				total.Failed += rep.Failed
+			}
+			t.Logf("%d seeds of %d steps: operations %s (%d failed as faults allow); faults %s; unmarked differences in %d runs; failing seeds %v",
+				n, steps, counts(total.Ops), total.Failed, counts(total.Faults), unmarked, failing)
+		})
+	}
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+func add(to, from map[string]int) {
+	for k, v := range from {
+		to[k] += v
+	}
+}
+
+func counts(m map[string]int) string {
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, fmt.Sprintf("%s %d", k, v))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
