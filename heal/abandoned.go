@@ -61,6 +61,28 @@ func (h *Healer) abandoned(si int, path string, p *plan, arbs replicate.Mask) bo
 	return true
 }
 
+// abandonedSource picks the copy a Dirty file in split-brain is healed
+// from: copies with different gfids under the name, nothing blaming
+// either (a client died making or replacing the file on some bricks
+// while another client's version was on the others). Neither version
+// can have been acknowledged over the other to a client that lives: a
+// gfid a strict majority of cand share wins, else the biggest copy (the
+// newest of those); -1 if cand is empty.
+func abandonedSource(copies []replicate.Copy, cand replicate.Mask) int {
+	byGfid := map[layer.Gfid]replicate.Mask{}
+	for i, c := range copies {
+		if cand.Has(i) {
+			byGfid[c.Attr.Gfid] |= replicate.Bit(i)
+		}
+	}
+	for _, m := range byGfid {
+		if 2*m.Count() > cand.Count() {
+			return bySize(copies, m)
+		}
+	}
+	return bySize(copies, cand)
+}
+
 // quietLooks remembers, per Dirty file, its copies' change times and
 // when the healer first saw them so: quietness is judged on the healer's
 // own clock, not by comparing it with the bricks' (a brick whose clock is
@@ -88,7 +110,7 @@ func (h *Healer) quietNow(p *plan) bool {
 			fmt.Fprintf(&b, "%d:%d.%d ", i, c.Attr.Ctime.Sec, c.Attr.Ctime.Nsec)
 		}
 	}
-	g, now := p.attr().Gfid, time.Now()
+	g, now := p.copies[max(p.v.Present.First(), 0)].Attr.Gfid, time.Now()
 	q := &h.quiet
 	q.mu.Lock()
 	defer q.mu.Unlock()

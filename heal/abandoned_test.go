@@ -87,3 +87,26 @@ func TestAbandonedBlamedCopyIsSink(t *testing.T) {
 	c.healthy()
 	sameBytes(t, "/f on replica 2", c.content(2, "/f"), []byte("v2, longer"))
 }
+
+// A name whose copies are different files (two gfids, nothing blaming
+// either) with a Dirty mark: a client died replacing the file on one
+// brick. Once quiet, the gfid most copies share is the source (found by
+// the simulation, sim/: such files stayed in split-brain).
+func TestAbandonedSplitBrainTakesTheMajority(t *testing.T) {
+	c := newCluster(t, 3, false)
+	c.everywhere(mkdir("/d", layer.NewGfid()))
+	c.on([]int{0, 2}, create("/d/f", layer.NewGfid(), []byte("the file two bricks have")))
+	c.on([]int{1}, create("/d/f", layer.NewGfid(), []byte("half made")))
+	for i, s := range c.stores {
+		a, err := s.Lookup(bg, "/d/f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkPending(bg, "/d/f", a.Gfid, layer.Dirty); err != nil {
+			t.Fatalf("replica %d: %v", i, err)
+		}
+	}
+	scan(c.healer(Options{Quiet: time.Nanosecond}))
+	c.healthy()
+	sameBytes(t, "/d/f on replica 1", c.content(1, "/d/f"), []byte("the file two bricks have"))
+}

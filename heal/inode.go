@@ -173,6 +173,13 @@ func (h *Healer) plan(j *job, path string, copies []replicate.Copy, distrust rep
 		if j.choose != nil {
 			src = j.choose(copies, candidates(copies, v.Present, arbs))
 		}
+		if src < 0 && h.data == nil && dirtyAmong(copies, v.Present) {
+			if !h.quietNow(p) {
+				return nil, nil // a later scan looks again
+			}
+			src = abandonedSource(copies, candidates(copies, v.Present, arbs))
+			p.dirty = src >= 0
+		}
 		if src < 0 {
 			g := copies[v.Present.First()].Attr.Gfid
 			h.noteSplit(j.set, path, g, true)
