@@ -134,14 +134,50 @@ func (d *Disperse) Create(ctx context.Context, path string, in layer.CreateIn) (
 	return f, a, nil
 }
 
-// Open opens the fragments on every brick up.
+// Open opens the fragments on every brick up. A file found on fewer
+// than K bricks while K are up is opened again a few times, a moment
+// apart: a rename reaches the bricks one by one (a rebalance moving the
+// file here renames it into place so), and until it has reached K the
+// file cannot be read.
 func (d *Disperse) Open(ctx context.Context, path string, flags uint32) (layer.File, error) {
-	rf, err := d.Replicate.Open(ctx, path, brickFlags(flags))
-	if err != nil {
-		return nil, err
+	for try := 0; ; try++ {
+		rf, err := d.Replicate.Open(ctx, path, brickFlags(flags))
+		if err != nil {
+			return nil, err
+		}
+		if try < partialTries && d.partial(rf) {
+			rf.Release(context.WithoutCancel(ctx))
+			select {
+			case <-time.After(partialWait):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		f, _, err := d.newFile(ctx, rf, path, flags)
+		return f, err
 	}
-	f, _, err := d.newFile(ctx, rf, path, flags)
-	return f, err
+}
+
+// partialTries and partialWait bound Open's wait for a file that is on
+// fewer than K bricks (100 ms in all).
+const (
+	partialTries = 20
+	partialWait  = 5 * time.Millisecond
+)
+
+// partial reports whether rf is a regular file open on fewer than K
+// bricks while K bricks are up.
+func (d *Disperse) partial(rf layer.File) bool {
+	h, ok := rf.(handles)
+	if !ok {
+		return false
+	}
+	if a := h.Opened(); !a.IsReg() {
+		return false
+	}
+	_, open, _ := h.Handles()
+	return open.Count() < d.g.K && d.up().Count() >= d.g.K
 }
 
 // Setattr with a size truncates through an open file; everything else is
