@@ -353,9 +353,10 @@ func (d *Distribute) Lookup(ctx context.Context, path string) (layer.Attr, error
 }
 
 // onFound runs op on path where find finds it. A file found through a
-// pointer or where the previous layout put it may be moved by a rebalance
-// before op reaches it (op fails with ENOENT, or EREMOTE as the pointer
-// it has become): it is found again.
+// pointer or where the previous layout put it, or anywhere while a
+// rebalance is under way, may be moved before op reaches it (op fails
+// with ENOENT, or EREMOTE as the pointer it has become): it is found
+// again, up to maxReopen times.
 func (d *Distribute) onFound(ctx context.Context, path string, op func(l loc) error) error {
 	for try := 0; ; try++ {
 		l, err := d.find(ctx, path)
@@ -363,7 +364,10 @@ func (d *Distribute) onFound(ctx context.Context, path string, op func(l loc) er
 			return err
 		}
 		err = op(l)
-		if try < maxReopen && (errors.Is(err, syscall.EREMOTE) || (l.prev || l.ptr) && errors.Is(err, syscall.ENOENT)) {
+		// Moved meanwhile: found through a pointer or the previous
+		// layout, or while a rebalance is under way (a migration that
+		// starts over takes its half-made name away from the new place).
+		if try < maxReopen && (errors.Is(err, syscall.EREMOTE) || (l.prev || l.ptr || d.prev != nil) && errors.Is(err, syscall.ENOENT)) {
 			continue
 		}
 		return err
