@@ -26,17 +26,11 @@ var changesData = map[uint8]bool{
 	wire.OpWrite: true, wire.OpWriteGap: true, wire.OpFallocate: true, wire.OpFsetattr: true,
 }
 
-// noteWrite remembers that request r changes the data of its open file
-// (before it runs: a client may die while it does).
-func (c *conn) noteWrite(r *wire.Request) {
-	if !c.markAbandoned || !changesData[r.Op] || r.Op == wire.OpFsetattr && r.Setattr.Valid&layer.SetSize == 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, open := c.files[r.Fh]; open {
-		c.written[r.Fh] = true
-	}
+// changes reports whether request r changes the data of its open file
+// on a brick that marks abandoned files (noted before it runs: a client
+// may die while it does).
+func (c *conn) changes(r *wire.Request) bool {
+	return c.markAbandoned && changesData[r.Op] && (r.Op != wire.OpFsetattr || r.Setattr.Valid&layer.SetSize != 0)
 }
 
 // markTimeout bounds the marking of one file (a file frozen by a

@@ -373,6 +373,21 @@ func (c *conn) runRead(ctx context.Context, resp wire.Header, req *wire.Request,
 	return panicked
 }
 
+// fileOf returns the open file request r names, noting it written if r
+// changes its data (abandoned.go), under one lock.
+func (c *conn) fileOf(r *wire.Request) (layer.File, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.files[r.Fh]
+	if !ok {
+		return nil, syscall.EBADF
+	}
+	if c.changes(r) {
+		c.written[r.Fh] = true
+	}
+	return f, nil
+}
+
 func (c *conn) file(fh uint64) (layer.File, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

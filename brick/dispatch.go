@@ -190,11 +190,10 @@ func (c *conn) fileOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 		}
 		return f.Release(ctx)
 	}
-	f, err := c.file(r.Fh)
+	f, err := c.fileOf(r)
 	if err != nil {
 		return err
 	}
-	c.noteWrite(r)
 	switch r.Op {
 	case wire.OpWrite:
 		if r.Off < 0 {
