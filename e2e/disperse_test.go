@@ -570,18 +570,9 @@ func sortedInts(m map[int]bool) []int {
 // A hard link made in another directory while a brick is down: heal must
 // make it a link on that brick too (one inode, two names), or else the
 // brick keeps a second, separate fragment that later writes through the
-// other name do not update, and reads through this name return it.
-//
-// KNOWN BUG (replicated and dispersed volumes alike; README "Not done
-// yet", docs/ROADMAP.md): heal finds another name of the inode only in the
-// same directory (there is no gfid-to-path index on the bricks), so it
-// makes a separate inode. This test fails today; it runs when
-// MORTAR_KNOWN_BUGS=1 is set, so that CI stays green while the bug is
-// open, and it is the check for the fix.
+// other name do not update, and reads through this name return it. Heal
+// links it from its id (the bricks' gfid index, brick/posix IDDir).
 func TestDisperseHealHardLinkAcrossDirs(t *testing.T) {
-	if os.Getenv("MORTAR_KNOWN_BUGS") == "" {
-		t.Skip("known bug, see the comment: MORTAR_KNOWN_BUGS=1 runs it")
-	}
 	n, bricks, mnt := startDisperse(t, "hl")
 	sh(t, mnt, "mkdir d1 d2")
 	f, g := filepath.Join(mnt, "d1", "f"), filepath.Join(mnt, "d2", "g")
@@ -595,8 +586,9 @@ func TestDisperseHealHardLinkAcrossDirs(t *testing.T) {
 	for _, b := range bricks {
 		var a, c syscall.Stat_t
 		errA, errC := syscall.Stat(filepath.Join(b, "d1", "f"), &a), syscall.Stat(filepath.Join(b, "d2", "g"), &c)
-		if errA != nil || errC != nil || a.Ino != c.Ino || c.Nlink != 2 {
-			t.Errorf("brick %s after heal: d1/f inode %d (%v), d2/g inode %d with %d links (%v); want one inode with 2 links",
+		// Two names and the entry in the brick's gfid index.
+		if errA != nil || errC != nil || a.Ino != c.Ino || c.Nlink != 3 {
+			t.Errorf("brick %s after heal: d1/f inode %d (%v), d2/g inode %d with %d links (%v); want one inode with 3 links",
 				b, a.Ino, errA, c.Ino, c.Nlink, errC)
 		}
 	}

@@ -231,13 +231,6 @@ func (h *Healer) place(ctx context.Context, si, s int, path string, p *plan, hin
 	case !errors.Is(c.Err, syscall.ENOENT):
 		return placeHad, c.Err
 	}
-	if hint == nil && want.IsReg() && want.Nlink > 1 {
-		// A hard-linked file the sink lacks, healed on its own (from the
-		// index): its directory's heal makes it, one name linked to the
-		// other, where created alone it would be a second inode. Heal
-		// that first (healUp does, for errNoParent), then look again.
-		return placeHad, errNoParent
-	}
 	// The copies were looked at a moment ago, each at its own moment: a
 	// client may have renamed or removed the name since (on the sink
 	// first, then on the good copies). Give the sink the name only if the
@@ -246,7 +239,16 @@ func (h *Healer) place(ctx context.Context, si, s int, path string, p *plan, hin
 		return placeHad, fmt.Errorf("%s: %w", path, layer.ErrReplaced)
 	}
 	how := placeMoved
-	if hint == nil || !h.reuse(ctx, si, s, path, want, hint) {
+	switch {
+	case hint != nil && h.reuse(ctx, si, s, path, want, hint):
+	case h.linkByID(ctx, si, s, path, want):
+	case hint == nil && want.IsReg() && want.Nlink > 1:
+		// A hard-linked file the sink lacks, healed on its own (from the
+		// index): its directory's heal makes it, one name linked to the
+		// other, where created alone it would be a second inode. Heal
+		// that first (healUp does, for errNoParent), then look again.
+		return placeHad, errNoParent
+	default:
 		how = placeMade
 		err := h.create(ctx, si, s, path, p)
 		if errors.Is(err, syscall.EEXIST) {
@@ -277,6 +279,30 @@ const (
 	placeMade                // created: a new inode, a directory without names
 	placeMoved               // another name of it renamed or linked
 )
+
+// linkByID gives sink s the non-directory inode want at path by linking it
+// from its id (layer.IDPath), if the sink holds it under any other name: a
+// hard link made while the sink was away, or a file renamed into another
+// directory meanwhile (the old name goes with that directory's heal). The
+// content is healed afterwards as for any sink. It reports whether it did.
+func (h *Healer) linkByID(ctx context.Context, si, s int, path string, want layer.Attr) bool {
+	if want.IsDir() {
+		return false
+	}
+	l := h.sets[si][s].Layer
+	a, err := l.Link(ctx, layer.IDPath(want.Gfid), path)
+	if err != nil {
+		return false
+	}
+	if !sameInode(a, want) || a.Linkto != want.Linkto {
+		// Another kind of inode under that id (a pointer where the
+		// source has data): made anew instead.
+		l.Unlink(ctx, path)
+		return false
+	}
+	h.log.Debug("linked by id", "replica", h.sets[si][s].Name, "path", path, "gfid", want.Gfid)
+	return true
+}
 
 // reuse gives sink s the inode at path by linking or renaming another name
 // of it in the same directory; false if there is none or that failed.

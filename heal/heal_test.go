@@ -691,3 +691,41 @@ func TestFullHealsUnmarkedSizeDifference(t *testing.T) {
 	c.healthy()
 	sameBytes(t, "/f on the odd replica", c.content(2, "/f"), []byte("the content all three have"))
 }
+
+// Hard links and renames across directories while a replica was away:
+// the sink holds the inode under its old name elsewhere, and heal links it
+// from its id (the bricks' gfid index) instead of making a second inode or
+// copying the data again.
+func TestNamesAcrossDirectoriesWhileAway(t *testing.T) {
+	c := newCluster(t, 3, false)
+	gl, gm := layer.NewGfid(), layer.NewGfid()
+	c.everywhere(seq(
+		mkdir("/a", layer.NewGfid()),
+		mkdir("/b", layer.NewGfid()),
+		create("/a/linked", gl, pattern(100, 1)),
+		create("/a/moved", gm, pattern(3<<20, 2)),
+	))
+	c.without2(func(ctx context.Context, l layer.Layer) error {
+		if _, err := l.Link(ctx, "/a/linked", "/b/link2"); err != nil {
+			return err
+		}
+		return l.Rename(ctx, "/a/moved", "/b/moved", 0)
+	})
+	h := c.healer(Options{})
+	c.counts[2].Reset()
+	c.scanSettled(h)
+	c.healthy()
+	if n := c.counts[2].Count("Write"); n != 0 {
+		t.Errorf("%d writes on the sink; a link and a rename should cost none", n)
+	}
+	a, err := c.stores[2].Lookup(bg, "/b/link2")
+	if err != nil || a.Gfid != gl || a.Nlink != 2 {
+		t.Errorf("/b/link2 on the sink: %v gfid %s nlink %d, want %s with 2 links", err, a.Gfid, a.Nlink, gl)
+	}
+	if m, err := c.stores[2].Lookup(bg, "/b/moved"); err != nil || m.Gfid != gm || m.Nlink != 1 {
+		t.Errorf("/b/moved on the sink: %v gfid %s nlink %d, want %s with 1 link", err, m.Gfid, m.Nlink, gm)
+	}
+	if _, err := c.stores[2].Lookup(bg, "/a/moved"); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("the old name of the moved file on the sink: %v, want ENOENT", err)
+	}
+}

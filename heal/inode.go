@@ -518,6 +518,34 @@ func (h *Healer) logClear(si, c int, path string, err error) error {
 	return err
 }
 
+// park removes the stale name path of a non-directory from sink s but
+// keeps its inode by its id (layer.IDPath) when a copy p does not remove
+// still holds that inode (under another name: it was renamed, or a link
+// removed), so that the heal of its other name links it there instead of
+// copying it. It reports whether it did.
+func (h *Healer) park(ctx context.Context, si, s int, path string, p *plan) bool {
+	a := p.copies[s].Attr
+	if a.IsDir() {
+		return false
+	}
+	held := false
+	for c := range h.sets[si] {
+		if p.remove.Has(c) || p.copies[c].Err != nil && !errors.Is(p.copies[c].Err, syscall.ENOENT) {
+			continue
+		}
+		if b, err := h.sets[si][c].Layer.Lookup(ctx, layer.IDPath(a.Gfid)); err == nil && sameInode(a, b) {
+			held = true
+			break
+		}
+	}
+	if !held {
+		return false
+	}
+	err := h.sets[si][s].Layer.Rename(ctx, path, layer.IDPath(a.Gfid), 0)
+	h.log.Debug("parking a stale name's inode", "replica", h.sets[si][s].Name, "path", path, "err", err)
+	return err == nil
+}
+
 // removeStale deletes path from the copies of p.remove: the trusted
 // replicas say it no longer exists, only replicas with a stale view of the
 // parent still have it.
@@ -526,6 +554,9 @@ func (h *Healer) removeStale(ctx context.Context, si int, path string, p *plan) 
 	for s := range h.sets[si] {
 		if p.remove.Has(s) {
 			h.log.Debug("removing stale copy", "replica", h.sets[si][s].Name, "path", path)
+			if h.park(ctx, si, s, path, p) {
+				continue
+			}
 			errs = append(errs, removeAll(ctx, h.sets[si][s].Layer, path, p.copies[s].Attr))
 		}
 	}

@@ -76,6 +76,13 @@ func (g Gfid) Ino() uint64 {
 	return ino
 }
 
+// IDPath is the path by which a brick reaches the non-directory inode
+// with gfid g wherever its names are (the brick's gfid index): for
+// lookups, opens for reading and as the source of a link. It lies in the
+// bricks' hidden directory, which clients never see listed or find by
+// name; a brick without the inode answers ENOENT.
+func IDPath(g Gfid) string { return "/.mortar/gfid/" + g.String() }
+
 func (g Gfid) String() string {
 	h := hex.EncodeToString(g[:])
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]

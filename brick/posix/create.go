@@ -138,7 +138,7 @@ func (s *Store) makeAt(ctx context.Context, path string, owner layer.Owner, mode
 	}
 	attr, err := s.initAt(a, o, mode, linkto)
 	if err != nil {
-		unix.Unlinkat(a.dir, a.name, 0)
+		s.unmake(a, o.gfid)
 	}
 	return attr, err
 }
@@ -146,8 +146,8 @@ func (s *Store) makeAt(ctx context.Context, path string, owner layer.Owner, mode
 // noChmod tells initAt to leave the mode alone (symlinks have none).
 const noChmod = ^uint32(0)
 
-// initAt gives the inode just created at a its owner, mode, gfid and
-// linkto, never following it, and returns its attributes.
+// initAt gives the inode just created at a its owner, mode, gfid, linkto
+// and index entry, never following it, and returns its attributes.
 func (s *Store) initAt(a at, o newOwner, mode uint32, linkto string) (layer.Attr, error) {
 	if err := unix.Fchownat(a.dir, a.name, o.uid, o.gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return layer.Attr{}, err
@@ -165,6 +165,9 @@ func (s *Store) initAt(a at, o newOwner, mode uint32, linkto string) (layer.Attr
 		if err := unix.Lsetxattr(path, XattrLinkto, []byte(linkto), 0); err != nil {
 			return layer.Attr{}, err
 		}
+	}
+	if err := s.idLink(path, o.gfid); err != nil {
+		return layer.Attr{}, err
 	}
 	var st unix.Stat_t
 	if err := unix.Fstatat(a.dir, a.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {

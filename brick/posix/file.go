@@ -75,7 +75,8 @@ func (s *Store) Create(ctx context.Context, path string, in layer.CreateIn) (lay
 	}
 }
 
-// createNew creates a's name exclusively and gives it owner, mode and gfid.
+// createNew creates a's name exclusively and gives it owner, mode, gfid
+// and index entry.
 func (s *Store) createNew(a at, flags int, in layer.CreateIn) (*file, layer.Attr, error) {
 	o, err := ownerIn(a.dir, in.Owner)
 	if err != nil {
@@ -92,13 +93,16 @@ func (s *Store) createNew(a at, flags int, in layer.CreateIn) (*file, layer.Attr
 	f := s.newFile(fd, flags, false)
 	var st unix.Stat_t
 	err = initFd(fd, o, in.Mode&07777, final)
+	if err == nil {
+		err = s.idLink(procAt(a.dir, a.name), o.gfid)
+	}
 	s.naming.RUnlock()
 	if err == nil {
 		err = statMade(fd, in.Mode&07777, &st)
 	}
 	if err != nil {
 		f.close()
-		unix.Unlinkat(a.dir, a.name, 0)
+		s.unmake(a, o.gfid)
 		return nil, layer.Attr{}, err
 	}
 	f.mig = s.mig.acquire(keyOf(&st))
@@ -107,12 +111,17 @@ func (s *Store) createNew(a at, flags int, in layer.CreateIn) (*file, layer.Attr
 	return f, attr, nil
 }
 
-// Open opens an existing regular file or directory (read-only).
+// Open opens an existing regular file or directory (read-only). A file
+// opened only to be read may be named by its id (layer.IDPath).
 func (s *Store) Open(ctx context.Context, path string, flags uint32) (layer.File, error) {
 	if flags&unix.O_CREAT != 0 {
 		return nil, unix.EINVAL
 	}
-	a, err := s.resolve(path, false)
+	resolve := s.resolve
+	if flags&(unix.O_ACCMODE|unix.O_TRUNC) == unix.O_RDONLY {
+		resolve = func(p string, _ bool) (at, error) { return s.resolveSource(p) }
+	}
+	a, err := resolve(path, false)
 	if err != nil {
 		return nil, err
 	}

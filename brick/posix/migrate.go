@@ -256,7 +256,7 @@ func (s *Store) migrate(ctx context.Context, path string, value []byte) error {
 		s.watch(key)
 		return nil
 	case f[0] == "freeze" && len(f) == 2:
-		return s.freeze(key, &st)
+		return s.freeze(key, s.names(&st, g))
 	case f[0] == "thaw" && len(f) == 2:
 		s.thaw(key)
 		return nil
@@ -342,7 +342,7 @@ func (s *Store) wake(e *migEntry) {
 	}
 }
 
-func (s *Store) freeze(key inoKey, st *unix.Stat_t) error {
+func (s *Store) freeze(key inoKey, names uint64) error {
 	e := s.begin(key)
 	e.mu.Lock() // waits for the operations in flight
 	cur := e.state.Load()
@@ -355,7 +355,7 @@ func (s *Store) freeze(key inoKey, st *unix.Stat_t) error {
 	e.mu.Unlock()
 	s.arm(e, s.mig.freezeTimeout)
 	switch {
-	case st.Nlink > 1:
+	case names > 1:
 		return unix.EMLINK
 	case changed:
 		return unix.ESTALE
@@ -412,7 +412,7 @@ func (s *Store) moved(key inoKey, a at, g layer.Gfid, linkto string) error {
 	if keyOf(&st) != key {
 		return unix.ESTALE
 	}
-	if st.Nlink > 1 {
+	if s.names(&st, g) > 1 {
 		return unix.EMLINK
 	}
 	ml := s.marks.of(g)

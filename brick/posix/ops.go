@@ -10,9 +10,10 @@ import (
 	"github.com/mortarfs/mortar/layer"
 )
 
-// Lookup returns the attributes of the inode at path, not following it.
+// Lookup returns the attributes of the inode at path, not following it;
+// path may name it by its id (layer.IDPath).
 func (s *Store) Lookup(ctx context.Context, path string) (layer.Attr, error) {
-	a, err := s.resolve(path, false)
+	a, err := s.resolveSource(path)
 	if err != nil {
 		return layer.Attr{}, err
 	}
@@ -238,7 +239,14 @@ func (s *Store) unlink(ctx context.Context, path string, data bool) error {
 		return err
 	}
 	defer unlock()
-	return unix.Unlinkat(a.dir, a.name, 0)
+	g, ok := goneAt(a)
+	if err := unix.Unlinkat(a.dir, a.name, 0); err != nil {
+		return err
+	}
+	if ok {
+		s.dropIfLast(g)
+	}
+	return nil
 }
 
 // Rmdir removes an empty directory.
@@ -269,6 +277,8 @@ func eperm2enoent(err error) error {
 }
 
 // Rename has rename(2) semantics; flags may hold layer.RenameNoReplace.
+// Onto the id of the inode at oldpath (layer.IDPath) it parks the inode:
+// the name goes, the inode stays reachable by its id (see IDDir).
 func (s *Store) Rename(ctx context.Context, oldpath, newpath string, flags uint32) error {
 	if flags&^layer.RenameNoReplace != 0 {
 		return unix.EINVAL
@@ -278,6 +288,9 @@ func (s *Store) Rename(ctx context.Context, oldpath, newpath string, flags uint3
 		return err
 	}
 	defer from.close()
+	if id, ok, err := s.idPath(newpath); ok {
+		return s.parkAt(ctx, from, oldpath, id, err)
+	}
 	to, err := s.resolve(newpath, true)
 	if err != nil {
 		return err
@@ -302,17 +315,45 @@ func (s *Store) Rename(ctx context.Context, oldpath, newpath string, flags uint3
 	if flags&layer.RenameNoReplace != 0 {
 		rflags = unix.RENAME_NOREPLACE
 	}
+	replaced, ok := goneAt(to)
+	ok = ok && replaced.ino != st.Ino
 	err = unix.Renameat2(from.dir, from.name, to.dir, to.name, rflags)
 	unlock()
 	if err == nil {
 		s.reindex(moved, st.Mode&unix.S_IFMT == unix.S_IFDIR, oldpath, newpath)
+		if ok {
+			s.dropIfLast(replaced)
+		}
 	}
 	return err
 }
 
-// Link makes newpath another name of the non-directory at oldpath.
+// parkAt parks the inode at from (oldpath) under its id, which resolved
+// to the index entry id (or the error err).
+func (s *Store) parkAt(ctx context.Context, from at, oldpath string, id at, err error) error {
+	if err != nil {
+		return unix.EXDEV
+	}
+	if from.isRoot() {
+		return unix.EBUSY
+	}
+	var g layer.Gfid
+	if err := g.UnmarshalText([]byte(id.name[3:])); err != nil {
+		return unix.EXDEV
+	}
+	unlock, err := s.pend(ctx, parent(from, oldpath))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return s.park(from, g)
+}
+
+// Link makes newpath another name of the non-directory at oldpath, which
+// may name it by its id (layer.IDPath). It gives an inode that lacks one
+// its index entry.
 func (s *Store) Link(ctx context.Context, oldpath, newpath string) (layer.Attr, error) {
-	from, err := s.resolve(oldpath, false)
+	from, err := s.resolveSource(oldpath)
 	if err != nil {
 		return layer.Attr{}, err
 	}
@@ -343,7 +384,15 @@ func (s *Store) Link(ctx context.Context, oldpath, newpath string) (layer.Attr, 
 	if err := unix.Linkat(from.dir, from.name, to.dir, to.name, 0); err != nil {
 		return layer.Attr{}, err
 	}
-	return s.attrAt(to)
+	attr, err := s.attrAt(to)
+	if err == nil {
+		if ierr := s.idLink(procAt(to.dir, to.name), attr.Gfid); ierr != nil {
+			s.log.Warn("gfid index entry not made", "brick", s.root, "path", newpath, "err", ierr)
+		} else if attr, err = s.attrAt(to); err != nil {
+			return layer.Attr{}, err
+		}
+	}
+	return attr, err
 }
 
 // Statfs reports on the file system holding the brick.

@@ -166,6 +166,7 @@ func (s *Store) gfidOf(path string, fd int) (layer.Gfid, error) {
 		err = setGfid(path, fd, g, unix.XATTR_CREATE)
 		if err == nil {
 			s.log.Debug("assigned gfid", "brick", s.root, "path", path, "gfid", g)
+			s.indexFound(path, g)
 			return g, nil
 		}
 		if err != unix.EEXIST {

@@ -15,9 +15,12 @@
 // Each inode carries its gfid in the xattr trusted.mortar.gfid; the brick
 // root carries the volume id in trusted.mortar.volume-id (see Mark);
 // distribute's pointer files carry trusted.mortar.linkto. The directory
-// .mortar at the brick root holds mortar's private state and is invisible
-// through the Layer: lookups get ENOENT, creations EPERM, listings skip it.
-// Callers may only see and change xattrs of the user. namespace.
+// .mortar at the brick root holds mortar's private state (the heal index,
+// HealDir, and the gfid index, IDDir) and is invisible through the Layer:
+// lookups get ENOENT, creations EPERM, listings skip it, except that
+// lookups, reading opens and links may name an inode by its id
+// (layer.IDPath). Callers may only see and change xattrs of the user.
+// namespace.
 package posix
 
 import (
@@ -73,7 +76,12 @@ type Store struct {
 	// realRoot is the root's path as the kernel shows descriptors in it
 	// (symbolic links resolved): pathNow takes it off their paths.
 	realRoot string
-	healfd   int // the heal index directory, O_PATH|O_DIRECTORY
+	healfd   int           // the heal index directory, O_PATH|O_DIRECTORY
+	idfd     int           // the gfid index directory (IDDir), O_PATH|O_DIRECTORY
+	ids      markLocks     // orders the changes of one gfid's index entry
+	swept    chan struct{} // closed when the start's orphan sweep is done
+	stop     chan struct{} // closed by Close
+	stopOnce sync.Once
 	log      *slog.Logger
 	arbiter  bool
 	disperse bool
@@ -139,9 +147,21 @@ func New(root string, opts Options) (*Store, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("brick %s: open %s: %w", root, HealDir, err)
 	}
-	s := &Store{root: root, rootfd: fd, healfd: healfd, log: log, arbiter: opts.Arbiter, disperse: opts.Disperse}
+	idfd, err := openIDs(fd)
+	if err != nil {
+		unix.Close(healfd)
+		unix.Close(fd)
+		return nil, fmt.Errorf("brick %s: open %s: %w", root, IDDir, err)
+	}
+	s := &Store{root: root, rootfd: fd, healfd: healfd, idfd: idfd, log: log, arbiter: opts.Arbiter, disperse: opts.Disperse,
+		swept: make(chan struct{}), stop: make(chan struct{})}
 	s.realRoot, _ = os.Readlink(procFd(fd)) // "": pathNow keeps operations' paths
 	s.marks.seed = maphash.MakeSeed()
+	s.ids.seed = maphash.MakeSeed()
+	if err := s.checkIDsAtStart(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.mig.freezeTimeout = opts.FreezeTimeout
 	if s.mig.freezeTimeout <= 0 {
 		s.mig.freezeTimeout = DefaultFreezeTimeout
@@ -154,7 +174,10 @@ func (s *Store) Root() string { return s.root }
 
 // Close releases the brick root. Files still open stay usable.
 func (s *Store) Close() error {
+	s.stopOnce.Do(func() { close(s.stop) })
+	<-s.swept
 	unix.Close(s.healfd)
+	unix.Close(s.idfd)
 	return unix.Close(s.rootfd)
 }
 
@@ -167,10 +190,16 @@ func procFd(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 func procAt(dirfd int, name string) string { return procFd(dirfd) + "/" + name }
 
 // toAttr converts a stat result; Gfid and Linkto are filled by the caller.
+// A non-directory's link in the gfid index is not a name: it is not
+// counted (see IDDir).
 func toAttr(st *unix.Stat_t) layer.Attr {
+	nlink := uint32(st.Nlink)
+	if nlink > 1 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		nlink--
+	}
 	return layer.Attr{
 		Mode:    st.Mode,
-		Nlink:   uint32(st.Nlink),
+		Nlink:   nlink,
 		Uid:     st.Uid,
 		Gid:     st.Gid,
 		Rdev:    st.Rdev,

@@ -1,0 +1,266 @@
+package posix
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// idEntry reports whether the brick at dir has an index entry for g.
+func idEntry(t *testing.T, dir string, g layer.Gfid) bool {
+	t.Helper()
+	_, err := os.Lstat(filepath.Join(dir, IDDir, idName(g)))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+func mustLookup(t *testing.T, s *Store, path string) layer.Attr {
+	t.Helper()
+	a, err := s.Lookup(ctx, path)
+	if err != nil {
+		t.Fatalf("Lookup %s: %v", path, err)
+	}
+	return a
+}
+
+func TestIDIndexFollowsTheNames(t *testing.T) {
+	s, dir := newBrick(t, "")
+	for _, d := range []string{"/a", "/b"} {
+		if _, err := s.Mkdir(ctx, d, layer.MkdirIn{Mode: 0o755}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, attr, err := s.Create(ctx, "/a/f", layer.CreateIn{Flags: unix.O_RDWR, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(ctx, []byte("hello"), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Release(ctx)
+	g := attr.Gfid
+	if attr.Nlink != 1 || !idEntry(t, dir, g) {
+		t.Fatalf("new file: nlink %d, indexed %v; want 1, true", attr.Nlink, idEntry(t, dir, g))
+	}
+	byID := mustLookup(t, s, layer.IDPath(g))
+	if byID.Gfid != g || byID.Size != 5 || byID.Nlink != 1 {
+		t.Fatalf("lookup by id: %+v", byID)
+	}
+	// A link in another directory made from the id (what heal does).
+	la, err := s.Link(ctx, layer.IDPath(g), "/b/g")
+	if err != nil {
+		t.Fatalf("link from id: %v", err)
+	}
+	if la.Gfid != g || la.Nlink != 2 || mustLookup(t, s, "/a/f").Nlink != 2 {
+		t.Fatalf("after link: %+v", la)
+	}
+	r, err := s.Open(ctx, layer.IDPath(g), unix.O_RDONLY)
+	if err != nil {
+		t.Fatalf("open by id: %v", err)
+	}
+	buf := make([]byte, 16)
+	n, _ := r.Read(ctx, buf, 0)
+	r.Release(ctx)
+	if string(buf[:n]) != "hello" {
+		t.Fatalf("read by id: %q", buf[:n])
+	}
+	if _, err := s.Open(ctx, layer.IDPath(g), unix.O_RDWR); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("open by id for writing: %v, want ENOENT", err)
+	}
+	if err := s.Unlink(ctx, "/a/f"); err != nil {
+		t.Fatal(err)
+	}
+	if a := mustLookup(t, s, layer.IDPath(g)); a.Nlink != 1 || !idEntry(t, dir, g) {
+		t.Fatalf("one name left: nlink %d", a.Nlink)
+	}
+	// Renamed over: the replaced inode's last name goes, so does its entry.
+	o, oattr, err := s.Create(ctx, "/b/h", layer.CreateIn{Flags: unix.O_RDWR, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Release(ctx)
+	if err := s.Rename(ctx, "/b/h", "/b/g", 0); err != nil {
+		t.Fatal(err)
+	}
+	if idEntry(t, dir, g) {
+		t.Fatal("entry of an inode renamed over is left")
+	}
+	if _, err := s.Lookup(ctx, layer.IDPath(g)); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("lookup of a removed id: %v", err)
+	}
+	if !idEntry(t, dir, oattr.Gfid) {
+		t.Fatal("the renamed inode lost its entry")
+	}
+	if err := s.Unlink(ctx, "/b/g"); err != nil {
+		t.Fatal(err)
+	}
+	if idEntry(t, dir, oattr.Gfid) {
+		t.Fatal("entry left after the last name went")
+	}
+}
+
+func TestIDIndexEveryKindButDirectories(t *testing.T) {
+	s, dir := newBrick(t, "")
+	sym, err := s.Symlink(ctx, "/l", layer.SymlinkIn{Target: "nowhere"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fifo, err := s.Mknod(ctx, "/p", layer.MknodIn{Mode: unix.S_IFIFO | 0o600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.Mkdir(ctx, "/d", layer.MkdirIn{Mode: 0o755})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []layer.Attr{sym, fifo} {
+		if got := mustLookup(t, s, layer.IDPath(a.Gfid)); got.Mode != a.Mode || got.Nlink != 1 {
+			t.Fatalf("by id: mode %o nlink %d, want %o 1", got.Mode, got.Nlink, a.Mode)
+		}
+	}
+	if idEntry(t, dir, d.Gfid) {
+		t.Fatal("a directory was indexed")
+	}
+	if _, err := s.Lookup(ctx, layer.IDPath(d.Gfid)); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("directory by id: %v, want ENOENT", err)
+	}
+	// A link whose source is the symlink by its id links the symlink.
+	if a, err := s.Link(ctx, layer.IDPath(sym.Gfid), "/d/l2"); err != nil || a.Mode != sym.Mode || a.Nlink != 2 {
+		t.Fatalf("link a symlink by id: %+v %v", a, err)
+	}
+}
+
+func TestIDPathsRefused(t *testing.T) {
+	s, _ := newBrick(t, "")
+	_, attr, err := s.Create(ctx, "/f", layer.CreateIn{Flags: unix.O_RDWR, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := layer.IDPath(attr.Gfid)
+	for _, p := range []string{"/.mortar/gfid/zz", "/.mortar/gfid/" + attr.Gfid.String()[:8],
+		"/.mortar/gfid/" + idName(attr.Gfid), layer.IDPath(layer.RootGfid), good + "/x"} {
+		if _, err := s.Lookup(ctx, p); !errors.Is(err, syscall.ENOENT) {
+			t.Errorf("Lookup %s: %v, want ENOENT", p, err)
+		}
+	}
+	if _, err := s.Mknod(ctx, good, layer.MknodIn{Mode: 0o644}); err == nil {
+		t.Error("made an inode at an id path")
+	}
+	if err := s.Unlink(ctx, good); err == nil {
+		t.Error("unlinked an id path")
+	}
+	if err := s.Rename(ctx, good, "/g", 0); err == nil {
+		t.Error("renamed an id path")
+	}
+	if _, err := s.Setattr(ctx, good, layer.SetattrIn{Valid: layer.SetMode, Mode: 0o600}); err == nil {
+		t.Error("changed an inode through its id path")
+	}
+}
+
+// A brick made before the index (or left by a crash) gets every inode
+// indexed when it starts, hard links counted right, orphans removed.
+func TestIDIndexMadeWholeAtStart(t *testing.T) {
+	s, dir := newBrick(t, "")
+	_, attr, err := s.Create(ctx, "/f", layer.CreateIn{Flags: unix.O_RDWR, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, oattr, err := s.Create(ctx, "/orphan", layer.CreateIn{Flags: unix.O_RDWR, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	// As a brick made before the index: no entries, no version; an inode
+	// put there by hand with two names; an orphan entry (a crash between
+	// a removal and its entry's).
+	if err := os.Remove(filepath.Join(dir, IDDir, idName(attr.Gfid))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "orphan")); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Removexattr(filepath.Join(dir, IDDir), xattrIDsVersion); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(dir, "f"), filepath.Join(dir, "f2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "byhand"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err = New(dir, Options{VolumeID: testVolume})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !idEntry(t, dir, attr.Gfid) || idEntry(t, dir, oattr.Gfid) {
+		t.Fatalf("indexed: f %v (want true), orphan %v (want false)", idEntry(t, dir, attr.Gfid), idEntry(t, dir, oattr.Gfid))
+	}
+	if a := mustLookup(t, s, "/f2"); a.Nlink != 2 || a.Gfid != attr.Gfid {
+		t.Fatalf("hard link after indexing: %+v", a)
+	}
+	h := mustLookup(t, s, "/byhand")
+	if h.Nlink != 1 || mustLookup(t, s, layer.IDPath(h.Gfid)).Gfid != h.Gfid {
+		t.Fatalf("a file made by hand: %+v", h)
+	}
+	added, removed, err := s.CheckIDs()
+	if err != nil || added != 0 || removed != 0 {
+		t.Fatalf("second check: added %d removed %d err %v, want 0 0 nil", added, removed, err)
+	}
+}
+
+// A rename onto an inode's own id parks it: the name goes, the inode
+// stays reachable by its id until a link gives it a name again, or the
+// brick's next start removes it.
+func TestParkKeepsTheInodeByItsID(t *testing.T) {
+	s, dir := newBrick(t, "")
+	_, a, err := s.Create(ctx, "/f", layer.CreateIn{Flags: unix.O_RDWR, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, b, err := s.Create(ctx, "/other", layer.CreateIn{Flags: unix.O_RDWR, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Rename(ctx, "/f", layer.IDPath(b.Gfid), 0); !errors.Is(err, syscall.EXDEV) {
+		t.Fatalf("park under another inode's id: %v, want EXDEV", err)
+	}
+	if err := s.Rename(ctx, "/f", layer.IDPath(a.Gfid), 0); err != nil {
+		t.Fatalf("park: %v", err)
+	}
+	if _, err := s.Lookup(ctx, "/f"); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("parked name: %v, want ENOENT", err)
+	}
+	if got := mustLookup(t, s, layer.IDPath(a.Gfid)); got.Gfid != a.Gfid {
+		t.Fatalf("parked inode by id: %+v", got)
+	}
+	if _, err := s.Link(ctx, layer.IDPath(a.Gfid), "/g"); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustLookup(t, s, "/g"); got.Gfid != a.Gfid || got.Nlink != 1 {
+		t.Fatalf("linked back: %+v", got)
+	}
+	// Parked again and never linked: gone at the next start.
+	if err := s.Rename(ctx, "/g", layer.IDPath(a.Gfid), 0); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = New(dir, Options{VolumeID: testVolume})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	<-s.Swept()
+	if idEntry(t, dir, a.Gfid) || !idEntry(t, dir, b.Gfid) {
+		t.Fatalf("after a restart: parked entry kept %v (want false), named entry kept %v (want true)",
+			idEntry(t, dir, a.Gfid), idEntry(t, dir, b.Gfid))
+	}
+}
