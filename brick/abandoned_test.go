@@ -66,3 +66,61 @@ func TestAbandonedWritesMarked(t *testing.T) {
 		}
 	}
 }
+
+// A connection that ends without a goodbye leaves the directories whose
+// names it changed marked Dirty on a replicated brick; one that says
+// goodbye, one of an older client (which never says it) and one to an
+// unreplicated brick leave nothing.
+func TestAbandonedNamesMarked(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		replicated bool
+		version    uint32
+		goodbye    bool
+		marked     bool
+	}{
+		{"no goodbye", true, wire.Version, false, true},
+		{"goodbye", true, wire.Version, true, false},
+		{"older client", true, goodbyeVersion - 1, false, false},
+		{"unreplicated", false, wire.Version, false, false},
+	} {
+		st, _ := newStore(t)
+		ctx := context.Background()
+		for _, d := range []string{"/a", "/b", "/quiet"} {
+			if _, err := st.Mkdir(ctx, d, layer.MkdirIn{Mode: 0o755}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ts := startServerWith(t, st, DefaultLimits(), BrickOptions{MarkAbandoned: tc.replicated})
+		c := dialVersion(t, ts.addr, tc.version)
+		for _, req := range []wire.Request{
+			{Op: wire.OpMknod, Path: "/a/f", Mode: syscall.S_IFREG | 0o644},
+			{Op: wire.OpRename, Path: "/a/f", Path2: "/b/f"},
+			{Op: wire.OpLookup, Path: "/quiet"},
+		} {
+			if errno, _ := c.call(&req); errno != 0 {
+				t.Fatalf("%s: %s %s: %v", tc.name, wire.OpName(req.Op), req.Path, errno)
+			}
+		}
+		if tc.goodbye {
+			if errno, _ := c.call(&wire.Request{Op: wire.OpGoodbye}); errno != 0 {
+				t.Fatalf("goodbye: %v", errno)
+			}
+		}
+		c.nc.Close()
+		if tc.marked {
+			ts.log.waitLog(t, "went away without a goodbye", "count=2")
+		} else {
+			ts.log.waitLog(t, "client gone")
+		}
+		for d, want := range map[string]bool{"/a": tc.marked, "/b": tc.marked, "/quiet": false, "/": false} {
+			a, err := st.Lookup(ctx, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := a.Pending&layer.Dirty != 0; got != want {
+				t.Errorf("%s: %s pending %#x, want Dirty %v", tc.name, d, a.Pending, want)
+			}
+		}
+	}
+}

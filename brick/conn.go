@@ -51,6 +51,9 @@ type conn struct {
 	// markAbandoned: files written through this connection and still
 	// open when it ends are marked for the healer (abandoned.go).
 	markAbandoned bool
+	// names: the directories whose names this connection changed last,
+	// marked for the healer if it ends without a goodbye (abandoned.go).
+	names touchedDirs
 
 	mu       sync.Mutex
 	files    map[uint64]layer.File
@@ -472,4 +475,5 @@ func (c *conn) shutdown() {
 	if len(files) > 0 {
 		c.log.Debug("released files of closed connection", "count", len(files))
 	}
+	c.markDirs()
 }

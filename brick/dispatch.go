@@ -32,10 +32,14 @@ func (c *conn) dispatch(ctx context.Context, r *wire.Request, e *wire.Enc) (err 
 	case wire.OpDirLeaseReturn:
 		c.dirLeases.giveBack(c, r.Cookie)
 		return nil
+	case wire.OpGoodbye:
+		c.names.goodbye()
+		return nil
 	}
 	if err := checkPaths(r); err != nil {
 		return err
 	}
+	c.names.touch(r)
 	leave, err := c.dirLeases.enter(ctx, c, r)
 	if err != nil {
 		return err

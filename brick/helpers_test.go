@@ -121,13 +121,19 @@ type rawClient struct {
 // dial connects and hands shakes with the test brick.
 func dial(t *testing.T, addr string) *rawClient {
 	t.Helper()
+	return dialVersion(t, addr, wire.Version)
+}
+
+// dialVersion is dial as a client of protocol version v.
+func dialVersion(t *testing.T, addr string, v uint32) *rawClient {
+	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
 	c := &rawClient{t: t, nc: nc}
-	h, p, err := ShakeHands(nc, testVolume, testBrick, "")
+	h, p, err := shakeHandsVersion(nc, v, testVolume, testBrick, "")
 	if err != nil || h.Errno != 0 {
 		t.Fatalf("handshake refused: %v %s", err, p)
 	}
@@ -138,7 +144,11 @@ func dial(t *testing.T, addr string) *rawClient {
 // a hello, then, if the brick answers with a challenge, the proof of
 // secret. It returns the brick's last answer.
 func ShakeHands(nc net.Conn, volumeID, brickID, secret string) (wire.Header, []byte, error) {
-	req := wire.Request{Op: wire.OpHandshake, Version: wire.Version, VolumeID: volumeID, BrickID: brickID}
+	return shakeHandsVersion(nc, wire.Version, volumeID, brickID, secret)
+}
+
+func shakeHandsVersion(nc net.Conn, v uint32, volumeID, brickID, secret string) (wire.Header, []byte, error) {
+	req := wire.Request{Op: wire.OpHandshake, Version: v, VolumeID: volumeID, BrickID: brickID}
 	h, challenge, err := handshakeFrame(nc, wire.Magic, &req)
 	if err != nil || h.Errno != 0 {
 		return h, challenge, err

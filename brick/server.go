@@ -236,6 +236,7 @@ func (s *Server) ServeConn(nc net.Conn) {
 		c.log.Warn("closing brick connection", "reason", err)
 	}
 	c.shutdown()
+	c.log.Debug("client gone")
 }
 
 func (s *Server) register(c *conn) bool {
@@ -355,6 +356,7 @@ func (s *Server) handshake(nc net.Conn, p *peer) (c *conn, release func(), err e
 	c.watchers = b.watchers
 	c.dirLeases = b.dirLeases
 	c.markAbandoned = b.opts.MarkAbandoned
+	c.names.on = b.opts.MarkAbandoned && hello.Version >= goodbyeVersion
 	c.admitted = a
 	return c, release, nil
 }

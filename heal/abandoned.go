@@ -61,6 +61,26 @@ func (h *Healer) abandoned(si int, path string, p *plan, arbs replicate.Mask) bo
 	return true
 }
 
+// abandonedDir makes every good copy of a Dirty directory a sink of its
+// names, once its copies are quiet, and reports whether it did. The
+// bricks mark the directories whose names a client changed last when its
+// connection ends without a goodbye (brick/abandoned.go): it may have
+// died between making, removing or renaming a name on one brick and on
+// another, and no change it was told of can be among those (it waits
+// for every brick). Its names are healed as a full heal heals them: a
+// name some copy has is given to the others (a removal half done is
+// undone, a creation half done completed; a rename half done leaves
+// both names), and the directory's metadata is the source's.
+func (h *Healer) abandonedDir(path string, p *plan) bool {
+	if !h.quietNow(p) {
+		h.log.Debug("names changed by a client that went away; compared once quiet", "path", path)
+		return false
+	}
+	p.dirty = true
+	p.sinks |= p.good
+	return true
+}
+
 // abandonedSource picks the copy a Dirty file in split-brain is healed
 // from: copies with different gfids under the name, nothing blaming
 // either (a client died making or replacing the file on some bricks

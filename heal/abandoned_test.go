@@ -110,3 +110,34 @@ func TestAbandonedSplitBrainTakesTheMajority(t *testing.T) {
 	c.healthy()
 	sameBytes(t, "/d/f on replica 1", c.content(1, "/d/f"), []byte("the file two bricks have"))
 }
+
+// A client died in the middle of changes of names in /d: a create reached
+// one brick, a removal two, and every brick marked /d Dirty as its
+// connection ended without a goodbye. Once quiet, every copy gets the
+// names any copy has, and the marks go.
+func TestAbandonedDirectoryGetsEveryName(t *testing.T) {
+	c := newCluster(t, 3, false)
+	c.everywhere(seq(mkdir("/d", layer.NewGfid()), create("/d/gone", layer.NewGfid(), []byte("x")),
+		create("/d/kept", layer.NewGfid(), []byte("k"))))
+	// Nothing blames anything: the client died before it could tell.
+	if err := create("/d/half", layer.NewGfid(), []byte("half"))(bg, c.stores[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 1} {
+		if err := c.stores[i].Unlink(bg, "/d/gone"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := c.healer(Options{Quiet: time.Hour})
+	c.markDirty("/d")
+	scan(h)
+	if c.pending(1, "/d") != layer.Dirty {
+		t.Fatalf("healed before quiet: pending %#x", c.pending(1, "/d"))
+	}
+	scan(c.healer(Options{Quiet: time.Nanosecond}))
+	c.healthy()
+	for i := range c.stores {
+		sameBytes(t, "/d/half", c.content(i, "/d/half"), []byte("half"))
+		sameBytes(t, "/d/gone", c.content(i, "/d/gone"), []byte("x"))
+	}
+}

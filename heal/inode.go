@@ -19,6 +19,10 @@ type job struct {
 	// crawl: every name is visited, not only the names that differ, but
 	// only what the marks blame is healed (see apply).
 	crawl bool
+	// names: the names of a directory a client went away from (marked
+	// layer.Dirty by its bricks) are healed: every name that differs,
+	// as a full heal does, not only what marks explain (abandoned.go).
+	names bool
 }
 
 // plan is what healing one inode will do, decided from its copies.
@@ -41,8 +45,9 @@ type plan struct {
 	// changed: settle kept marks because a copy changed since it was
 	// looked at.
 	changed bool
-	// dirty: the copies of a replicated file a client went away from
-	// were compared (abandoned); settle clears their Dirty marks.
+	// dirty: the copies of a replicated file or directory a client went
+	// away from were compared (abandoned, abandonedDir); settle clears
+	// their Dirty marks.
 	dirty bool
 	// unsure: sinks of a directory whose names the heal changed; the
 	// good copies keep blaming them (see apply).
@@ -199,7 +204,7 @@ func (h *Healer) plan(j *job, path string, copies []replicate.Copy, distrust rep
 		return nil, fmt.Errorf("%s: %w", path, v.Err)
 	default:
 		p.good, p.sinks = v.Good, v.Bad
-		if !j.deep {
+		if !j.deep && !j.names {
 			// Only what the marks explain: a copy nobody blames that
 			// differs may be a client's operation still under way.
 			// Full heals every difference.
@@ -214,6 +219,9 @@ func (h *Healer) plan(j *job, path string, copies []replicate.Copy, distrust rep
 		}
 		if h.data == nil && copies[p.src].Attr.IsReg() && dirtyAmong(copies, p.good) && !h.abandoned(j.set, path, p, arbs) {
 			return nil, nil // not quiet yet: a later scan looks again
+		}
+		if h.data == nil && copies[p.src].Attr.IsDir() && dirtyAmong(copies, p.good) && !h.abandonedDir(path, p) {
+			return nil, nil
 		}
 	}
 	if a := p.attr(); a.IsReg() && a.Linkto == "" {
@@ -327,6 +335,11 @@ func (h *Healer) apply(ctx context.Context, j *job, path string, p *plan, hint *
 			c.crawl = true
 			jj = &c
 		}
+		if p.dirty && !jj.names {
+			c := *jj
+			c.names = true
+			jj = &c
+		}
 		removed, err := h.healEntries(ctx, jj, path, p, members, made)
 		if err != nil && made != 0 && h.gone(ctx, si, path, p) {
 			for s := range h.sets[si] {
@@ -395,12 +408,16 @@ func (h *Healer) apply(ctx context.Context, j *job, path string, p *plan, hint *
 // copy's ctime is looked at again afterwards, before anything is read
 // from it, for the final ClearPending.
 func (h *Healer) premark(ctx context.Context, si int, path string, p *plan) error {
+	sinks := p.sinks
+	if p.dirty {
+		sinks &^= p.good // a Dirty directory's copies: the mark stays until settle
+	}
 	for c := range h.sets[si] {
 		if !p.good.Has(c) {
 			continue
 		}
 		a := &p.copies[c].Attr
-		missing := uint64(p.sinks) &^ a.Pending &^ (1 << uint(c))
+		missing := uint64(sinks) &^ a.Pending &^ (1 << uint(c))
 		if missing == 0 {
 			continue
 		}

@@ -17,9 +17,12 @@ import (
 // (layer.GapWriter), which only version 7 clients send. Version 8 added a
 // Make's Size (a disperse fragment made in one go records its file's
 // size) and a LookupData's Flags (LookupFragment); an older client's carry
-// none.
+// none. Version 9 added OpGoodbye: a client that ends a connection cleanly
+// says so first, and a brick of a replicated set marks the directories
+// whose names a version 9 client's connection changed last when it ends
+// without one (an older client's never).
 const (
-	Version    = 8
+	Version    = 9
 	MinVersion = 4
 )
 
@@ -91,6 +94,7 @@ const (
 	OpMake
 	OpDirLeaseReturn
 	OpWriteGap
+	OpGoodbye
 	opMax
 )
 
@@ -99,7 +103,7 @@ var opNames = [...]string{"", "handshake", "lookup", "setattr", "mknod", "mkdir"
 	"getxattr", "setxattr", "listxattr", "removexattr", "read", "write", "fgetattr",
 	"fsetattr", "fsync", "fallocate", "flush", "getlk", "setlk", "release",
 	"healindex", "markpending", "clearpending", "drophealentry", "entrylk", "lookupdata", "watch", "unlinkdata",
-	"leasereturn", "make", "dirleasereturn", "writegap"}
+	"leasereturn", "make", "dirleasereturn", "writegap", "goodbye"}
 
 // OpName names an operation for logs and metrics.
 func OpName(op uint8) string {
@@ -306,6 +310,9 @@ var schema = [opMax][]field{
 	// OpWriteGap writes its data around Gap, which it leaves as it is
 	// (layer.GapWriter); data follows.
 	OpWriteGap: {fFh, fOff, fPending, fSize, fGap},
+	// OpGoodbye: the client ends the connection cleanly, with nothing
+	// under way (version 9).
+	OpGoodbye: {},
 }
 
 // Encode appends the request's schema fields (not Data) to e.

@@ -122,9 +122,31 @@ func New(cfg Config) *Client {
 
 // Close closes the connection and fails outstanding operations.
 func (c *Client) Close() error {
+	c.goodbye()
 	c.cancel()
 	<-c.done
 	return nil
+}
+
+// goodbyeWait bounds the wait for the brick's answer to a goodbye.
+const goodbyeWait = time.Second
+
+// goodbye tells the brick that the connection ends cleanly
+// (wire.OpGoodbye), if it is up with nothing under way on it: a brick of
+// a replicated set marks the directories a connection changed last for
+// heal when it ends without one (brick/abandoned.go).
+func (c *Client) goodbye() {
+	c.mu.Lock()
+	s := c.cur
+	c.mu.Unlock()
+	if s == nil || !s.idle() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, goodbyeWait)
+	defer cancel()
+	if _, err := c.roundTrip(ctx, s, &wire.Request{Op: wire.OpGoodbye}, nil, nil); err != nil {
+		c.log.Debug("goodbye not answered", "err", err)
+	}
 }
 
 // Connected reports whether the client has a live session.

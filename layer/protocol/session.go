@@ -148,6 +148,14 @@ func (s *session) fail(err error) {
 	}
 }
 
+// idle reports whether the session is live with no request waiting for
+// its answer.
+func (s *session) idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err == nil && len(s.pending) == 0
+}
+
 // send registers c and sends its request frame.
 func (s *session) send(c *call, op uint8, body []byte, data []byte) (uint64, error) {
 	id := s.nextID.Add(1)
