@@ -62,7 +62,13 @@ type Options struct {
 	// OpenAll opens files on every replica up, for reading too (disperse
 	// reads from several).
 	OpenAll bool
-	Logger  *slog.Logger
+	// StrictAbsence refuses (ENOTCONN) that a name does not exist when
+	// fewer than a quorum answered, as everything else is refused: the
+	// copies up may be the stale ones, which missed the name's create or
+	// a rename to it. Disperse sets it (a set's namespace is answered by
+	// K bricks); without it a minority may answer ENOENT (see answered).
+	StrictAbsence bool
+	Logger        *slog.Logger
 }
 
 // Replicate is the layer over one replica set.
@@ -173,12 +179,13 @@ func (r *Replicate) readable(ctx context.Context) (Mask, error) {
 // quorum, a copy is never trusted, because the copies that know better
 // may be the ones down. That a name does not exist may be answered by a
 // minority (the create that follows then fails with EROFS, a clearer
-// error than ENOTCONN), and so may a directory's attributes (judgeAs).
+// error than ENOTCONN), unless Options.StrictAbsence, and so may a
+// directory's attributes (judgeAs).
 func (r *Replicate) answered(v Verdict) error {
 	if r.quorate(v.Present | v.Absent | v.Failed) {
 		return nil
 	}
-	if v.Present == 0 && v.Absent != 0 {
+	if v.Present == 0 && v.Absent != 0 && !r.opts.StrictAbsence {
 		return nil
 	}
 	r.log.Warn("replica set has no quorum: refusing reads", "up", r.names(v.Present|v.Absent|v.Failed))
