@@ -132,12 +132,19 @@ func (r *Replicate) up() Mask {
 
 // quorate reports whether the replicas in m may accept a modification.
 func (r *Replicate) quorate(m Mask) bool {
-	n, have := len(r.children), m.Count()
-	switch r.opts.Quorum {
+	return Quorate(r.opts.Quorum, r.opts.QuorumCount, len(r.children), m)
+}
+
+// Quorate reports whether the replicas in m, of a set of n, may accept a
+// modification under quorum type q ("" is QuorumAuto; count is
+// QuorumFixed's).
+func Quorate(q string, count, n int, m Mask) bool {
+	have := m.Count()
+	switch q {
 	case QuorumNone:
 		return have >= 1
 	case QuorumFixed:
-		return have >= r.opts.QuorumCount
+		return have >= count
 	}
 	return 2*have > n || (2*have == n && m.Has(0))
 }
@@ -444,11 +451,11 @@ func (r *Replicate) judgeAs(ctx context.Context, path string, statOnly bool, loo
 // disagree on whether it exists, or on what it is, the parent's marks
 // decide whose view of the name is stale (one more round trip).
 func (r *Replicate) verdict(ctx context.Context, m Mask, path string, copies []Copy) Verdict {
-	v := Judge(copies, 0, r.arbiters)
+	v := JudgeQuorum(copies, 0, r.arbiters, r.quorate)
 	if (v.Present != 0 && v.Absent != 0 || differ(copies, v.Present)) && path != "/" {
-		pv := Judge(r.lookupAll(ctx, m, parentOf(path)), 0, r.arbiters)
+		pv := JudgeQuorum(r.lookupAll(ctx, m, parentOf(path)), 0, r.arbiters, r.quorate)
 		if distrust := pv.StaleNames(); distrust != 0 {
-			v = Judge(copies, distrust, r.arbiters)
+			v = JudgeQuorum(copies, distrust, r.arbiters, r.quorate)
 		}
 	}
 	return v
