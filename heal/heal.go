@@ -148,6 +148,12 @@ type Options struct {
 	// unchanged on every copy before its copies are compared and made
 	// equal (default DefaultQuiet; see abandoned.go).
 	Quiet time.Duration
+	// Quorate, when set, is the rule the clients apply to set i's
+	// changes: whether the replicas in m make a quorum (for a volume,
+	// volume.Spec.Quorate). Copies that blame each other are then judged
+	// by what a quorum may have done (replicate.JudgeQuorum); nil judges
+	// without it.
+	Quorate func(set int, m replicate.Mask) bool
 }
 
 // DefaultQuiet is Options.Quiet's default.
@@ -220,6 +226,7 @@ type Healer struct {
 	active         atomic.Int64
 	activeFor      func(set int) bool
 	lease          bool
+	quorate        func(set int, m replicate.Mask) bool
 	// leased are the bricks of each set whose heal lease this healer
 	// took (see lease.go), under leaseMu.
 	leaseMu sync.Mutex
@@ -270,6 +277,7 @@ func New(sets []Set, opts Options) (*Healer, error) {
 		split:     map[pathKey]layer.Gfid{},
 		activeFor: opts.Active,
 		lease:     opts.Lease,
+		quorate:   opts.Quorate,
 		leased:    make([]replicate.Mask, len(sets)),
 	}
 	if h.log == nil {
@@ -447,10 +455,19 @@ func (h *Healer) healTop(ctx context.Context, j *job, path string) error {
 	var distrust replicate.Mask
 	if path != "/" {
 		dir, _ := layer.Split(path)
-		v := replicate.Judge(h.look(ctx, j.set, dir, h.all(j.set)), 0, h.arbs[j.set])
+		v := h.judge(j.set, h.look(ctx, j.set, dir, h.all(j.set)), 0)
 		distrust = v.StaleNames()
 	}
 	return h.healPath(ctx, j, path, distrust, h.all(j.set), nil)
+}
+
+// judge judges copies of an inode of set si (replicate.JudgeQuorum).
+func (h *Healer) judge(si int, copies []replicate.Copy, distrust replicate.Mask) replicate.Verdict {
+	var quorate func(replicate.Mask) bool
+	if h.quorate != nil {
+		quorate = func(m replicate.Mask) bool { return h.quorate(si, m) }
+	}
+	return replicate.JudgeQuorum(copies, distrust, h.arbs[si], quorate)
 }
 
 // look looks path up on the replicas of set si in within, in parallel;

@@ -170,7 +170,7 @@ func (h *Healer) holdEntries(ctx context.Context, si int, path string, within re
 // nothing to do (or nothing that can be done now).
 func (h *Healer) plan(j *job, path string, copies []replicate.Copy, distrust replicate.Mask) (*plan, error) {
 	arbs := h.arbs[j.set]
-	p := &plan{copies: copies, v: replicate.Judge(copies, distrust, arbs), data: -1}
+	p := &plan{copies: copies, v: h.judge(j.set, copies, distrust), data: -1}
 	v := p.v
 	switch {
 	case v.SplitBrain:

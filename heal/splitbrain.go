@@ -150,10 +150,10 @@ func (h *Healer) judgeSplit(ctx context.Context, si int, path string) (SplitBrai
 	var distrust replicate.Mask
 	if path != "/" {
 		dir, _ := layer.Split(path)
-		distrust = replicate.Judge(h.look(ctx, si, dir, h.all(si)), 0, h.arbs[si]).StaleNames()
+		distrust = h.judge(si, h.look(ctx, si, dir, h.all(si)), 0).StaleNames()
 	}
 	copies := h.look(ctx, si, path, h.all(si))
-	v := replicate.Judge(copies, distrust, h.arbs[si])
+	v := h.judge(si, copies, distrust)
 	e := SplitBrainEntry{Set: si, Path: path}
 	if !v.SplitBrain {
 		return e, false

@@ -359,6 +359,7 @@ func (d *healDaemon) newRun(ctx context.Context, spec volume.Spec, key string) (
 		Logger:   log,
 		Active:   d.actsFor,
 		Lease:    true,
+		Quorate:  func(_ int, m replicate.Mask) bool { return spec.Quorate(m) },
 	}
 	var err error
 	if spec.Type == volume.Disperse {

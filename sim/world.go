@@ -170,7 +170,8 @@ func (w *world) newHealer() error {
 		}
 		w.sets = append(w.sets, hs)
 	}
-	opts := heal.Options{Interval: 50 * time.Millisecond, Quiet: 50 * time.Millisecond}
+	opts := heal.Options{Interval: 50 * time.Millisecond, Quiet: 50 * time.Millisecond,
+		Quorate: func(_ int, m replicate.Mask) bool { return w.spec.Quorate(m) }}
 	if w.spec.Type == volume.Disperse {
 		sets := make([][]replicate.Child, len(w.sets))
 		for i, s := range w.sets {

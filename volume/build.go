@@ -302,12 +302,8 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 				g.idle = append(g.idle, d.Idle)
 			}
 		} else {
-			count, _ := strconv.Atoi(spec.Option("cluster.quorum-count", "0"))
-			l, err = replicate.New(members, replicate.Options{
-				Quorum:      spec.Option("cluster.quorum-type", replicate.QuorumAuto),
-				QuorumCount: count,
-				Logger:      setLog,
-			})
+			q, count := spec.quorum()
+			l, err = replicate.New(members, replicate.Options{Quorum: q, QuorumCount: count, Logger: setLog})
 		}
 		if err != nil {
 			g.Close()
@@ -425,4 +421,22 @@ func BrickClientConfig(spec Spec, b Brick) protocol.Config {
 		PingTimeout: spec.DurationOption("network.ping-timeout", 0),
 		NoLeases:    spec.Option(OptLockLeases, "on") != "on" || !spec.ClientCache(),
 	}
+}
+
+// quorum is the quorum rule of the volume's sets: a replicated volume's
+// cluster.quorum-type and -count, K bricks of a dispersed one's.
+func (s *Spec) quorum() (q string, count int) {
+	if s.Type == Disperse {
+		return replicate.QuorumFixed, s.Disperse - s.Redundancy
+	}
+	count, _ = strconv.Atoi(s.Option("cluster.quorum-count", "0"))
+	return s.Option("cluster.quorum-type", replicate.QuorumAuto), count
+}
+
+// Quorate reports whether the bricks of m (bit i: a set's i-th brick)
+// make a quorum of one of the volume's sets: whether its clients let them
+// take a change (for heal.Options.Quorate).
+func (s *Spec) Quorate(m replicate.Mask) bool {
+	q, count := s.quorum()
+	return replicate.Quorate(q, count, s.SetSize(), m)
 }

@@ -83,6 +83,25 @@ type Verdict struct {
 // their view of names in it is stale); arbiters hold no data, so that they
 // can never be the only good copy of a regular file's content.
 func Judge(copies []Copy, distrust, arbiters Mask) Verdict {
+	return JudgeQuorum(copies, distrust, arbiters, nil)
+}
+
+// JudgeQuorum is Judge for a set whose changes need a quorum (quorate
+// tells which replicas make one; nil: not known). Copies that blame each
+// other are then told apart by what the quorum allows: every replica
+// that did a change blames those that missed it, so the replicas that
+// blame a copy include every one that did the change it missed; if they
+// cannot make a quorum, that change was never acknowledged (replicate
+// answers EIO when fewer than a quorum did it, and a client that died
+// in the middle was told nothing). Such blame does not count when copies
+// blame each other and every copy it comes from is itself blamed for a
+// change a quorum may have made: that copy is healed from the others, and
+// its change, which no client was told was done, is undone. (A client
+// that died making or replacing a file on one brick, after the others
+// had missed changes of its directory while that brick was away: the
+// copies of the directory blamed each other, and a name in it ended in a
+// gfid split-brain no heal resolved.)
+func JudgeQuorum(copies []Copy, distrust, arbiters Mask, quorate func(Mask) bool) Verdict {
 	var v Verdict
 	for i, c := range copies {
 		switch {
@@ -108,6 +127,11 @@ func Judge(copies []Copy, distrust, arbiters Mask) Verdict {
 		return v
 	}
 	good := trusted &^ v.Blamed
+	if good == 0 && quorate != nil {
+		if blamed, ok := credible(copies, v.Present, quorate); ok && trusted&^blamed != 0 {
+			v.Blamed, good = blamed, trusted&^blamed
+		}
+	}
 	if good == 0 {
 		// Every trusted copy is blamed by another: mutual accusation.
 		// Directories are merged instead (union of names), as long as
@@ -184,6 +208,34 @@ func undominated(copies []Copy, m Mask) Mask {
 }
 
 func blames(c Copy, i int) bool { return Mask(c.Attr.Pending).Has(i) }
+
+// credible returns the replicas blamed by the copies in present for a
+// change that a quorum may have made (see JudgeQuorum): a copy's blame of
+// replica j counts unless the copies blaming j, and every replica that did
+// not answer (its marks are not known), make no quorum. ok is false when
+// some copy whose blame does not count is not itself blamed by one that
+// does: nothing then says which side is behind.
+func credible(copies []Copy, present Mask, quorate func(Mask) bool) (blamed Mask, ok bool) {
+	all := Mask(1)<<uint(len(copies)) - 1
+	var discredited Mask
+	for j := range copies {
+		var by Mask
+		for i := range copies {
+			if i != j && present.Has(i) && blames(copies[i], j) {
+				by |= Bit(i)
+			}
+		}
+		if by == 0 {
+			continue
+		}
+		if quorate(by | all&^present) {
+			blamed |= Bit(j)
+		} else {
+			discredited |= by
+		}
+	}
+	return blamed, discredited&^blamed == 0
+}
 
 // StaleNames are the replicas whose view of the names in a directory
 // with this verdict is stale: its bad copies, but for those a merge

@@ -64,3 +64,50 @@ func TestJudge(t *testing.T) {
 		})
 	}
 }
+
+// Copies that blame each other, judged by a set whose changes need a
+// majority: a blame only copies that cannot make a quorum hold comes from
+// a change no client was told was done, and the copies it blames win if
+// they blame its holders (found by the simulation: a client died making a
+// file on one brick of three, the two others went on without it, and the
+// directory's copies blamed each other).
+func TestJudgeQuorum(t *testing.T) {
+	g1, g2 := layer.Gfid{1}, layer.Gfid{2}
+	dir := func(pending Mask) Copy {
+		return Copy{Attr: layer.Attr{Gfid: g1, Mode: syscall.S_IFDIR | 0o755, Pending: uint64(pending)}}
+	}
+	file := func(g layer.Gfid, pending Mask) Copy {
+		return Copy{Attr: layer.Attr{Gfid: g, Mode: syscall.S_IFREG | 0o644, Size: 5, Pending: uint64(pending)}}
+	}
+	down := Copy{Err: syscall.ENOTCONN}
+	majority := func(m Mask) bool { return Quorate(QuorumAuto, 0, 3, m) }
+	anyOne := func(m Mask) bool { return Quorate(QuorumNone, 0, 3, m) }
+	for _, tc := range []struct {
+		name         string
+		copies       []Copy
+		quorate      func(Mask) bool
+		good, bad    Mask
+		split, merge bool
+	}{
+		{name: "one copy's blame of two: the two win", copies: []Copy{dir(2), dir(5), dir(2)}, quorate: majority, good: 5, bad: 2},
+		{name: "and a file's copies alike", copies: []Copy{file(g1, 2), file(g1, 5), file(g1, 2)}, quorate: majority, good: 5, bad: 2},
+		{name: "blamed copy with another gfid", copies: []Copy{file(g1, 2), file(g2, 5), file(g1, 2)}, quorate: majority, good: 5, bad: 2},
+		{name: "without a quorum rule: merged", copies: []Copy{dir(2), dir(5), dir(2)}, good: 7, bad: 7, merge: true},
+		{name: "any one replica is a quorum: merged", copies: []Copy{dir(2), dir(5), dir(2)}, quorate: anyOne, good: 7, bad: 7, merge: true},
+		{name: "a copy down may have done it: merged", copies: []Copy{dir(2), dir(1), down}, quorate: majority, good: 3, bad: 3, merge: true},
+		// 0 and 1 did a change 2 missed; 1 and 2 one that 0 missed; 2
+		// alone one that 1 missed: only 1 has everything a quorum did.
+		{name: "only the minority's blame is dropped", copies: []Copy{dir(4), dir(5), dir(3)}, quorate: majority, good: 2, bad: 5},
+		{name: "a cycle of blames no quorum made: merged", copies: []Copy{dir(2), dir(4), dir(1)}, quorate: majority, good: 7, bad: 7, merge: true},
+		{name: "file copies in such a cycle: split", copies: []Copy{file(g1, 2), file(g1, 4), file(g1, 1)}, quorate: majority, bad: 7, split: true},
+		{name: "an unblamed copy wins, as ever", copies: []Copy{file(g1, 2), file(g1, 1), file(g1, 0)}, quorate: majority, good: 4, bad: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := JudgeQuorum(tc.copies, 0, 0, tc.quorate)
+			if v.Good != tc.good || v.Bad != tc.bad || v.SplitBrain != tc.split || v.Merge != tc.merge {
+				t.Fatalf("good %b bad %b split %v merge %v; want good %b bad %b split %v merge %v",
+					v.Good, v.Bad, v.SplitBrain, v.Merge, tc.good, tc.bad, tc.split, tc.merge)
+			}
+		})
+	}
+}

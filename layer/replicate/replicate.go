@@ -62,7 +62,13 @@ type Options struct {
 	// OpenAll opens files on every replica up, for reading too (disperse
 	// reads from several).
 	OpenAll bool
-	Logger  *slog.Logger
+	// StrictAbsence refuses (ENOTCONN) that a name does not exist when
+	// fewer than a quorum answered, as everything else is refused: the
+	// copies up may be the stale ones, which missed the name's create or
+	// a rename to it. Disperse sets it (a set's namespace is answered by
+	// K bricks); without it a minority may answer ENOENT (see answered).
+	StrictAbsence bool
+	Logger        *slog.Logger
 }
 
 // Replicate is the layer over one replica set.
@@ -126,12 +132,19 @@ func (r *Replicate) up() Mask {
 
 // quorate reports whether the replicas in m may accept a modification.
 func (r *Replicate) quorate(m Mask) bool {
-	n, have := len(r.children), m.Count()
-	switch r.opts.Quorum {
+	return Quorate(r.opts.Quorum, r.opts.QuorumCount, len(r.children), m)
+}
+
+// Quorate reports whether the replicas in m, of a set of n, may accept a
+// modification under quorum type q ("" is QuorumAuto; count is
+// QuorumFixed's).
+func Quorate(q string, count, n int, m Mask) bool {
+	have := m.Count()
+	switch q {
 	case QuorumNone:
 		return have >= 1
 	case QuorumFixed:
-		return have >= r.opts.QuorumCount
+		return have >= count
 	}
 	return 2*have > n || (2*have == n && m.Has(0))
 }
@@ -173,12 +186,13 @@ func (r *Replicate) readable(ctx context.Context) (Mask, error) {
 // quorum, a copy is never trusted, because the copies that know better
 // may be the ones down. That a name does not exist may be answered by a
 // minority (the create that follows then fails with EROFS, a clearer
-// error than ENOTCONN), and so may a directory's attributes (judgeAs).
+// error than ENOTCONN), unless Options.StrictAbsence, and so may a
+// directory's attributes (judgeAs).
 func (r *Replicate) answered(v Verdict) error {
 	if r.quorate(v.Present | v.Absent | v.Failed) {
 		return nil
 	}
-	if v.Present == 0 && v.Absent != 0 {
+	if v.Present == 0 && v.Absent != 0 && !r.opts.StrictAbsence {
 		return nil
 	}
 	r.log.Warn("replica set has no quorum: refusing reads", "up", r.names(v.Present|v.Absent|v.Failed))
@@ -437,11 +451,11 @@ func (r *Replicate) judgeAs(ctx context.Context, path string, statOnly bool, loo
 // disagree on whether it exists, or on what it is, the parent's marks
 // decide whose view of the name is stale (one more round trip).
 func (r *Replicate) verdict(ctx context.Context, m Mask, path string, copies []Copy) Verdict {
-	v := Judge(copies, 0, r.arbiters)
+	v := JudgeQuorum(copies, 0, r.arbiters, r.quorate)
 	if (v.Present != 0 && v.Absent != 0 || differ(copies, v.Present)) && path != "/" {
-		pv := Judge(r.lookupAll(ctx, m, parentOf(path)), 0, r.arbiters)
+		pv := JudgeQuorum(r.lookupAll(ctx, m, parentOf(path)), 0, r.arbiters, r.quorate)
 		if distrust := pv.StaleNames(); distrust != 0 {
-			v = Judge(copies, distrust, r.arbiters)
+			v = JudgeQuorum(copies, distrust, r.arbiters, r.quorate)
 		}
 	}
 	return v
