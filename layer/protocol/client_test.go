@@ -395,3 +395,59 @@ func TestLookupData(t *testing.T) {
 		t.Errorf("missing: %v, want ENOENT", err)
 	}
 }
+
+// A client that closes cleanly says goodbye, and its replicated brick
+// marks nothing; one whose connection is cut leaves the directories it
+// changed marked Dirty for the healer (brick/abandoned.go).
+func TestGoodbye(t *testing.T) {
+	ctx := context.Background()
+	for _, cut := range []bool{false, true} {
+		root := t.TempDir()
+		if err := posix.Mark(root, testVolume, true); err != nil {
+			t.Fatal(err)
+		}
+		store, err := posix.New(root, posix.Options{VolumeID: testVolume})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		if _, err := store.Mkdir(ctx, "/d", layer.MkdirIn{Mode: 0o755}); err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := brick.NewServer(nil)
+		srv.AddWith("brick-1", testVolume, store, brick.BrickOptions{MarkAbandoned: true})
+		go srv.Serve(l)
+		var mu sync.Mutex
+		var conns []net.Conn
+		c := New(Config{Addr: l.Addr().String(), BrickID: "brick-1", VolumeID: testVolume,
+			Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+				mu.Lock()
+				conns = append(conns, nc)
+				mu.Unlock()
+				return nc, err
+			}})
+		writeFile(t, c, "/d/f", "x").Release(ctx)
+		if cut {
+			mu.Lock()
+			for _, nc := range conns {
+				nc.Close()
+			}
+			mu.Unlock()
+		}
+		c.Close()
+		l.Close()
+		srv.Close() // waits for the brick to be done with the connection
+		a, err := store.Lookup(ctx, "/d")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := a.Pending&layer.Dirty != 0; got != cut {
+			t.Errorf("connection cut %v: /d pending %#x, want Dirty %v", cut, a.Pending, cut)
+		}
+	}
+}
