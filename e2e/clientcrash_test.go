@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -84,4 +85,51 @@ func killClientDuringDD(t *testing.T, mnt, src string, grown func() bool) {
 		t.Fatalf("dd finished although its client was killed: %s", ddOut.String())
 	}
 	exec.Command("umount", "-l", mnt).Run()
+}
+
+// A client killed (SIGKILL of `mortar mount`) in the middle of changes of
+// names: a loop creates, renames and removes files in one directory. The
+// bricks mark the directory its connections changed last (no goodbye
+// came), heal info lists it, and heal leaves the three bricks with the
+// same names, whatever operation the kill cut in two.
+func TestReplicaClientKilledMidNames(t *testing.T) {
+	n := startNode(t)
+	bricks := n.replicaVolume("rn", 3, 3, false)
+	mnt := n.mount("rn", "attr-timeout=0", "entry-timeout=0")
+	sh(t, mnt, "mkdir d")
+	loop := exec.Command("sh", "-c", `i=0; while :; do i=$((i+1)); echo x > d/f$i && mv d/f$i d/g$i && rm -f d/g$((i-2)) || exit 1; done`)
+	loop.Dir = mnt
+	if err := loop.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := os.Stat(filepath.Join(bricks[0], "d", "g200")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			loop.Process.Kill()
+			t.Fatal("the loop did not reach 200 files on the bricks in a minute")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := syscall.Kill(mountPID(t, mnt), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := loop.Wait(); err == nil {
+		t.Fatal("the loop went on although its client was killed")
+	}
+	exec.Command("umount", "-l", mnt).Run()
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		out, err := n.mortar("volume", "heal", "rn", "info")
+		if err == nil && strings.Contains(out, "/d") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no brick marked the directory the killed client was changing:\n%s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	n.waitHealed("rn", bricks, 3, false, 2*time.Minute)
 }
