@@ -54,125 +54,136 @@ func (c *conn) markDirty(f layer.File) error {
 	return nil
 }
 
-// Abandoned changes of names. A client that dies between sending a
-// create, removal or rename to one brick of a replicated set and to
-// another leaves the directory's copies with different names and nothing
-// marked, like an abandoned write. A brick cannot tell which of the
-// changes a connection made are the ones still on their way elsewhere,
-// but they are among its last: a client waits for every brick before it
-// goes on, so only the operations it has under way (a few hundred at
-// most) can be half done. The brick keeps the last maxTouched directories
-// whose names a connection changed and, when the connection ends without
-// a goodbye (OpGoodbye, which a client sends only with nothing under
-// way), marks them layer.Dirty; the healer compares their copies' names
-// once quiet and gives every copy the names any has (heal/abandoned.go).
-// Only clients of goodbyeVersion and later are tracked: an older client
-// never says goodbye.
+// Abandoned changes of names and metadata. A client that dies between
+// sending a create, removal or rename (or a chmod, truncate or setxattr
+// by path) to one brick of a replicated set and to another leaves the
+// copies different and nothing marked, like an abandoned write. A brick
+// cannot tell which of the changes a connection made are the ones still
+// on their way elsewhere, but they are among its last: a client waits
+// for every brick before it goes on, so only the operations it has under
+// way (a few hundred at most) can be half done. The brick keeps the last
+// maxTouched inodes a connection changed this way (the parent directory
+// of a name changed, the inode itself for metadata) and, when the
+// connection ends without a goodbye (OpGoodbye, which a client sends
+// only with nothing under way), marks them layer.Dirty; the healer
+// compares their copies once quiet (heal/abandoned.go). Only clients of
+// goodbyeVersion and later are tracked: an older client never says
+// goodbye.
 
 // goodbyeVersion is the first protocol version with OpGoodbye.
 const goodbyeVersion = 9
 
-// maxTouched bounds the directories a connection remembers.
+// maxTouched bounds the inodes a connection remembers.
 const maxTouched = 1024
 
-// touchedDirs are the directories whose names a connection changed, the
-// least recent first to go.
-type touchedDirs struct {
+// changedInodes are the paths of the inodes a connection changed, the least
+// recent first to go.
+type changedInodes struct {
 	on    bool // tracked at all (a replicated brick, a client that says goodbye)
 	mu    sync.Mutex
 	seq   uint64
-	dirs  map[string]uint64 // directory → when last touched (seq)
+	paths map[string]uint64 // path → when last touched (seq)
 	clean bool              // the client said goodbye
 }
 
 // changesNames lists the operations that change names, and so their
-// parents' entries.
-var changesNames = map[uint8]bool{
-	wire.OpCreate: true, wire.OpMake: true, wire.OpMknod: true, wire.OpMkdir: true, wire.OpSymlink: true,
-	wire.OpLink: true, wire.OpUnlink: true, wire.OpUnlinkData: true, wire.OpRmdir: true, wire.OpRename: true,
-}
+// parents' entries; changesMeta those that change the inode at their
+// path.
+var (
+	changesNames = map[uint8]bool{
+		wire.OpCreate: true, wire.OpMake: true, wire.OpMknod: true, wire.OpMkdir: true, wire.OpSymlink: true,
+		wire.OpLink: true, wire.OpUnlink: true, wire.OpUnlinkData: true, wire.OpRmdir: true, wire.OpRename: true,
+	}
+	changesMeta = map[uint8]bool{wire.OpSetattr: true, wire.OpSetxattr: true, wire.OpRemovexattr: true}
+)
 
-// touch notes the directories request r (its paths checked) changes the
-// names of, before it runs: the client may die while it does.
-func (t *touchedDirs) touch(r *wire.Request) {
-	if !t.on || !changesNames[r.Op] {
+// touch notes the inodes request r (its paths checked) changes, before
+// it runs: the client may die while it does.
+func (t *changedInodes) touch(r *wire.Request) {
+	if !t.on || !changesNames[r.Op] && !changesMeta[r.Op] {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.clean = false
 	switch r.Op {
+	case wire.OpSetattr, wire.OpSetxattr, wire.OpRemovexattr:
+		t.add(r.Path)
 	case wire.OpLink:
-		t.add(r.Path2)
+		t.addParent(r.Path2)
 	case wire.OpRename:
-		t.add(r.Path)
-		t.add(r.Path2)
+		t.addParent(r.Path)
+		t.addParent(r.Path2)
 	default:
-		t.add(r.Path)
+		t.addParent(r.Path)
 	}
 }
 
-// add notes the parent of path; the oldest goes when there are too many.
-func (t *touchedDirs) add(path string) {
+func (t *changedInodes) addParent(path string) {
 	dir, _ := layer.Split(path)
-	if t.dirs == nil {
-		t.dirs = map[string]uint64{}
+	t.add(dir)
+}
+
+// add notes path; the oldest goes when there are too many.
+func (t *changedInodes) add(path string) {
+	if t.paths == nil {
+		t.paths = map[string]uint64{}
 	}
 	t.seq++
-	t.dirs[dir] = t.seq
-	if len(t.dirs) <= maxTouched {
+	t.paths[path] = t.seq
+	if len(t.paths) <= maxTouched {
 		return
 	}
 	oldest, at := "", uint64(math.MaxUint64)
-	for d, s := range t.dirs {
+	for p, s := range t.paths {
 		if s < at {
-			oldest, at = d, s
+			oldest, at = p, s
 		}
 	}
-	delete(t.dirs, oldest)
+	delete(t.paths, oldest)
 }
 
 // goodbye records that the client ends the connection cleanly.
-func (t *touchedDirs) goodbye() {
+func (t *changedInodes) goodbye() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.clean, t.dirs = true, nil
+	t.clean, t.paths = true, nil
 }
 
-// abandoned returns the directories to mark as the connection ends.
-func (t *touchedDirs) abandoned() []string {
+// abandoned returns the paths to mark as the connection ends.
+func (t *changedInodes) abandoned() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.clean {
 		return nil
 	}
-	dirs := make([]string, 0, len(t.dirs))
-	for d := range t.dirs {
-		dirs = append(dirs, d)
+	paths := make([]string, 0, len(t.paths))
+	for p := range t.paths {
+		paths = append(paths, p)
 	}
-	t.dirs = nil
-	return dirs
+	t.paths = nil
+	return paths
 }
 
-// markDirs marks layer.Dirty the directories the connection changed last
+// markTouched marks layer.Dirty the inodes the connection changed last
 // if it ended without a goodbye.
-func (c *conn) markDirs() {
-	dirs := c.names.abandoned()
+func (c *conn) markTouched() {
+	paths := c.touched.abandoned()
 	hs, ok := c.l.(layer.HealStore)
-	if len(dirs) == 0 || !ok {
+	if len(paths) == 0 || !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), markTimeout)
 	defer cancel()
 	marked := 0
-	for _, d := range dirs {
-		err := hs.MarkPending(ctx, d, layer.Gfid{}, layer.Dirty)
+	for _, p := range paths {
+		err := hs.MarkPending(ctx, p, layer.Gfid{}, layer.Dirty)
 		switch {
 		case err == nil:
 			marked++
 		case !errors.Is(err, syscall.ENOENT):
-			c.log.Warn("a directory changed by a client that went away could not be marked for heal", "path", d, "err", err)
+			c.log.Warn("an inode changed by a client that went away could not be marked for heal", "path", p, "err", err)
 		}
 	}
-	c.log.Info("a client went away without a goodbye: the directories it changed last marked for heal", "count", marked)
+	c.log.Info("a client went away without a goodbye: what it changed last marked for heal", "count", marked)
 }

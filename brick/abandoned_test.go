@@ -68,7 +68,8 @@ func TestAbandonedWritesMarked(t *testing.T) {
 }
 
 // A connection that ends without a goodbye leaves the directories whose
-// names it changed marked Dirty on a replicated brick; one that says
+// names it changed, and the inodes whose metadata it changed by path,
+// marked Dirty on a replicated brick; one that says
 // goodbye, one of an older client (which never says it) and one to an
 // unreplicated brick leave nothing.
 func TestAbandonedNamesMarked(t *testing.T) {
@@ -91,12 +92,16 @@ func TestAbandonedNamesMarked(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		if _, err := st.Mknod(ctx, "/meta", layer.MknodIn{Mode: syscall.S_IFREG | 0o644}); err != nil {
+			t.Fatal(err)
+		}
 		ts := startServerWith(t, st, DefaultLimits(), BrickOptions{MarkAbandoned: tc.replicated})
 		c := dialVersion(t, ts.addr, tc.version)
 		for _, req := range []wire.Request{
 			{Op: wire.OpMknod, Path: "/a/f", Mode: syscall.S_IFREG | 0o644},
 			{Op: wire.OpRename, Path: "/a/f", Path2: "/b/f"},
 			{Op: wire.OpLookup, Path: "/quiet"},
+			{Op: wire.OpSetattr, Path: "/meta", Setattr: layer.SetattrIn{Valid: layer.SetMode, Mode: 0o600}},
 		} {
 			if errno, _ := c.call(&req); errno != 0 {
 				t.Fatalf("%s: %s %s: %v", tc.name, wire.OpName(req.Op), req.Path, errno)
@@ -109,11 +114,11 @@ func TestAbandonedNamesMarked(t *testing.T) {
 		}
 		c.nc.Close()
 		if tc.marked {
-			ts.log.waitLog(t, "went away without a goodbye", "count=2")
+			ts.log.waitLog(t, "went away without a goodbye", "count=3")
 		} else {
 			ts.log.waitLog(t, "client gone")
 		}
-		for d, want := range map[string]bool{"/a": tc.marked, "/b": tc.marked, "/quiet": false, "/": false} {
+		for d, want := range map[string]bool{"/a": tc.marked, "/b": tc.marked, "/meta": tc.marked, "/quiet": false, "/": false} {
 			a, err := st.Lookup(ctx, d)
 			if err != nil {
 				t.Fatal(err)

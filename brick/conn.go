@@ -51,9 +51,9 @@ type conn struct {
 	// markAbandoned: files written through this connection and still
 	// open when it ends are marked for the healer (abandoned.go).
 	markAbandoned bool
-	// names: the directories whose names this connection changed last,
+	// touched: what this connection changed last (names and metadata),
 	// marked for the healer if it ends without a goodbye (abandoned.go).
-	names touchedDirs
+	touched changedInodes
 
 	mu       sync.Mutex
 	files    map[uint64]layer.File
@@ -475,5 +475,5 @@ func (c *conn) shutdown() {
 	if len(files) > 0 {
 		c.log.Debug("released files of closed connection", "count", len(files))
 	}
-	c.markDirs()
+	c.markTouched()
 }

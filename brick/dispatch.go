@@ -33,13 +33,13 @@ func (c *conn) dispatch(ctx context.Context, r *wire.Request, e *wire.Enc) (err 
 		c.dirLeases.giveBack(c, r.Cookie)
 		return nil
 	case wire.OpGoodbye:
-		c.names.goodbye()
+		c.touched.goodbye()
 		return nil
 	}
 	if err := checkPaths(r); err != nil {
 		return err
 	}
-	c.names.touch(r)
+	c.touched.touch(r)
 	leave, err := c.dirLeases.enter(ctx, c, r)
 	if err != nil {
 		return err

@@ -356,7 +356,7 @@ func (s *Server) handshake(nc net.Conn, p *peer) (c *conn, release func(), err e
 	c.watchers = b.watchers
 	c.dirLeases = b.dirLeases
 	c.markAbandoned = b.opts.MarkAbandoned
-	c.names.on = b.opts.MarkAbandoned && hello.Version >= goodbyeVersion
+	c.touched.on = b.opts.MarkAbandoned && hello.Version >= goodbyeVersion
 	c.admitted = a
 	return c, release, nil
 }

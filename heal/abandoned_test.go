@@ -141,3 +141,17 @@ func TestAbandonedDirectoryGetsEveryName(t *testing.T) {
 		sameBytes(t, "/d/gone", c.content(i, "/d/gone"), []byte("x"))
 	}
 }
+
+// A client died in the middle of a chmod by path: one copy has the new
+// mode, and every brick marked the file Dirty. Once quiet, the copies get
+// one mode.
+func TestAbandonedMetadataMadeEqual(t *testing.T) {
+	c := newCluster(t, 3, false)
+	c.everywhere(create("/f", layer.NewGfid(), []byte("same")))
+	if _, err := c.stores[0].Setattr(bg, "/f", layer.SetattrIn{Valid: layer.SetMode, Mode: 0o600}); err != nil {
+		t.Fatal(err)
+	}
+	c.markDirty("/f")
+	scan(c.healer(Options{Quiet: time.Nanosecond}))
+	c.healthy()
+}
