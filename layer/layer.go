@@ -76,9 +76,9 @@ func (g Gfid) Ino() uint64 {
 	return ino
 }
 
-// IDPath is the path by which a brick reaches the non-directory inode
-// with gfid g wherever its names are (the brick's gfid index): for
-// lookups, opens for reading and as the source of a link. It lies in the
+// IDPath is the path by which a brick reaches the inode with gfid g
+// wherever its names are (the brick's gfid index): for lookups, opens for
+// reading and, for a file, as the source of a link. It lies in the
 // bricks' hidden directory, which clients never see listed or find by
 // name; a brick without the inode answers ENOENT.
 func IDPath(g Gfid) string { return "/.mortar/gfid/" + g.String() }

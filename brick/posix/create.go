@@ -198,6 +198,10 @@ func (s *Store) Mkdir(ctx context.Context, path string, in layer.MkdirIn) (layer
 	if err != nil {
 		return layer.Attr{}, err
 	}
+	pg, err := s.parentGfid(a)
+	if err != nil {
+		return layer.Attr{}, err
+	}
 	s.naming.RLock()
 	defer s.naming.RUnlock()
 	mode := in.Mode & 07777
@@ -209,6 +213,9 @@ func (s *Store) Mkdir(ctx context.Context, path string, in layer.MkdirIn) (layer
 		return layer.Attr{}, err
 	}
 	attr, err := s.initDir(a, o, mode, final)
+	if err == nil {
+		err = s.idDir(o.gfid, pg, a.name)
+	}
 	if err != nil {
 		unix.Unlinkat(a.dir, a.name, unix.AT_REMOVEDIR)
 	}

@@ -15,7 +15,8 @@ import (
 
 // The gfid index (GlusterFS's .glusterfs idea): every non-directory inode
 // of the brick has, besides its names, a hard link IDDir/xx/<gfid>, xx
-// being the gfid's first byte in hex. With it an inode is reachable by its
+// being the gfid's first byte in hex (directories a symlink: see
+// dirTarget). With it an inode is reachable by its
 // id wherever its names are (layer.IDPath): heal links a hard link made in
 // another directory to the inode the brick already has instead of making a
 // second one, and lookups by id need no path.
@@ -29,7 +30,7 @@ import (
 // link it back (a crash or a restart in between only costs a copy). The
 // entry is not a name: the
 // attributes report one link fewer than the file system counts (toAttr).
-// Directories are not indexed.
+// Directories have symlinks instead (see dirTarget).
 const IDDir = HiddenDir + "/gfid"
 
 // xattrIDsVersion, on IDDir, says that every inode of the brick was
@@ -140,9 +141,6 @@ func goneAt(a at) (g gone, ok bool) {
 		return g, false
 	}
 	g = gone{ino: st.Ino, nlink: uint64(st.Nlink), dir: st.Mode&unix.S_IFMT == unix.S_IFDIR}
-	if g.dir {
-		return g, true
-	}
 	gfid, err := readGfid(procAt(a.dir, a.name), -1)
 	g.gfid = gfid
 	return g, err == nil
@@ -151,20 +149,32 @@ func goneAt(a at) (g gone, ok bool) {
 // dropIfLast removes the index entry of the inode g describes if the name
 // just removed was its last.
 func (s *Store) dropIfLast(g gone) {
-	if !g.dir && g.nlink <= 2 {
+	switch {
+	case g.dir:
+		s.idDirDrop(g.gfid)
+	case g.nlink <= 2:
 		s.idDrop(g.gfid, g.ino)
 	}
 }
 
 // indexFound gives an inode found on the brick without a gfid (made by
 // hand), just given g, its index entry; one found through a descriptor
-// (path "") gets it from Link or CheckIDs.
+// (path "") gets it from Link (a file) or the next CheckIDs.
 func (s *Store) indexFound(path string, g layer.Gfid) {
 	var st unix.Stat_t
-	if path == "" || unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR {
+	if path == "" || unix.Lstat(path, &st) != nil {
 		return
 	}
-	if err := s.idLink(path, g); err != nil {
+	var err error
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		var pg layer.Gfid
+		if _, err = unix.Getxattr(filepath.Dir(path), XattrGfid, pg[:]); err == nil {
+			err = s.idDir(g, pg, filepath.Base(path))
+		}
+	} else {
+		err = s.idLink(path, g)
+	}
+	if err != nil {
 		s.log.Warn("gfid index entry not made", "brick", s.root, "path", path, "err", err)
 	}
 }
@@ -193,9 +203,10 @@ func (s *Store) names(st *unix.Stat_t, g layer.Gfid) uint64 {
 	return n
 }
 
-// idPath resolves a layer.IDPath to the index entry it names: ok is false
-// for any other path, and the error ENOENT for an id the brick does not
-// hold (or a malformed one).
+// idPath resolves a layer.IDPath to the index entry it names (for a
+// directory, to the directory where it is): ok is false for any other
+// path, and the error ENOENT for an id the brick does not hold (or a
+// malformed one).
 func (s *Store) idPath(p string) (a at, ok bool, err error) {
 	rest, ok := strings.CutPrefix(p, idPrefix)
 	if !ok {
@@ -204,6 +215,10 @@ func (s *Store) idPath(p string) (a at, ok bool, err error) {
 	var g layer.Gfid
 	if g.UnmarshalText([]byte(rest)) != nil || !indexed(g) || rest != g.String() {
 		return at{}, true, unix.ENOENT
+	}
+	if _, dir := s.dirEntry(g); dir {
+		a, err := s.dirByID(g)
+		return a, true, err
 	}
 	return at{dir: s.idfd, name: idName(g)}, true, nil
 }
@@ -256,7 +271,12 @@ func (s *Store) CheckIDs() (added, removed int, err error) {
 			if path == filepath.Join(root, HiddenDir) {
 				return filepath.SkipDir
 			}
-			return nil
+			if path == root {
+				return nil
+			}
+			n, err := s.checkDirID(path)
+			added += n
+			return err
 		}
 		n, err := s.checkID(path)
 		added += n
@@ -317,6 +337,30 @@ func (s *Store) closing() bool {
 	}
 }
 
+// checkDirID gives the directory at path its index entry if it lacks it
+// or the entry is not where the directory is; it reports 1 if it did.
+func (s *Store) checkDirID(path string) (int, error) {
+	g, err := s.gfidOf(path, -1)
+	if errors.Is(err, unix.ENOENT) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	pg, err := s.gfidOf(filepath.Dir(path), -1)
+	if err != nil {
+		return 0, err
+	}
+	want := dirTarget(pg, filepath.Base(path))
+	if t, ok := s.dirEntry(g); ok && t == want {
+		return 0, nil
+	}
+	if err := s.idDir(g, pg, filepath.Base(path)); err != nil {
+		return 0, fmt.Errorf("index %s: %w", path, err)
+	}
+	return 1, nil
+}
+
 // dropOrphans removes the index entries whose inode has no other name.
 func (s *Store) dropOrphans() (int, error) {
 	n := 0
@@ -330,6 +374,15 @@ func (s *Store) dropOrphans() (int, error) {
 			var g layer.Gfid
 			if g.UnmarshalText([]byte(e.Name())) != nil {
 				unix.Unlinkat(s.idfd, sub+"/"+e.Name(), 0) // a crashed idLink's .new
+				continue
+			}
+			if _, dir := s.dirEntry(g); dir {
+				if a, err := s.dirByID(g); err == nil {
+					a.close()
+				} else {
+					s.idDirDrop(g)
+					n++
+				}
 				continue
 			}
 			var st unix.Stat_t
@@ -360,4 +413,133 @@ func (s *Store) checkIDsAtStart() error {
 		s.log.Info("gfid index made whole", "brick", s.root, "added", added, "removed", removed)
 	}
 	return unix.Setxattr(p, xattrIDsVersion, []byte("1"), 0)
+}
+
+// Directories have index entries too, but not hard links (a directory has
+// one name): a symlink IDDir/xx/<gfid> → "<parent gfid>/<name>", as in
+// GlusterFS, kept by mkdir, rename and rmdir. A directory's path is found
+// by following the entries of its ancestors up to the root (dirPath), so
+// a rename of a directory changes one entry, not those below it.
+
+// dirTarget is a directory entry's content: its parent's gfid and name.
+func dirTarget(parent layer.Gfid, name string) string { return parent.String() + "/" + name }
+
+// parseDirTarget splits a directory entry's content; ok is false for
+// anything else (the hard link of a symlink file, whose target is the
+// user's).
+func parseDirTarget(t string) (parent layer.Gfid, name string, ok bool) {
+	ps, name, found := strings.Cut(t, "/")
+	if !found || layer.CheckName(name) != nil || parent.UnmarshalText([]byte(ps)) != nil || ps != parent.String() {
+		return parent, "", false
+	}
+	return parent, name, true
+}
+
+// parentGfid reads the gfid of the directory a's name is in, giving it
+// one if it has none (made on the brick by hand); the caller must not
+// hold naming.
+func (s *Store) parentGfid(a at) (layer.Gfid, error) {
+	fd, err := unix.Openat(a.dir, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return layer.Gfid{}, err
+	}
+	defer unix.Close(fd)
+	return s.gfidOf("", fd)
+}
+
+// idDir points the entry of directory g at its parent pg and its name.
+func (s *Store) idDir(g, pg layer.Gfid, name string) error {
+	if !indexed(g) {
+		return nil
+	}
+	l := s.ids.of(g)
+	l.Lock()
+	defer l.Unlock()
+	tmp := idName(g) + ".new"
+	unix.Unlinkat(s.idfd, tmp, 0)
+	if err := unix.Symlinkat(dirTarget(pg, name), s.idfd, tmp); err != nil {
+		return err
+	}
+	return unix.Renameat(s.idfd, tmp, s.idfd, idName(g))
+}
+
+// idDirAt points the entry of the directory at a, whose gfid is g, at
+// where a is; the caller must not hold naming.
+func (s *Store) idDirAt(a at, g layer.Gfid) error {
+	pg, err := s.parentGfid(a)
+	if err != nil {
+		return err
+	}
+	return s.idDir(g, pg, a.name)
+}
+
+// idDirDrop removes the entry of directory g (removed).
+func (s *Store) idDirDrop(g layer.Gfid) {
+	if !indexed(g) {
+		return
+	}
+	l := s.ids.of(g)
+	l.Lock()
+	defer l.Unlock()
+	if _, ok := s.dirEntry(g); ok {
+		unix.Unlinkat(s.idfd, idName(g), 0)
+	}
+}
+
+// dirEntry reads the entry of g if it is a directory's.
+func (s *Store) dirEntry(g layer.Gfid) (target string, ok bool) {
+	var st unix.Stat_t
+	if unix.Fstatat(s.idfd, idName(g), &st, unix.AT_SYMLINK_NOFOLLOW) != nil ||
+		st.Mode&unix.S_IFMT != unix.S_IFLNK || st.Nlink != 1 {
+		return "", false
+	}
+	buf := make([]byte, 2*layer.NameMax)
+	n, err := unix.Readlinkat(s.idfd, idName(g), buf)
+	if err != nil || n == len(buf) {
+		return "", false
+	}
+	_, _, ok = parseDirTarget(string(buf[:n]))
+	return string(buf[:n]), ok
+}
+
+// dirPath is the path of directory g, following the entries of its
+// ancestors.
+func (s *Store) dirPath(g layer.Gfid) (string, error) {
+	var names []string
+	for depth := 0; g != layer.RootGfid; depth++ {
+		t, ok := s.dirEntry(g)
+		if !ok || depth > layer.PathMax/2 {
+			return "", unix.ENOENT
+		}
+		pg, name, _ := parseDirTarget(t)
+		names = append(names, name)
+		g = pg
+	}
+	p := ""
+	for i := len(names) - 1; i >= 0; i-- {
+		p += "/" + names[i]
+	}
+	if p == "" {
+		p = "/"
+	}
+	return p, nil
+}
+
+// dirByID resolves directory g to where it is, checking that what is
+// there is g.
+func (s *Store) dirByID(g layer.Gfid) (at, error) {
+	p, err := s.dirPath(g)
+	if err != nil {
+		return at{}, err
+	}
+	a, err := s.resolve(p, false)
+	if err != nil {
+		return at{}, unix.ENOENT
+	}
+	cur, err := readGfid(procAt(a.dir, a.name), -1)
+	if err != nil || cur != g {
+		a.close()
+		return at{}, unix.ENOENT
+	}
+	return a, nil
 }

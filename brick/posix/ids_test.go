@@ -107,8 +107,8 @@ func TestIDIndexFollowsTheNames(t *testing.T) {
 	}
 }
 
-func TestIDIndexEveryKindButDirectories(t *testing.T) {
-	s, dir := newBrick(t, "")
+func TestIDIndexEveryKind(t *testing.T) {
+	s, _ := newBrick(t, "")
 	sym, err := s.Symlink(ctx, "/l", layer.SymlinkIn{Target: "nowhere"})
 	if err != nil {
 		t.Fatal(err)
@@ -126,11 +126,8 @@ func TestIDIndexEveryKindButDirectories(t *testing.T) {
 			t.Fatalf("by id: mode %o nlink %d, want %o 1", got.Mode, got.Nlink, a.Mode)
 		}
 	}
-	if idEntry(t, dir, d.Gfid) {
-		t.Fatal("a directory was indexed")
-	}
-	if _, err := s.Lookup(ctx, layer.IDPath(d.Gfid)); !errors.Is(err, syscall.ENOENT) {
-		t.Fatalf("directory by id: %v, want ENOENT", err)
+	if got := mustLookup(t, s, layer.IDPath(d.Gfid)); got.Gfid != d.Gfid || !got.IsDir() {
+		t.Fatalf("directory by id: %+v", got)
 	}
 	// A link whose source is the symlink by its id links the symlink.
 	if a, err := s.Link(ctx, layer.IDPath(sym.Gfid), "/d/l2"); err != nil || a.Mode != sym.Mode || a.Nlink != 2 {
@@ -196,6 +193,9 @@ func TestIDIndexMadeWholeAtStart(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "byhand"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.MkdirAll(filepath.Join(dir, "d1", "d2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	s, err = New(dir, Options{VolumeID: testVolume})
 	if err != nil {
 		t.Fatal(err)
@@ -210,6 +210,10 @@ func TestIDIndexMadeWholeAtStart(t *testing.T) {
 	h := mustLookup(t, s, "/byhand")
 	if h.Nlink != 1 || mustLookup(t, s, layer.IDPath(h.Gfid)).Gfid != h.Gfid {
 		t.Fatalf("a file made by hand: %+v", h)
+	}
+	d2 := mustLookup(t, s, "/d1/d2")
+	if got := mustLookup(t, s, layer.IDPath(d2.Gfid)); got.Gfid != d2.Gfid || !got.IsDir() {
+		t.Fatalf("a directory made by hand, by id: %+v", got)
 	}
 	added, removed, err := s.CheckIDs()
 	if err != nil || added != 0 || removed != 0 {
@@ -262,5 +266,90 @@ func TestParkKeepsTheInodeByItsID(t *testing.T) {
 	if idEntry(t, dir, a.Gfid) || !idEntry(t, dir, b.Gfid) {
 		t.Fatalf("after a restart: parked entry kept %v (want false), named entry kept %v (want true)",
 			idEntry(t, dir, a.Gfid), idEntry(t, dir, b.Gfid))
+	}
+}
+
+// Directories are found by id wherever renames took them (their entries
+// name their parent and their name), and lose their entry with rmdir.
+func TestIDIndexDirectories(t *testing.T) {
+	s, dir := newBrick(t, "")
+	a, err := s.Mkdir(ctx, "/a", layer.MkdirIn{Mode: 0o755})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Mkdir(ctx, "/a/b", layer.MkdirIn{Mode: 0o700})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Mkdir(ctx, "/z", layer.MkdirIn{Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	f, fa, err := s.Create(ctx, "/a/b/f", layer.CreateIn{Flags: unix.O_RDWR, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Release(ctx)
+	// The parent renamed into another directory: b is found below it.
+	if err := s.Rename(ctx, "/a", "/z/a2", 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []layer.Gfid{a.Gfid, b.Gfid, fa.Gfid} {
+		if got := mustLookup(t, s, layer.IDPath(g)); got.Gfid != g {
+			t.Fatalf("by id after a rename of an ancestor: %+v, want %s", got, g)
+		}
+	}
+	if p, err := s.dirPath(b.Gfid); err != nil || p != "/z/a2/b" {
+		t.Fatalf("path of b: %q %v", p, err)
+	}
+	// A brick restart keeps directory entries (they are no orphans).
+	s.Close()
+	if s, err = New(dir, Options{VolumeID: testVolume}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	<-s.Swept()
+	if got := mustLookup(t, s, layer.IDPath(b.Gfid)); got.Gfid != b.Gfid {
+		t.Fatalf("b by id after a restart: %+v", got)
+	}
+	if err := s.Unlink(ctx, "/z/a2/b/f"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Rmdir(ctx, "/z/a2/b"); err != nil {
+		t.Fatal(err)
+	}
+	if idEntry(t, dir, b.Gfid) {
+		t.Fatal("entry of a removed directory left")
+	}
+	if _, err := s.Lookup(ctx, layer.IDPath(b.Gfid)); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("removed directory by id: %v", err)
+	}
+	// A directory renamed over an empty one: the one replaced loses its
+	// entry, the moved one's names where it went.
+	e, err := s.Mkdir(ctx, "/empty", layer.MkdirIn{Mode: 0o755})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Rename(ctx, "/z/a2", "/empty", 0); err != nil {
+		t.Fatal(err)
+	}
+	if idEntry(t, dir, e.Gfid) {
+		t.Fatal("entry of a directory renamed over left")
+	}
+	if p, err := s.dirPath(a.Gfid); err != nil || p != "/empty" {
+		t.Fatalf("path of a: %q %v", p, err)
+	}
+}
+
+// A directory made on the brick by hand gets its entry when a lookup
+// first gives it a gfid (clients look up a path's components in order).
+func TestIDIndexDirectoryMadeByHand(t *testing.T) {
+	s, dir := newBrick(t, "")
+	if err := os.MkdirAll(filepath.Join(dir, "h1", "h2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustLookup(t, s, "/h1")
+	h2 := mustLookup(t, s, "/h1/h2")
+	if got := mustLookup(t, s, layer.IDPath(h2.Gfid)); got.Gfid != h2.Gfid {
+		t.Fatalf("by id: %+v", got)
 	}
 }

@@ -264,7 +264,14 @@ func (s *Store) Rmdir(ctx context.Context, path string) error {
 		return err
 	}
 	defer unlock()
-	return unix.Unlinkat(a.dir, a.name, unix.AT_REMOVEDIR)
+	g, ok := goneAt(a)
+	if err := unix.Unlinkat(a.dir, a.name, unix.AT_REMOVEDIR); err != nil {
+		return err
+	}
+	if ok && g.dir {
+		s.idDirDrop(g.gfid)
+	}
+	return nil
 }
 
 // eperm2enoent turns the hidden directory's EPERM into ENOENT for
@@ -320,9 +327,15 @@ func (s *Store) Rename(ctx context.Context, oldpath, newpath string, flags uint3
 	err = unix.Renameat2(from.dir, from.name, to.dir, to.name, rflags)
 	unlock()
 	if err == nil {
-		s.reindex(moved, st.Mode&unix.S_IFMT == unix.S_IFDIR, oldpath, newpath)
+		dir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+		s.reindex(moved, dir, oldpath, newpath)
 		if ok {
 			s.dropIfLast(replaced)
+		}
+		if dir {
+			if ierr := s.idDirAt(to, moved); ierr != nil {
+				s.log.Warn("gfid index entry of a renamed directory not moved", "brick", s.root, "path", newpath, "err", ierr)
+			}
 		}
 	}
 	return err

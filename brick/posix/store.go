@@ -19,8 +19,8 @@
 // HealDir, and the gfid index, IDDir) and is invisible through the Layer:
 // lookups get ENOENT, creations EPERM, listings skip it, except that
 // lookups, reading opens and links may name an inode by its id
-// (layer.IDPath). Callers may only see and change xattrs of the user.
-// namespace.
+// (layer.IDPath, files and directories). Callers may only see and change
+// xattrs of the user. namespace.
 package posix
 
 import (
