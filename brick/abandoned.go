@@ -66,9 +66,10 @@ func (c *conn) markDirty(f layer.File) error {
 // of a name changed, the inode itself for metadata) and, when the
 // connection ends without a goodbye (OpGoodbye, which a client sends
 // only with nothing under way), marks them layer.Dirty; the healer
-// compares their copies once quiet (heal/abandoned.go). Only clients of
-// goodbyeVersion and later are tracked: an older client never says
-// goodbye.
+// compares their copies once quiet (heal/abandoned.go). A brick of a
+// dispersed set tracks the changes of names only (a file's fragments
+// have the disperse writers' own marks). Only clients of goodbyeVersion
+// and later are tracked: an older client never says goodbye.
 
 // goodbyeVersion is the first protocol version with OpGoodbye.
 const goodbyeVersion = 9
@@ -79,7 +80,8 @@ const maxTouched = 1024
 // changedInodes are the paths of the inodes a connection changed, the least
 // recent first to go.
 type changedInodes struct {
-	on    bool // tracked at all (a replicated brick, a client that says goodbye)
+	on    bool // tracked at all (a replicated or dispersed brick, a client that says goodbye)
+	meta  bool // metadata changes too (a replicated brick)
 	mu    sync.Mutex
 	seq   uint64
 	paths map[string]uint64 // path → when last touched (seq)
@@ -100,7 +102,7 @@ var (
 // touch notes the inodes request r (its paths checked) changes, before
 // it runs: the client may die while it does.
 func (t *changedInodes) touch(r *wire.Request) {
-	if !t.on || !changesNames[r.Op] && !changesMeta[r.Op] {
+	if !t.on || !changesNames[r.Op] && !(t.meta && changesMeta[r.Op]) {
 		return
 	}
 	t.mu.Lock()

@@ -71,19 +71,23 @@ func TestAbandonedWritesMarked(t *testing.T) {
 // names it changed, and the inodes whose metadata it changed by path,
 // marked Dirty on a replicated brick; one that says
 // goodbye, one of an older client (which never says it) and one to an
-// unreplicated brick leave nothing.
+// unreplicated brick leave nothing; a dispersed brick marks the names
+// only.
 func TestAbandonedNamesMarked(t *testing.T) {
+	rep, disp := BrickOptions{MarkAbandoned: true}, BrickOptions{MarkAbandonedNames: true}
 	for _, tc := range []struct {
-		name       string
-		replicated bool
-		version    uint32
-		goodbye    bool
-		marked     bool
+		name    string
+		opts    BrickOptions
+		version uint32
+		goodbye bool
+		marked  bool // the names
+		meta    bool // the metadata
 	}{
-		{"no goodbye", true, wire.Version, false, true},
-		{"goodbye", true, wire.Version, true, false},
-		{"older client", true, goodbyeVersion - 1, false, false},
-		{"unreplicated", false, wire.Version, false, false},
+		{"no goodbye", rep, wire.Version, false, true, true},
+		{"dispersed, no goodbye", disp, wire.Version, false, true, false},
+		{"goodbye", rep, wire.Version, true, false, false},
+		{"older client", rep, goodbyeVersion - 1, false, false, false},
+		{"unreplicated", BrickOptions{}, wire.Version, false, false, false},
 	} {
 		st, _ := newStore(t)
 		ctx := context.Background()
@@ -95,7 +99,7 @@ func TestAbandonedNamesMarked(t *testing.T) {
 		if _, err := st.Mknod(ctx, "/meta", layer.MknodIn{Mode: syscall.S_IFREG | 0o644}); err != nil {
 			t.Fatal(err)
 		}
-		ts := startServerWith(t, st, DefaultLimits(), BrickOptions{MarkAbandoned: tc.replicated})
+		ts := startServerWith(t, st, DefaultLimits(), tc.opts)
 		c := dialVersion(t, ts.addr, tc.version)
 		for _, req := range []wire.Request{
 			{Op: wire.OpMknod, Path: "/a/f", Mode: syscall.S_IFREG | 0o644},
@@ -113,12 +117,15 @@ func TestAbandonedNamesMarked(t *testing.T) {
 			}
 		}
 		c.nc.Close()
-		if tc.marked {
+		switch {
+		case tc.meta:
 			ts.log.waitLog(t, "went away without a goodbye", "count=3")
-		} else {
+		case tc.marked:
+			ts.log.waitLog(t, "went away without a goodbye", "count=2")
+		default:
 			ts.log.waitLog(t, "client gone")
 		}
-		for d, want := range map[string]bool{"/a": tc.marked, "/b": tc.marked, "/meta": tc.marked, "/quiet": false, "/": false} {
+		for d, want := range map[string]bool{"/a": tc.marked, "/b": tc.marked, "/meta": tc.meta, "/quiet": false, "/": false} {
 			a, err := st.Lookup(ctx, d)
 			if err != nil {
 				t.Fatal(err)

@@ -101,6 +101,11 @@ type BrickOptions struct {
 	// and nothing blames either), so the brick marks the file
 	// layer.Dirty for the healer as it releases it (see abandoned.go).
 	MarkAbandoned bool
+	// MarkAbandonedNames: the brick is one of a dispersed set. It marks
+	// the directories whose names a client that went away without a
+	// goodbye changed last (abandoned.go), as a replicated brick does;
+	// files are the disperse writers' own to mark.
+	MarkAbandonedNames bool
 }
 
 // NewServer returns a server with no bricks. log may be nil.
@@ -356,7 +361,8 @@ func (s *Server) handshake(nc net.Conn, p *peer) (c *conn, release func(), err e
 	c.watchers = b.watchers
 	c.dirLeases = b.dirLeases
 	c.markAbandoned = b.opts.MarkAbandoned
-	c.touched.on = b.opts.MarkAbandoned && hello.Version >= goodbyeVersion
+	c.touched.on = (b.opts.MarkAbandoned || b.opts.MarkAbandonedNames) && hello.Version >= goodbyeVersion
+	c.touched.meta = b.opts.MarkAbandoned
 	c.admitted = a
 	return c, release, nil
 }

@@ -220,7 +220,7 @@ func (h *Healer) plan(j *job, path string, copies []replicate.Copy, distrust rep
 		if h.data == nil && copies[p.src].Attr.IsReg() && dirtyAmong(copies, p.good) && !h.abandoned(j.set, path, p, arbs) {
 			return nil, nil // not quiet yet: a later scan looks again
 		}
-		if h.data == nil && copies[p.src].Attr.IsDir() && dirtyAmong(copies, p.good) && !h.abandonedDir(path, p) {
+		if copies[p.src].Attr.IsDir() && dirtyAmong(copies, p.good) && !h.abandonedDir(path, p) {
 			return nil, nil
 		}
 	}

@@ -113,7 +113,7 @@ func OpenBrick(cfg BrickConfig) (*ServedBrick, error) {
 		srv.SetAuth(cfg.VolumeID, cfg.Auth)
 	}
 	// locks on top: its Files lease (layer.LockLeaser)
-	srv.AddWith(cfg.BrickID, cfg.VolumeID, locks.New(readahead.New(st)), brick.BrickOptions{MarkAbandoned: cfg.Replicated})
+	srv.AddWith(cfg.BrickID, cfg.VolumeID, locks.New(readahead.New(st)), brick.BrickOptions{MarkAbandoned: cfg.Replicated, MarkAbandonedNames: cfg.Disperse})
 	return &ServedBrick{cfg: cfg, ln: ln, srv: srv, store: st}, nil
 }
 

@@ -105,7 +105,7 @@ func (w *world) start(b *brickNode) error {
 	}
 	srv := brick.NewServer(nil)
 	srv.MaxConnsPerClient = 0
-	srv.AddWith(b.id, volumeID, locks.New(st), brick.BrickOptions{MarkAbandoned: b.replicated})
+	srv.AddWith(b.id, volumeID, locks.New(st), brick.BrickOptions{MarkAbandoned: b.replicated, MarkAbandonedNames: !b.replicated})
 	b.store, b.srv = st, srv
 	w.net.serve(b.addr, srv)
 	return nil
