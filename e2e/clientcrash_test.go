@@ -90,12 +90,29 @@ func killClientDuringDD(t *testing.T, mnt, src string, grown func() bool) {
 // A client killed (SIGKILL of `mortar mount`) in the middle of changes of
 // names: a loop creates, renames and removes files in one directory. The
 // bricks mark the directory its connections changed last (no goodbye
-// came), heal info lists it, and heal leaves the three bricks with the
-// same names, whatever operation the kill cut in two.
+// came), heal info lists it, and heal leaves the bricks with the same
+// names, whatever operation the kill cut in two; on a replica 3 and on a
+// disperse 4 + 2 volume.
 func TestReplicaClientKilledMidNames(t *testing.T) {
 	n := startNode(t)
 	bricks := n.replicaVolume("rn", 3, 3, false)
-	mnt := n.mount("rn", "attr-timeout=0", "entry-timeout=0")
+	killClientDuringNames(t, n, "rn", bricks[0])
+	n.waitHealed("rn", bricks, 3, false, 2*time.Minute)
+}
+
+func TestDisperseClientKilledMidNames(t *testing.T) {
+	n, bricks, mnt := startDisperse(t, "dn")
+	exec.Command("umount", "-l", mnt).Run()
+	killClientDuringNames(t, n, "dn", bricks[0])
+	n.waitDisperseHealed("dn", bricks, 6, 2*time.Minute)
+}
+
+// killClientDuringNames mounts vol, runs the loop in its directory d until
+// brick (one of vol's) has 200 of its files, kills the mount with SIGKILL
+// and waits for heal info to list d.
+func killClientDuringNames(t *testing.T, n *node, vol, brick string) {
+	t.Helper()
+	mnt := n.mount(vol, "attr-timeout=0", "entry-timeout=0")
 	sh(t, mnt, "mkdir d")
 	loop := exec.Command("sh", "-c", `i=0; while :; do i=$((i+1)); echo x > d/f$i && mv d/f$i d/g$i && rm -f d/g$((i-2)) || exit 1; done`)
 	loop.Dir = mnt
@@ -104,7 +121,7 @@ func TestReplicaClientKilledMidNames(t *testing.T) {
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		if _, err := os.Stat(filepath.Join(bricks[0], "d", "g200")); err == nil {
+		if _, err := os.Stat(filepath.Join(brick, "d", "g200")); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -122,14 +139,13 @@ func TestReplicaClientKilledMidNames(t *testing.T) {
 	exec.Command("umount", "-l", mnt).Run()
 	deadline = time.Now().Add(10 * time.Second)
 	for {
-		out, err := n.mortar("volume", "heal", "rn", "info")
+		out, err := n.mortar("volume", "heal", vol, "info")
 		if err == nil && strings.Contains(out, "/d") {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no brick marked the directory the killed client was changing:\n%s", out)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	n.waitHealed("rn", bricks, 3, false, 2*time.Minute)
 }
