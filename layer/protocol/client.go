@@ -139,8 +139,8 @@ func (c *Client) goodbye() {
 	c.mu.Lock()
 	s := c.cur
 	c.mu.Unlock()
-	if s == nil || !s.idle() {
-		return
+	if s == nil || !s.idle() || time.Since(time.Unix(0, s.lastRecv.Load())) > 2*c.cfg.PingInterval {
+		return // nothing to say it to, or a brick that answers nothing lately
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, goodbyeWait)
 	defer cancel()
