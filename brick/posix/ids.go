@@ -15,22 +15,21 @@ import (
 
 // The gfid index (GlusterFS's .glusterfs idea): every non-directory inode
 // of the brick has, besides its names, a hard link IDDir/xx/<gfid>, xx
-// being the gfid's first byte in hex (directories a symlink: see
-// dirTarget). With it an inode is reachable by its
-// id wherever its names are (layer.IDPath): heal links a hard link made in
-// another directory to the inode the brick already has instead of making a
-// second one, and lookups by id need no path.
+// being the gfid's first byte in hex; a directory has a symlink there
+// instead (see dirTarget). With it an inode is reachable by its id
+// wherever its names are (layer.IDPath): heal links a hard link made in
+// another directory to the inode the brick already has instead of making
+// a second one, and lookups by id need no path.
 //
 // The entry is made right after the inode (a crash in between leaves an
-// inode without one: Link and the next brick start's check add it) and
-// removed when the inode's last name goes (a crash in between leaves an
-// orphan entry, which the next start removes). A heal that removes a
-// stale name of an inode the good copies still hold parks it instead (a
-// rename onto its id), so that the heal of the directory it moved to can
-// link it back (a crash or a restart in between only costs a copy). The
-// entry is not a name: the
-// attributes report one link fewer than the file system counts (toAttr).
-// Directories have symlinks instead (see dirTarget).
+// inode without one, which a Link of it or CheckIDs adds) and removed when
+// the inode's last name goes (a crash in between leaves an orphan entry,
+// which the next start removes). A heal that removes a stale name of an
+// inode the good copies still hold parks it instead (a rename onto its
+// id), so that the heal of the directory it moved to can link it back (a
+// crash or a restart in between only costs a copy). The entry is not a
+// name: the attributes report one link fewer than the file system counts
+// (toAttr).
 const IDDir = HiddenDir + "/gfid"
 
 // xattrIDsVersion, on IDDir, says that every inode of the brick was
