@@ -477,8 +477,8 @@ func TestReplicaKillDuringSmallFiles(t *testing.T) {
 	}
 }
 
-// Kill two bricks of three: writes fail with EROFS and change nothing;
-// with the bricks back everything is consistent and writable.
+// Kill two bricks of three: changes fail and change nothing; with the
+// bricks back everything is consistent and writable.
 func TestReplicaNoQuorum(t *testing.T) {
 	n := startNode(t)
 	bricks := n.replicaVolume("qv", 3, 3, false)
@@ -488,9 +488,14 @@ func TestReplicaNoQuorum(t *testing.T) {
 	}
 	n.killBrick("qv", bricks[0])
 	n.killBrick("qv", bricks[1])
+	// The kernel looks a new name up before it creates it, and the
+	// surviving copy cannot say that the name does not exist (it may be
+	// the one that missed its create): ENOTCONN; the create itself says
+	// EROFS, which it reaches when the mount's negative-lookup cache still
+	// knows the directory's names (a second, from the lookup of "a").
 	err := os.WriteFile(filepath.Join(mnt, "b"), []byte("x"), 0o644)
-	if !errors.Is(err, syscall.EROFS) {
-		t.Fatalf("create with two of three bricks down: %v, want EROFS\n%s", err, n.mountLogs())
+	if !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("create with two of three bricks down: %v, want ENOTCONN or EROFS\n%s", err, n.mountLogs())
 	}
 	// An existing name cannot even be looked up without a quorum: the
 	// surviving copy may be the stale one.

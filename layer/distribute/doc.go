@@ -84,7 +84,12 @@
 // existed on hd or a third child, step 1 runs first: Lookup of d sees the
 // old d until step 2 replaces it in one rename, then the new one. So a
 // Lookup of d sees the old d or the new one, never nothing, when d existed.
-// If step 2 fails, step 1 is undone.
+// If step 2 fails, step 1 is undone. If step 1 fails after step 2, the
+// pointer is removed, unless the failure may leave the rename done (EIO, as
+// a replica set answers when fewer than a quorum of its bricks did it, or a
+// child that stopped answering): the pointer then stays, dangling if the
+// data did not move, so that d is never a data file off its hashed child
+// with no pointer (which a create of d would make twice).
 //
 // Crash windows (the client dies between steps; there are no on-brick
 // journals yet):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -302,4 +303,68 @@ func TestFirstChildDown(t *testing.T) {
 	if page, _ := r.d.Readdir(r.ctx, "/d", 0, 100); len(page.Entries) != 1 || "/d/"+page.Entries[0].Name != f1 {
 		t.Errorf("readdir /d with child 0 down: %v, want %s alone", page.Entries, f1)
 	}
+}
+
+// renameStands does a rename and answers EIO when mode is 1, as a replica
+// set does when fewer than a quorum of its bricks did it (they blame the
+// others, and heal gives them the rename); with mode 2 it refuses it
+// (EACCES) without doing it.
+type renameStands struct {
+	layer.Layer
+	mode *atomic.Int32
+}
+
+func (l renameStands) Rename(ctx context.Context, oldpath, newpath string, flags uint32) error {
+	if l.mode.Load() == 2 {
+		return syscall.EACCES
+	}
+	if err := l.Layer.Rename(ctx, oldpath, newpath, flags); err != nil || l.mode.Load() == 0 {
+		return err
+	}
+	return syscall.EIO
+}
+
+// A file's rename to a free name on another child whose move on the
+// file's child answers EIO but stands (the simulation, replica 3x2 seed
+// 62): the new name's pointer stays, so the name is found where the data
+// went. Removing it took the pointer away, leaving the data under the new
+// name on a child that is not its hashed one, with no pointer: a lookup
+// said it did not exist, a create made a second file of the name, and
+// once that was renamed away a listing still showed the first.
+func TestRenameThatMayStandKeepsItsPointer(t *testing.T) {
+	var mode atomic.Int32
+	r := newRig(t, 2, func(i int, l layer.Layer) layer.Layer {
+		if i == 0 {
+			return renameStands{l, &mode}
+		}
+		return l
+	})
+	s, e := r.name("/", "s", 0), r.name("/", "e", 1)
+	r.write(s, "moved")
+	mode.Store(1)
+	r.errno(r.d.Rename(r.ctx, s, e, 0), syscall.EIO, "rename whose move answers EIO")
+	mode.Store(0)
+	r.wantDisk(e, "data:moved", "pointer:"+brickID(0))
+	if got := r.read(e); got != "moved" {
+		t.Fatalf("read of the new name: %q", got)
+	}
+	// A create of the name opens the file it finds, not a second one.
+	f, _, err := r.d.Create(r.ctx, e, layer.CreateIn{Flags: syscall.O_RDWR | syscall.O_TRUNC, Mode: 0o644})
+	r.ok(err, "create over the new name")
+	_, err = f.Write(r.ctx, []byte("again"), 0)
+	r.ok(err, "write")
+	r.ok(f.Release(r.ctx), "release")
+	r.wantDisk(e, "data:again", "pointer:"+brickID(0))
+	r.ok(r.d.Rename(r.ctx, e, s, 0), "rename back")
+	if names := r.names("/"); len(names) != 1 || "/"+names[0] != s {
+		t.Errorf("listing after renaming it back: %v, want only %s", names, s)
+	}
+	r.wantDisk(e, "", "")
+
+	// A move refused for sure takes its pointer away.
+	mode.Store(2)
+	r.errno(r.d.Rename(r.ctx, s, e, 0), syscall.EACCES, "refused rename")
+	mode.Store(0)
+	r.wantDisk(e, "", "")
+	r.wantDisk(s, "data:again", "")
 }

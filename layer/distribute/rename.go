@@ -125,7 +125,9 @@ func (d *Distribute) renameFile(ctx context.Context, oldpath, newpath string, fl
 			return err
 		}
 		if err := moveOnCached(); err != nil {
-			d.unlinkPointer(ctx, hd, newpath)
+			if !mayStand(err) {
+				d.unlinkPointer(ctx, hd, newpath)
+			}
 			return err
 		}
 	case target.cached == cs:
@@ -158,6 +160,23 @@ func (d *Distribute) renameFile(ctx context.Context, oldpath, newpath string, fl
 		d.unlinkPointer(ctx, src.hashed, oldpath)
 	}
 	return nil
+}
+
+// mayStand reports whether an operation that failed with err may have been
+// done all the same, and stay done: a replica set answers EIO when fewer
+// than a quorum of its bricks did it (which then blame the others, and heal
+// gives it to them), and a child whose connection failed may have done it
+// before. A rename's pointer then stays: without it, the data renamed on
+// one child would be a second file of the name, not on its hashed child,
+// that a listing shows and a lookup does not find (a create of the name
+// then makes another one). A pointer whose data did not move dangles,
+// which reads as absent.
+func mayStand(err error) bool {
+	switch layer.ToErrno(err) {
+	case syscall.EIO, syscall.ENOTCONN, syscall.ETIMEDOUT, syscall.ECONNRESET, syscall.EPIPE, syscall.ESHUTDOWN:
+		return true
+	}
+	return false
 }
 
 // renameOverPrev is renameFile onto a target that a rebalance has not

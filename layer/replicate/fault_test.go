@@ -170,6 +170,59 @@ func TestNoQuorum(t *testing.T) {
 	}
 }
 
+// Without a quorum, the copy up may be the one that missed a file's
+// create: its ENOENT is no answer (the simulation, replica 3x2 seeds 73
+// and 78: a read, and distribute's lookup of a rename's source, were
+// answered ENOENT by a brick alone, which had been down, or cut off from
+// the client, when the file was made; the marks saying so were on the
+// bricks it could not reach). A lookup and an open of the file fail with
+// ENOTCONN, and so does a lookup of a name no brick has; its parent still
+// resolves, a create there still fails with EROFS, and a rename or unlink
+// of the file with EROFS, before anything is sent.
+func TestStaleCopyAloneDoesNotSayENOENT(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	if _, err := g.r.Mkdir(g.ctx, "/d", layer.MkdirIn{Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	g.kill(0)
+	if err := g.writeFile("/d/f", []byte("made while brick 0 was down")); err != nil {
+		t.Fatal(err)
+	}
+	g.kill(1)
+	g.kill(2)
+	g.revive(0) // alone, and stale: it lacks /d/f
+	if _, err := g.onBrick(0).Lookup(g.ctx, "/d/f"); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("brick 0 has /d/f (%v): the test needs it stale", err)
+	}
+	for _, p := range []string{"/d/f", "/d/never"} {
+		if _, err := g.r.Lookup(g.ctx, p); !errors.Is(err, syscall.ENOTCONN) {
+			t.Errorf("lookup of %s with one brick of three up: %v, want ENOTCONN", p, err)
+		}
+	}
+	if f, err := g.r.Open(g.ctx, "/d/f", syscall.O_RDONLY); !errors.Is(err, syscall.ENOTCONN) {
+		if err == nil {
+			f.Release(g.ctx)
+		}
+		t.Errorf("open of /d/f with one brick of three up: %v, want ENOTCONN", err)
+	}
+	if a, err := g.r.Lookup(g.ctx, "/d"); err != nil || !a.IsDir() {
+		t.Errorf("lookup of /d with one brick of three up: %v; want its attributes", err)
+	}
+	if err := g.r.Rename(g.ctx, "/d/f", "/d/g", 0); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("rename of /d/f with one brick of three up: %v, want EROFS", err)
+	}
+	if err := g.r.Unlink(g.ctx, "/d/f"); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("unlink of /d/f with one brick of three up: %v, want EROFS", err)
+	}
+	if err := g.writeFile("/d/new", []byte("x")); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("create with one brick of three up: %v, want EROFS", err)
+	}
+	g.revive(1)
+	if got, err := g.readFile("/d/f"); err != nil || string(got) != "made while brick 0 was down" {
+		t.Errorf("read with a quorum back: %q, %v", got, err)
+	}
+}
+
 // A name removed while a brick was away must not come back from it.
 func TestStaleNameIsNotResurrected(t *testing.T) {
 	g := newRig(t, 3, false, Options{})

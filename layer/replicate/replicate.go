@@ -62,13 +62,7 @@ type Options struct {
 	// OpenAll opens files on every replica up, for reading too (disperse
 	// reads from several).
 	OpenAll bool
-	// StrictAbsence refuses (ENOTCONN) that a name does not exist when
-	// fewer than a quorum answered, as everything else is refused: the
-	// copies up may be the stale ones, which missed the name's create or
-	// a rename to it. Disperse sets it (a set's namespace is answered by
-	// K bricks); without it a minority may answer ENOENT (see answered).
-	StrictAbsence bool
-	Logger        *slog.Logger
+	Logger  *slog.Logger
 }
 
 // Replicate is the layer over one replica set.
@@ -184,15 +178,15 @@ func (r *Replicate) readable(ctx context.Context) (Mask, error) {
 // Writes need a quorum, so any quorum includes a replica that saw the
 // last change and whose marks expose a copy that missed it: without a
 // quorum, a copy is never trusted, because the copies that know better
-// may be the ones down. That a name does not exist may be answered by a
-// minority (the create that follows then fails with EROFS, a clearer
-// error than ENOTCONN), unless Options.StrictAbsence, and so may a
-// directory's attributes (judgeAs).
+// may be the ones down. That holds for a name's absence too: the copies
+// up may have missed its create, or a rename to it, while away or cut
+// off from the client that made it (their parent's marks, on the copies
+// that are down, would say so). Only a directory's attributes may come
+// from a minority (judgeAs), so that paths resolve; a create of a new
+// name there fails with EROFS (it needs no lookup), but a lookup of the
+// name with ENOTCONN.
 func (r *Replicate) answered(v Verdict) error {
 	if r.quorate(v.Present | v.Absent | v.Failed) {
-		return nil
-	}
-	if v.Present == 0 && v.Absent != 0 && !r.opts.StrictAbsence {
 		return nil
 	}
 	r.log.Warn("replica set has no quorum: refusing reads", "up", r.names(v.Present|v.Absent|v.Failed))
@@ -492,8 +486,9 @@ func (r *Replicate) lookupEach(m Mask, look func(i int) (layer.Attr, error)) []C
 }
 
 // Lookup returns the attributes of a good copy. Without a quorum only
-// directories are answered (so that paths still resolve and a create fails
-// with EROFS rather than ENOTCONN); their listings are not.
+// directories are answered (so that paths still resolve, and a create in
+// one fails with EROFS rather than ENOTCONN); their listings are not, nor
+// is a name's absence (see answered).
 func (r *Replicate) Lookup(ctx context.Context, path string) (layer.Attr, error) {
 	v, _, err := r.judgeAs(ctx, path, true, nil)
 	return r.lookedUp(path, v, err)
