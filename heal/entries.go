@@ -281,16 +281,26 @@ const (
 )
 
 // linkByID gives sink s the non-directory inode want at path by linking it
-// from its id (layer.IDPath), if the sink holds it under any other name: a
-// hard link made while the sink was away, or a file renamed into another
-// directory meanwhile (the old name goes with that directory's heal). The
-// content is healed afterwards as for any sink. It reports whether it did.
+// from its id (layer.IDPath), if the sink holds it: a hard link made while
+// the sink was away (want has several names), or a file renamed into
+// another directory meanwhile whose old name a heal parked already. An
+// inode of one name that the sink still holds under another, stale name
+// is not linked: until that name's directory is healed, a client's
+// create or truncation that finds the stale name on the sink would reach
+// the live inode through it (a create is made on every copy, and the
+// sink's copy of the name is only seen to be another file afterwards).
+// The content is healed afterwards as for any sink. It reports whether
+// it did.
 func (h *Healer) linkByID(ctx context.Context, si, s int, path string, want layer.Attr) bool {
 	if want.IsDir() {
 		return false
 	}
 	l := h.sets[si][s].Layer
-	a, err := l.Link(ctx, layer.IDPath(want.Gfid), path)
+	id := layer.IDPath(want.Gfid)
+	if had, err := l.Lookup(ctx, id); err != nil || had.Nlink > 0 && want.Nlink <= 1 {
+		return false
+	}
+	a, err := l.Link(ctx, id, path)
 	if err != nil {
 		return false
 	}

@@ -693,9 +693,12 @@ func TestFullHealsUnmarkedSizeDifference(t *testing.T) {
 }
 
 // Hard links and renames across directories while a replica was away:
-// the sink holds the inode under its old name elsewhere, and heal links it
-// from its id (the bricks' gfid index) instead of making a second inode or
-// copying the data again.
+// the sink holds the inode under its old name elsewhere. Heal links the
+// hard link from its id (the bricks' gfid index) instead of making a
+// second inode. The renamed file, healed here before its old directory
+// (whose heal would park the old name), is copied: linked while its stale
+// name is still there, a client's create over that name on the sink would
+// truncate it (see linkByID).
 func TestNamesAcrossDirectoriesWhileAway(t *testing.T) {
 	c := newCluster(t, 3, false)
 	gl, gm := layer.NewGfid(), layer.NewGfid()
@@ -715,8 +718,8 @@ func TestNamesAcrossDirectoriesWhileAway(t *testing.T) {
 	c.counts[2].Reset()
 	c.scanSettled(h)
 	c.healthy()
-	if n := c.counts[2].Count("Write"); n != 0 {
-		t.Errorf("%d writes on the sink; a link and a rename should cost none", n)
+	if n := c.counts[2].Count("Write"); n > 3 {
+		t.Errorf("%d writes on the sink; the moved file's 3 chunks only, a hard link costs none", n)
 	}
 	a, err := c.stores[2].Lookup(bg, "/b/link2")
 	if err != nil || a.Gfid != gl || a.Nlink != 2 {
@@ -728,4 +731,37 @@ func TestNamesAcrossDirectoriesWhileAway(t *testing.T) {
 	if _, err := c.stores[2].Lookup(bg, "/a/moved"); !errors.Is(err, syscall.ENOENT) {
 		t.Errorf("the old name of the moved file on the sink: %v, want ENOENT", err)
 	}
+}
+
+// A file renamed into another directory while a replica was away, its new
+// name healed before its old directory: the sink must not get the new
+// name as a link of the inode its stale old name still holds, since a
+// client's create over that old name (which the volume has not got) is
+// made on the sink too and, not exclusive, truncates what it finds there
+// before anyone sees it is another file.
+func TestMovedFileNotLinkedUnderStaleName(t *testing.T) {
+	c := newCluster(t, 3, false)
+	g := layer.NewGfid()
+	want := pattern(5000, 3)
+	c.everywhere(seq(
+		mkdir("/a", layer.NewGfid()),
+		mkdir("/b", layer.NewGfid()),
+		create("/a/f", g, want),
+	))
+	c.without2(func(ctx context.Context, l layer.Layer) error {
+		return l.Rename(ctx, "/a/f", "/b/f", 0)
+	})
+	h := c.healer(Options{})
+	if err := h.Heal(bg, 0, "/b/f"); err != nil {
+		t.Fatal(err)
+	}
+	// The client's create of a new /a/f, as replicate sends it to the sink.
+	f, _, err := c.stores[2].Create(bg, "/a/f", layer.CreateIn{
+		Owner: layer.Owner{Gfid: layer.NewGfid()}, Flags: syscall.O_WRONLY | syscall.O_TRUNC, Mode: 0o644,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Release(bg)
+	sameBytes(t, "/b/f on the sink after a create over its stale old name", c.content(2, "/b/f"), want)
 }
