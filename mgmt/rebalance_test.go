@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -243,6 +244,7 @@ func TestAddBrickRebalanceRemoveBrick(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
 	dirs := twoOfThree(t, c)
+	dirsOf = dirs
 	live := liveClient(t, c, "dv")
 	m := &model{files: map[string][]byte{}, locks: map[string]*sync.Mutex{}}
 	files := rebalanceFiles()
@@ -254,6 +256,16 @@ func TestAddBrickRebalanceRemoveBrick(t *testing.T) {
 		data := bytes.Repeat([]byte{byte(i)}, 1+i%5000)
 		mustWrite(t, live, p, data)
 		m.set(p, data)
+	}
+	// Files with a second name in another directory: the remove-brick
+	// moves them with both.
+	links := map[string]string{}
+	for i := 0; i < files; i += 7 {
+		p, q := fmt.Sprintf("/d%d/f%d", i%10, i), fmt.Sprintf("/d%d/link%d", (i+3)%10, i)
+		if _, err := live.Link(ctx, p, q); err != nil {
+			t.Fatal(err)
+		}
+		links[q] = p
 	}
 
 	phase := func(what string, run func()) {
@@ -305,6 +317,7 @@ func TestAddBrickRebalanceRemoveBrick(t *testing.T) {
 		t.Fatalf("the new brick holds %d files of %d", n, files)
 	}
 	checkModel(t, c, "dv", m)
+	checkLinks(t, c, m, links)
 
 	phase("remove-brick", func() {
 		ctx := ctxT(t)
@@ -332,6 +345,26 @@ func TestAddBrickRebalanceRemoveBrick(t *testing.T) {
 		t.Fatalf("bricks after commit: %+v", vi.Bricks)
 	}
 	checkModel(t, c, "dv", m)
+	checkLinks(t, c, m, links)
+}
+
+// checkLinks reads every second name in links (to its first) through a
+// new client of "dv".
+var dirsOf []string
+
+func checkLinks(t *testing.T, c *Client, m *model, links map[string]string) {
+	t.Helper()
+	top := mountVolume(t, c, "dv")
+	ctx := ctxT(t)
+	for q, p := range links {
+		want, _ := m.get(p)
+		got, err := readAll(ctx, top, q)
+		a, lerr := top.Lookup(ctx, q)
+		if err != nil || !bytes.Equal(got, want) || lerr != nil || a.Nlink != 2 {
+			out, _ := exec.Command("sh", "-c", "for b in "+filepath.Dir(dirsOf[0])+"/*; do for n in "+p+" "+q+"; do ls -li $b$n; getfattr -d -m trusted.mortar.linkto $b$n; done; done 2>&1").CombinedOutput()
+			t.Fatalf("%s, a second name of %s: %v, %d bytes, want %d; %d links %v\n%s", q, p, err, len(got), len(want), a.Nlink, lerr, out)
+		}
+	}
 }
 
 // twoOfThree makes three brick directories and starts the distribute

@@ -2,6 +2,8 @@ package posix
 
 import (
 	"context"
+	"encoding/base64"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,16 +23,29 @@ import (
 //
 //	watch GFID        start noting changes: every modifying operation on the
 //	                  inode from now on marks it changed
-//	freeze GFID       hold (block, not fail) every modifying operation on
+//	freeze GFID [N]   hold (block, not fail) every modifying operation on
 //	                  the inode, after letting those in flight finish; the
 //	                  answer is ESTALE if it changed since watch (it is
-//	                  frozen all the same), EMLINK if it has several links
+//	                  frozen all the same), EMLINK if it has another number
+//	                  of names than N (default 1)
 //	thaw GFID         end watch and freeze: held operations proceed
-//	moved GFID CHILD  under the freeze: turn the inode into a distribute
-//	                  pointer to CHILD (mode 01000, size 0, linkto) and
-//	                  answer EREMOTE from then on to every operation on its
-//	                  open files but Getattr (which reports the pointer,
-//	                  Linkto set); held operations get EREMOTE too
+//	moved GFID CHILD [N NAME...]
+//	                  under the freeze: turn the inode into a distribute
+//	                  pointer to CHILD (mode 01000, size 0, linkto) under
+//	                  every name at once, and answer EREMOTE from then on to
+//	                  every operation on its open files but Getattr (which
+//	                  reports the pointer, Linkto set); held operations get
+//	                  EREMOTE too. Then its names are removed: the path,
+//	                  or, for a file with N names, every NAME listed
+//	                  (base64url paths, unpadded). EMLINK if it has another
+//	                  number of names (default 1), ESTALE if a NAME is not
+//	                  one of them.
+//
+// A freeze also holds the operations on the inode's names: making one
+// (Link), renaming one away, renaming another file over one, removing one.
+// A file with several names moves all of them at once, and they must stay
+// those the rebalancer found until it has moved; then the held operations
+// answer EREMOTE, and distribute does them where the file went.
 //
 // A freeze ends by itself after Options.FreezeTimeout (the rebalancer may
 // have died), a watch after an hour. Nothing is persistent: a brick that
@@ -141,6 +156,12 @@ const (
 	opStat   = iota // Getattr: answered even when moved
 	opRead          // reads, fsync: EREMOTE when moved
 	opModify        // anything changing the inode: held while frozen
+	// opRemove is the removal of a name of the inode (an unlink, a
+	// rename over it): held while frozen, since a migration moves every
+	// name of a file at once and must find those it was told; once the
+	// inode has moved, EREMOTE (its names are gone from here, see moved),
+	// and the caller does it where the file went.
+	opRemove
 )
 
 // enter is called before an operation of kind on an open file of e's
@@ -158,10 +179,12 @@ func (e *migEntry) enter(ctx context.Context, kind int) error {
 		case st&migMoved != 0 && kind != opStat:
 			e.mu.RUnlock()
 			return unix.EREMOTE
-		case kind != opModify || st&migMoved != 0:
+		case kind < opModify || st&migMoved != 0:
 			return nil
 		case st&migFrozen == 0:
-			e.dirty.Store(true)
+			if kind == opModify {
+				e.dirty.Store(true)
+			}
 			return nil
 		}
 		ch := e.thaw
@@ -185,28 +208,77 @@ func (e *migEntry) leave() {
 // migration is under way on the brick it costs a shared lock and an atomic
 // load; otherwise a stat and a registry lookup.
 func (s *Store) holdPath(ctx context.Context, a at) (func(), error) {
+	return s.hold(ctx, holding{a, opModify})
+}
+
+// holdRemoval is holdPath for the removal of the name a (opRemove).
+func (s *Store) holdRemoval(ctx context.Context, a at) (func(), error) {
+	return s.hold(ctx, holding{a, opRemove})
+}
+
+// holdRenamed holds a rename's source (as holdPath) and the inode it
+// replaces, if another (as holdRemoval).
+func (s *Store) holdRenamed(ctx context.Context, from, to at) (func(), error) {
+	var fst, tst unix.Stat_t
+	if s.mig.active.Load() == 0 || // no migration: spare the stats (hold looks again)
+		unix.Fstatat(to.dir, to.name, &tst, unix.AT_SYMLINK_NOFOLLOW) != nil ||
+		unix.Fstatat(from.dir, from.name, &fst, unix.AT_SYMLINK_NOFOLLOW) == nil && keyOf(&fst) == keyOf(&tst) {
+		return s.hold(ctx, holding{from, opModify})
+	}
+	return s.hold(ctx, holding{to, opRemove}, holding{from, opModify})
+}
+
+// holding is an inode an operation holds, and the kind of operation.
+type holding struct {
+	a    at
+	kind int
+}
+
+// hold enters the migration entries of the inodes hs name, in order, if
+// they have one, and returns the function that leaves them. With none it
+// keeps the registry's gate until done, so that no watch of them can
+// begin under the operation.
+func (s *Store) hold(ctx context.Context, hs ...holding) (func(), error) {
 	r := &s.mig
 	r.gate.RLock()
-	if r.active.Load() == 0 || a.isRoot() {
+	if r.active.Load() == 0 {
 		return r.gate.RUnlock, nil
 	}
-	var st unix.Stat_t
-	if err := unix.Fstatat(a.dir, a.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		r.gate.RUnlock()
-		return noop, nil // the operation will fail the same way
+	es := make([]*migEntry, len(hs))
+	found := false
+	for i, h := range hs {
+		var st unix.Stat_t
+		if h.a.isRoot() || unix.Fstatat(h.a.dir, h.a.name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue // the operation will fail the same way, or not touch it
+		}
+		if es[i] = r.acquireExisting(keyOf(&st)); es[i] != nil {
+			found = true
+		}
 	}
-	e := r.acquireExisting(keyOf(&st))
-	if e == nil {
-		// Not migrating: keep the gate until done, so that a watch of
-		// this inode cannot begin under the operation.
+	if !found {
 		return r.gate.RUnlock, nil
 	}
 	r.gate.RUnlock() // never held while waiting for a thaw
-	if err := e.enter(ctx, opModify); err != nil {
-		r.release(e)
-		return noop, err
+	leave := func(n int) {
+		for _, e := range es[:n] {
+			if e != nil {
+				e.leave()
+			}
+		}
+		for _, e := range es {
+			r.release(e)
+		}
 	}
-	return func() { e.leave(); r.release(e) }, nil
+	for i, e := range es {
+		if e == nil {
+			continue
+		}
+		if err := e.enter(ctx, hs[i].kind); err != nil {
+			leave(i)
+			return noop, err
+		}
+	}
+	return func() { leave(len(es)) }, nil
 }
 
 // acquireExisting returns key's entry with one more reference, or nil.
@@ -255,15 +327,60 @@ func (s *Store) migrate(ctx context.Context, path string, value []byte) error {
 	case f[0] == "watch" && len(f) == 2:
 		s.watch(key)
 		return nil
-	case f[0] == "freeze" && len(f) == 2:
-		return s.freeze(key, s.names(&st, g))
+	case f[0] == "freeze" && (len(f) == 2 || len(f) == 3):
+		want, err := namesArg(f[2:])
+		if err != nil {
+			return err
+		}
+		return s.freeze(key, s.names(&st, g), want)
 	case f[0] == "thaw" && len(f) == 2:
 		s.thaw(key)
 		return nil
-	case f[0] == "moved" && len(f) == 3:
-		return s.moved(key, a, g, f[2])
+	case f[0] == "moved" && len(f) >= 3:
+		want, err := namesArg(f[3:])
+		if err != nil {
+			return err
+		}
+		names, err := movedNames(path, f[min(4, len(f)):], want)
+		if err != nil {
+			return err
+		}
+		return s.moved(key, a, g, f[2], want, names)
 	}
 	return unix.EINVAL
+}
+
+// movedNames decodes the names a moved command lists (base64url paths,
+// unpadded): every name of an inode with several; for one, path.
+func movedNames(path string, args []string, want uint64) ([]string, error) {
+	if want == 1 && len(args) == 0 {
+		return []string{path}, nil
+	}
+	if uint64(len(args)) != want {
+		return nil, unix.EINVAL
+	}
+	names := make([]string, len(args))
+	for i, arg := range args {
+		b, err := base64.RawURLEncoding.DecodeString(arg)
+		if err != nil || layer.CheckPath(string(b)) != nil {
+			return nil, unix.EINVAL
+		}
+		names[i] = string(b)
+	}
+	return names, nil
+}
+
+// namesArg is the number of names a command expects the inode to have:
+// the optional argument, or 1.
+func namesArg(arg []string) (uint64, error) {
+	if len(arg) == 0 {
+		return 1, nil
+	}
+	n, err := strconv.ParseUint(arg[0], 10, 32)
+	if err != nil || n == 0 {
+		return 0, unix.EINVAL
+	}
+	return n, nil
 }
 
 // begin puts key's entry under migration (watch or freeze) if it is not
@@ -342,7 +459,7 @@ func (s *Store) wake(e *migEntry) {
 	}
 }
 
-func (s *Store) freeze(key inoKey, names uint64) error {
+func (s *Store) freeze(key inoKey, names, want uint64) error {
 	e := s.begin(key)
 	e.mu.Lock() // waits for the operations in flight
 	cur := e.state.Load()
@@ -355,7 +472,7 @@ func (s *Store) freeze(key inoKey, names uint64) error {
 	e.mu.Unlock()
 	s.arm(e, s.mig.freezeTimeout)
 	switch {
-	case names > 1:
+	case names != want:
 		return unix.EMLINK
 	case changed:
 		return unix.ESTALE
@@ -392,7 +509,7 @@ func (s *Store) thawEntry(e *migEntry, gen uint64) {
 // its open files moved. The order keeps a crash harmless: the linkto xattr
 // first (still a data file), then the pointer mode (now a pointer, which
 // holds no data), then the truncate.
-func (s *Store) moved(key inoKey, a at, g layer.Gfid, linkto string) error {
+func (s *Store) moved(key inoKey, a at, g layer.Gfid, linkto string, want uint64, names []string) error {
 	if linkto == "" || strings.ContainsRune(linkto, 0) {
 		return unix.EINVAL
 	}
@@ -412,8 +529,11 @@ func (s *Store) moved(key inoKey, a at, g layer.Gfid, linkto string) error {
 	if keyOf(&st) != key {
 		return unix.ESTALE
 	}
-	if s.names(&st, g) > 1 {
+	if s.names(&st, g) != want {
 		return unix.EMLINK
+	}
+	if err := s.allNames(key, names); err != nil {
+		return err
 	}
 	ml := s.marks.of(g)
 	ml.Lock()
@@ -425,6 +545,7 @@ func (s *Store) moved(key inoKey, a at, g layer.Gfid, linkto string) error {
 	if err != nil {
 		return err
 	}
+	s.dropNames(g, names)
 	e.state.Store(migMoved)
 	e.dirty.Store(false)
 	s.wake(e)
@@ -447,4 +568,43 @@ func (s *Store) toPointer(a at, linkto string) error {
 		}
 	}
 	return truncateAt(a, 0, false)
+}
+
+// allNames checks that every one of names names inode key.
+func (s *Store) allNames(key inoKey, names []string) error {
+	for _, p := range names {
+		a, err := s.resolve(p, false)
+		if err != nil {
+			return unix.ESTALE
+		}
+		var st unix.Stat_t
+		err = unix.Fstatat(a.dir, a.name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		a.close()
+		if err != nil || keyOf(&st) != key {
+			return unix.ESTALE
+		}
+	}
+	return nil
+}
+
+// dropNames removes the names of a file just moved (pointers now): the
+// child it left has no name of it any more, so that the operations on
+// them that its freeze held, answered EREMOTE, find it where it went when
+// tried again (a rename over one of them, say, must not find the old name
+// here). A crash before they are all gone leaves pointers, which the next
+// rebalance removes.
+func (s *Store) dropNames(g layer.Gfid, names []string) {
+	for _, p := range names {
+		a, err := s.resolve(p, true)
+		if err != nil {
+			continue
+		}
+		gone, ok := goneAt(a)
+		if err := unix.Unlinkat(a.dir, a.name, 0); err != nil {
+			s.log.Warn("a moved file's name left behind", "brick", s.root, "path", p, "err", err)
+		} else if ok && gone.gfid == g {
+			s.dropIfLast(gone)
+		}
+		a.close()
+	}
 }

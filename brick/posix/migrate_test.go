@@ -1,7 +1,9 @@
 package posix
 
 import (
+	"encoding/base64"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -181,14 +183,12 @@ func TestMigrateMoved(t *testing.T) {
 	if err != nil || a.Linkto != "b9" || a.Gfid != g || a.Size != 0 {
 		t.Fatalf("getattr after move: %+v %v", a, err)
 	}
-	if _, err := s.Open(ctx, "/f", syscall.O_RDONLY); !errors.Is(err, syscall.EREMOTE) {
-		t.Fatalf("open after move: %v, want EREMOTE", err)
+	// The name went with the move: the file is where it moved.
+	if _, err := s.Open(ctx, "/f", syscall.O_RDONLY); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("open after move: %v, want ENOENT", err)
 	}
-	if la, err := s.Lookup(ctx, "/f"); err != nil || la.Linkto != "b9" {
-		t.Fatalf("lookup after move: %+v %v", la, err)
-	}
-	if st, err := os.Stat(filepath.Join(dir, "f")); err != nil || st.Size() != 0 {
-		t.Fatalf("pointer on disk: %v %v", st, err)
+	if _, err := os.Stat(filepath.Join(dir, "f")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("name on disk after move: %v", err)
 	}
 	// The entry goes once the file is closed.
 	f.Release(ctx)
@@ -213,5 +213,81 @@ func TestMigrateBadCommands(t *testing.T) {
 	}
 	if err := migCmd(s, "/", "watch", layer.RootGfid); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("watch of the root: %v", err)
+	}
+}
+
+// A file with several names moves with all of them: the freeze and the
+// move expect their number, the move lists them, and the operations on
+// them the freeze holds (a link, a rename away or over one, an unlink)
+// then answer EREMOTE, having done nothing; the names are gone.
+func TestMigrateMovesEveryName(t *testing.T) {
+	s, dir := newBrick(t, "")
+	_, g := migFile(t, s)
+	if _, err := s.Mkdir(ctx, "/d", layer.MkdirIn{Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/g", "/d/h"} {
+		if _, err := s.Link(ctx, "/f", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other, _, err := s.Create(ctx, "/o", layer.CreateIn{Flags: syscall.O_RDWR | syscall.O_EXCL, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Release(ctx)
+	migCmd(s, "/f", "watch", g)
+	if err := migCmd(s, "/f", "freeze", g); !errors.Is(err, syscall.EMLINK) {
+		t.Fatalf("freeze expecting one name: %v, want EMLINK", err)
+	}
+	if err := migCmd(s, "/f", "freeze", g, "3"); err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]func() error{
+		"unlink /g":        func() error { return s.Unlink(ctx, "/g") },
+		"rename /d/h /d/x": func() error { return s.Rename(ctx, "/d/h", "/d/x", 0) },
+		"rename /o /g":     func() error { return s.Rename(ctx, "/o", "/g", 0) },
+		"link /f /y":       func() error { _, err := s.Link(ctx, "/f", "/y"); return err },
+	}
+	results := map[string]chan error{}
+	for name, op := range ops {
+		results[name] = make(chan error, 1)
+		go func() { results[name] <- op() }()
+	}
+	for name, ch := range results {
+		select {
+		case err := <-ch:
+			t.Fatalf("%s not held by the freeze: %v", name, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	enc := func(paths ...string) []string {
+		var out []string
+		for _, p := range paths {
+			out = append(out, base64.RawURLEncoding.EncodeToString([]byte(p)))
+		}
+		return out
+	}
+	if err := migCmd(s, "/f", "moved", g, append([]string{"b9", "3"}, enc("/f", "/g")...)...); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("moved listing 2 of 3 names: %v, want EINVAL", err)
+	}
+	if err := migCmd(s, "/f", "moved", g, append([]string{"b9", "3"}, enc("/f", "/g", "/o")...)...); !errors.Is(err, syscall.ESTALE) {
+		t.Fatalf("moved listing another file's name: %v, want ESTALE", err)
+	}
+	if err := migCmd(s, "/f", "moved", g, append([]string{"b9", "3"}, enc("/f", "/g", "/d/h")...)...); err != nil {
+		t.Fatal(err)
+	}
+	for name, ch := range results {
+		if err := <-ch; !errors.Is(err, syscall.EREMOTE) {
+			t.Errorf("%s after the move: %v, want EREMOTE", name, err)
+		}
+	}
+	for _, p := range []string{"f", "g", "d/h", "d/x", "y"} {
+		if _, err := os.Lstat(filepath.Join(dir, p)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s after the move: %v, want gone", p, err)
+		}
+	}
+	if a, err := s.Lookup(ctx, "/o"); err != nil || a.Linkto != "" {
+		t.Errorf("/o, which a held rename would have moved: %+v %v", a, err)
 	}
 }

@@ -234,6 +234,11 @@ func (s *Store) unlink(ctx context.Context, path string, data bool) error {
 			return err
 		}
 	}
+	done, err := s.holdRemoval(ctx, a)
+	if err != nil {
+		return err
+	}
+	defer done()
 	unlock, err := s.pend(ctx, parent(a, path))
 	if err != nil {
 		return err
@@ -306,6 +311,14 @@ func (s *Store) Rename(ctx context.Context, oldpath, newpath string, flags uint3
 	if from.isRoot() || to.isRoot() {
 		return unix.EBUSY
 	}
+	// A migration moves every name of a file at once: renaming one away,
+	// or another file over one, waits for its freeze (and then finds it
+	// moved: EREMOTE).
+	done, err := s.holdRenamed(ctx, from, to)
+	if err != nil {
+		return err
+	}
+	defer done()
 	moved, err := self(from, oldpath).gfid(s)
 	if err != nil {
 		return err
@@ -382,8 +395,9 @@ func (s *Store) Link(ctx context.Context, oldpath, newpath string) (layer.Attr, 
 	if to.isRoot() {
 		return layer.Attr{}, unix.EEXIST
 	}
-	// A migration moves only inodes with one link: a link waits for a
-	// freeze, which then sees two.
+	// A migration moves every name of a file at once: a link waits for
+	// its freeze (which then sees one name more than it was told, or
+	// finds it moved: EREMOTE).
 	done, err := s.holdPath(ctx, from)
 	if err != nil {
 		return layer.Attr{}, err

@@ -1,11 +1,13 @@
 package posix
 
 import (
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -161,7 +163,7 @@ func FuzzMigrateCommand(f *testing.F) {
 		defer func() {
 			migCmd(s, "/f", "thaw", a.Gfid)
 			file.Release(ctx)
-			if err := s.Unlink(ctx, "/f"); err != nil {
+			if err := s.Unlink(ctx, "/f"); err != nil && !errors.Is(err, syscall.ENOENT) {
 				t.Fatal(err)
 			}
 		}()
@@ -187,8 +189,13 @@ func FuzzMigrateCommand(f *testing.F) {
 			t.Fatalf("%q in state %d: %v, want %v", cmd, pre, err, want)
 		}
 		got, lerr := s.Lookup(ctx, "/f")
-		moved := err == nil && strings.HasPrefix(strings.TrimSpace(cmd), "moved")
-		if lerr != nil || moved != (got.Linkto != "") || moved && got.Linkto != strings.Fields(cmd)[2] {
+		if moved := err == nil && strings.HasPrefix(strings.TrimSpace(cmd), "moved"); moved {
+			// The name goes with the move; the open file is the pointer.
+			fa, ferr := file.Getattr(ctx)
+			if !errors.Is(lerr, syscall.ENOENT) || ferr != nil || fa.Linkto != strings.Fields(cmd)[2] {
+				t.Fatalf("%q: then lookup gives %v, the open file linkto %q, %v", cmd, lerr, fa.Linkto, ferr)
+			}
+		} else if lerr != nil || got.Linkto != "" {
 			t.Fatalf("%q: then lookup gives linkto %q, %v", cmd, got.Linkto, lerr)
 		}
 	})
@@ -211,19 +218,60 @@ func expectMigrate(cmd string, g layer.Gfid, pre uint8) syscall.Errno {
 	switch {
 	case f[0] == "watch" && len(f) == 2, f[0] == "thaw" && len(f) == 2:
 		return 0
-	case f[0] == "freeze" && len(f) == 2:
-		if pre == 0 {
+	case f[0] == "freeze" && (len(f) == 2 || len(f) == 3):
+		want, ok := namesWanted(f[2:])
+		switch {
+		case !ok:
+			return syscall.EINVAL
+		case want != 1:
+			return syscall.EMLINK
+		case pre == 0:
 			return syscall.ESTALE // changed since a watch that never was
 		}
 		return 0
-	case f[0] == "moved" && len(f) == 3:
-		if strings.ContainsRune(f[2], 0) {
+	case f[0] == "moved" && len(f) >= 3:
+		want, ok := namesWanted(f[3:])
+		names := f[min(4, len(f)):]
+		if !ok || !(want == 1 && len(names) == 0) && !validNames(names, want) {
 			return syscall.EINVAL
 		}
-		if pre != 2 {
+		switch {
+		case strings.ContainsRune(f[2], 0):
+			return syscall.EINVAL
+		case pre != 2:
 			return syscall.ESTALE
+		case want != 1:
+			return syscall.EMLINK
+		}
+		for _, n := range names {
+			if b, _ := base64.RawURLEncoding.DecodeString(n); string(b) != "/f" {
+				return syscall.ESTALE
+			}
 		}
 		return 0
 	}
 	return syscall.EINVAL
+}
+
+// namesWanted is the optional count of names of a command, 1 by default.
+func namesWanted(arg []string) (uint64, bool) {
+	if len(arg) == 0 {
+		return 1, true
+	}
+	n, err := strconv.ParseUint(arg[0], 10, 32)
+	return n, err == nil && n != 0
+}
+
+// validNames reports whether names are want encoded paths.
+func validNames(names []string, want uint64) bool {
+	if uint64(len(names)) != want {
+		return false
+	}
+	for _, n := range names {
+		b, err := base64.RawURLEncoding.DecodeString(n)
+		if err != nil || layer.CheckPath(string(b)) != nil {
+			return false
+		}
+	}
+	return true
 }

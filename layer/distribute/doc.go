@@ -163,8 +163,11 @@
 //     child (replacing a pointer there), and the bricks turn the old inode
 //     into a pointer to the new child and mark it moved: from then on its
 //     open files answer EREMOTE to every operation but Getattr (which
-//     reports the pointer), and so do the changes the freeze held. The old
-//     name is then removed (open files keep the inode). A freeze ends by
+//     reports the pointer), and so do the changes the freeze held; the
+//     bricks then remove the old name (open files keep the inode). A
+//     freeze also holds the operations on the file's names (link, rename
+//     away or over, unlink), which then answer EREMOTE and are done again
+//     where the file went (Link, Rename, Unlink). A freeze ends by
 //     itself after 30 s should the rebalancer die; a move whose freeze
 //     expired before the switch is undone. The commands travel as Setxattr
 //     of trusted.mortar.migrate, which the bricks intercept (see
@@ -182,9 +185,16 @@
 //     with ESTALE. POSIX locks held on a file that moves are not carried
 //     to its new child.
 //   - A file with several links stays on its child (storage counts its
-//     links there); its name gets a pointer on its hashed child. On a
-//     child being removed that is a failure, reported per name: the child
-//     cannot go while such files remain.
+//     links there); its name gets a pointer on its hashed child. One on a
+//     child being removed moves after the walk, all names at once
+//     (links.go): the walk gathers its names, the copy gets them all on
+//     the hashed child of the first, the other names' hashed children
+//     point there, and the bricks turn the old inode into a pointer and
+//     remove its names in one command, under the freeze.
+//   - A pointer on a child being removed (its name hashed there, its data
+//     is elsewhere) gets a copy on the name's new hashed child, unless the
+//     data is there: once the child is gone, that is where the name is
+//     looked for.
 //   - Symlinks and special files are made again on the new child (same
 //     gfid) and removed from the old one.
 //   - Pointers made stale (on a child that no longer owns the name, whose

@@ -145,8 +145,19 @@ func (d *Distribute) makeOnHashed(ctx context.Context, path string, mk func(laye
 // Link makes the new name on the child that holds the inode, so the
 // storage counts links. If newpath hashes elsewhere, a pointer is placed on
 // its hashed child first (exclusively, so it decides EEXIST); a crash after
-// it leaves a dangling pointer, which reads as "no such name".
+// it leaves a dangling pointer, which reads as "no such name". A file a
+// rebalance moves meanwhile (EREMOTE: the link waited for the move's
+// freeze and was not made) is linked where it went.
 func (d *Distribute) Link(ctx context.Context, oldpath, newpath string) (layer.Attr, error) {
+	for try := 0; ; try++ {
+		a, err := d.link(ctx, oldpath, newpath)
+		if try == maxReopen || !errors.Is(err, syscall.EREMOTE) {
+			return a, err
+		}
+	}
+}
+
+func (d *Distribute) link(ctx context.Context, oldpath, newpath string) (layer.Attr, error) {
 	src, err := d.find(ctx, oldpath)
 	if err != nil {
 		return layer.Attr{}, err
@@ -234,25 +245,31 @@ func (d *Distribute) Unlink(ctx context.Context, path string) error {
 			return err
 		}
 	}
-	l, err := d.find(ctx, path)
-	if err == errDangling {
-		d.removeStalePointer(ctx, l.hashed, path)
-		return syscall.ENOENT
-	}
-	if err != nil {
+	for try := 0; ; try++ {
+		l, err := d.find(ctx, path)
+		if err == errDangling {
+			d.removeStalePointer(ctx, l.hashed, path)
+			return syscall.ENOENT
+		}
+		if err != nil {
+			return err
+		}
+		if l.attr.IsDir() {
+			return syscall.EISDIR
+		}
+		err = d.child(l.cached).Unlink(ctx, path)
+		// Moved meanwhile (see onFound): removed where it went.
+		if try < maxReopen && (errors.Is(err, syscall.EREMOTE) || (l.prev || l.ptr || d.prev != nil) && errors.Is(err, syscall.ENOENT)) {
+			continue
+		}
+		if err != nil && !(l.ptr && errors.Is(err, syscall.ENOENT)) {
+			return err
+		}
+		if l.ptr {
+			d.unlinkPointer(ctx, l.hashed, path)
+		}
 		return err
 	}
-	if l.attr.IsDir() {
-		return syscall.EISDIR
-	}
-	err = d.child(l.cached).Unlink(ctx, path)
-	if err != nil && !(l.ptr && errors.Is(err, syscall.ENOENT)) {
-		return err
-	}
-	if l.ptr {
-		d.unlinkPointer(ctx, l.hashed, path)
-	}
-	return err
 }
 
 var _ layer.NameLeaser = (*Distribute)(nil)

@@ -64,7 +64,7 @@ func (r *rebalancer) cmd(ctx context.Context, w work, op string, extra ...string
 //  4. rename the copy over the name on w.h;
 //  5. moved: the bricks turn the file into a pointer to w.h and answer
 //     EREMOTE to its open files (and to the changes they held), which
-//     distribute reopens on w.h; then the old name is removed.
+//     distribute reopens on w.h; the bricks remove the old name.
 func (r *rebalancer) migrate(ctx context.Context, w work) error {
 	d := r.d
 	if a, err := d.child(w.h).Lookup(ctx, w.path); err == nil && a.Linkto == "" && a.Gfid == w.attr.Gfid {
@@ -154,7 +154,7 @@ func (r *rebalancer) migrateErr(err error) error {
 }
 
 // finish tells the bricks of w.c, which hold the file frozen, that it now
-// lives on w.h, then removes its old name. If the bricks refuse (the
+// lives on w.h (they remove its old name). If the bricks refuse (the
 // freeze expired, and the file may have changed since the copy), the
 // switch is undone: the copy on w.h is removed, and the file stays where
 // it was, found through the previous layout.
@@ -170,17 +170,7 @@ func (r *rebalancer) finish(ctx context.Context, w work) error {
 		r.cmd(bg, w, "thaw")
 		return fmt.Errorf("not converted on %s: %w", d.children[w.c].ID, errors.Join(errBusy, err))
 	}
-	r.dropOld(bg, w)
 	return nil
-}
-
-// dropOld removes the old name of a file moved (a pointer now; its open
-// files keep the inode and answer EREMOTE).
-func (r *rebalancer) dropOld(ctx context.Context, w work) {
-	d := r.d
-	if err := d.child(w.c).Unlink(ctx, w.path); err != nil && !errors.Is(err, syscall.ENOENT) {
-		d.log.Warn("rebalance: pointer left on old child", "path", w.path, "child", d.children[w.c].ID, "err", err)
-	}
 }
 
 // recover completes the move of a file that an earlier run switched to
@@ -198,7 +188,6 @@ func (r *rebalancer) recover(ctx context.Context, w work) error {
 		return r.migrateErr(err)
 	}
 	r.d.log.Warn("rebalance: finished the move of a file an earlier run left switched", "path", w.path)
-	r.dropOld(bg, w)
 	r.count(func(st *RebalanceStats) { st.Moved++ })
 	return nil
 }

@@ -41,7 +41,7 @@ type RebalanceStats struct {
 	Failed   uint64 // files that cannot be placed (see Errors)
 	Bytes    uint64 // bytes of the files moved
 	Dirs     uint64 // directories done
-	Linked   uint64 // files with several names, left in place with a pointer on the hashed child
+	Linked   uint64 // names left where their data is, with a pointer on the hashed child: of files with several names, or of a leaving child's pointers
 	Pointers uint64 // stale pointer files removed
 	DirsMade uint64 // directory copies made on children that lacked them
 	Retries  uint64 // copies made again because the file changed while copied
@@ -58,6 +58,7 @@ type rebalancer struct {
 
 	mu    sync.Mutex
 	stats RebalanceStats
+	links map[layer.Gfid]*linked // files with several names to move (links.go)
 }
 
 // Rebalance moves every file to the child the layout puts it on (see the
@@ -72,6 +73,10 @@ func (d *Distribute) Rebalance(ctx context.Context, opts RebalanceOptions) (Reba
 	}
 	r := &rebalancer{d: d, opts: opts}
 	err := r.walk(ctx, "/")
+	if err == nil && !opts.FixLayout {
+		r.moveLinked(ctx)
+		err = ctx.Err()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.stats
@@ -114,6 +119,7 @@ func (r *rebalancer) walk(ctx context.Context, dir string) error {
 	if r.opts.Resume == "" || comparePaths(dir, r.opts.Resume) > 0 {
 		if !r.opts.FixLayout {
 			r.placeFiles(ctx, dir, lists)
+			r.keepPointers(ctx, dir, lists)
 			r.dropPointers(ctx, dir, lists)
 		}
 		if err := ctx.Err(); err != nil {
@@ -246,10 +252,13 @@ func hidden(name string) bool {
 	return strings.HasPrefix(name, tmpPrefix) || strings.HasPrefix(name, migPrefix)
 }
 
-// place puts one file where its name hashes.
+// place puts one file where its name hashes; a name of a file with
+// several names on a child that leaves is gathered (links.go).
 func (r *rebalancer) place(ctx context.Context, w work) {
 	var err error
 	switch {
+	case w.attr.Nlink > 1 && w.attr.IsReg() && !r.d.layout.has(w.c):
+		r.gather(w)
 	case w.attr.Nlink > 1:
 		err = r.linkPointer(ctx, w)
 	case w.attr.IsReg():
@@ -257,14 +266,19 @@ func (r *rebalancer) place(ctx context.Context, w work) {
 	default:
 		err = r.moveSpecial(ctx, w)
 	}
+	r.done(ctx, w.path, err)
+}
+
+// done counts what placing path ended with.
+func (r *rebalancer) done(ctx context.Context, path string, err error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, errBusy):
-		r.d.log.Info("rebalance: file skipped", "path", w.path, "err", err)
+		r.d.log.Info("rebalance: file skipped", "path", path, "err", err)
 		r.count(func(st *RebalanceStats) { st.Skipped++ })
 	case ctx.Err() != nil:
 	default:
-		r.fail(w.path, err)
+		r.fail(path, err)
 	}
 }
 
@@ -273,8 +287,8 @@ var errBusy = errors.New("busy")
 
 // linkPointer handles a file with several names, which all live on its
 // child (storage counts the links there): it is not moved, but its name
-// gets a pointer on its hashed child. On a child being removed that is a
-// failure: the child cannot go while the file is there.
+// gets a pointer on its hashed child. One on a child being removed is
+// moved with all its names after the walk (links.go).
 func (r *rebalancer) linkPointer(ctx context.Context, w work) error {
 	d := r.d
 	r.count(func(st *RebalanceStats) { st.Linked++ })
@@ -292,8 +306,8 @@ func (r *rebalancer) linkPointer(ctx context.Context, w work) error {
 		return err
 	}
 	if !d.layout.has(w.c) {
-		return fmt.Errorf("has %d links and cannot leave %s; remove its other names and rebalance again",
-			w.attr.Nlink, d.children[w.c].ID)
+		// Linked while a move copied it: the next run gathers its names.
+		return fmt.Errorf("has %d names now and must leave %s: %w", w.attr.Nlink, d.children[w.c].ID, errBusy)
 	}
 	return nil
 }
@@ -345,6 +359,37 @@ func (r *rebalancer) switchName(ctx context.Context, w work, tmp string) error {
 		return fmt.Errorf("name also on %s (%w)", d.children[w.h].ID, syscall.EEXIST)
 	}
 	return d.child(w.h).Rename(ctx, tmp, w.path, 0)
+}
+
+// keepPointers gives the names that a leaving child holds pointers of
+// (their data is on another child) a pointer on the child they hash to
+// now, unless their data is there: once the child is gone, that is where
+// they are looked for.
+func (r *rebalancer) keepPointers(ctx context.Context, dir string, lists [][]layer.Entry) {
+	d := r.d
+	for p, list := range lists {
+		if !r.source(p) || d.layout.has(p) {
+			continue
+		}
+		for _, e := range list {
+			if e.Attr.Linkto == "" || hidden(e.Name) || ctx.Err() != nil {
+				continue
+			}
+			c, ok := d.byID[e.Attr.Linkto]
+			h := d.layout.owner(hashName(e.Name))
+			if !ok || c == h || c == p {
+				continue
+			}
+			path := layer.Join(dir, e.Name)
+			err := d.placePointer(ctx, h, path, loc{cached: c, attr: e.Attr}, true)
+			switch {
+			case err == nil:
+				r.count(func(st *RebalanceStats) { st.Linked++ })
+			case !errors.Is(err, syscall.EEXIST):
+				r.fail(path, fmt.Errorf("pointer to %s not made on %s: %w", d.children[c].ID, d.children[h].ID, err))
+			}
+		}
+	}
 }
 
 // dropPointers removes the pointer files of directory dir that the layout

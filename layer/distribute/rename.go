@@ -25,8 +25,19 @@ func tmpName() string {
 }
 
 // Rename: see the package documentation for the order of steps and what
-// each crash window leaves behind.
+// each crash window leaves behind. A file a rebalance moves meanwhile
+// (its child answers EREMOTE: the rename waited for the move's freeze and
+// did nothing) is renamed where it went.
 func (d *Distribute) Rename(ctx context.Context, oldpath, newpath string, flags uint32) error {
+	for try := 0; ; try++ {
+		err := d.rename(ctx, oldpath, newpath, flags)
+		if try == maxReopen || !errors.Is(err, syscall.EREMOTE) {
+			return err
+		}
+	}
+}
+
+func (d *Distribute) rename(ctx context.Context, oldpath, newpath string, flags uint32) error {
 	if flags&^layer.RenameNoReplace != 0 {
 		return syscall.EINVAL
 	}
