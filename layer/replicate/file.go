@@ -78,6 +78,30 @@ func (r *Replicate) Create(ctx context.Context, path string, in layer.CreateIn) 
 // fragment of a file made in one go.
 func (r *Replicate) CreateEach(ctx context.Context, path string, in layer.CreateIn, each func(i int, in *layer.CreateIn)) (layer.File, layer.Attr, error) {
 	in.Owner = owned(in.Owner)
+	// A create that is not exclusive opens a file that exists, and every
+	// copy gets it: a copy whose directory is behind may hold another
+	// inode under the name (see strangers), perhaps another name of a
+	// live file. O_TRUNC is therefore not sent: the file is truncated
+	// afterwards through the copies found good (one round trip more, only
+	// for a create that finds the file there, which the kernel sends only
+	// when it believed the name absent).
+	trunc := in.Flags&syscall.O_TRUNC != 0 && in.Flags&syscall.O_EXCL == 0
+	in.Flags &^= syscall.O_TRUNC
+	f, a, err := r.createEach(ctx, path, in, each)
+	if err != nil {
+		return nil, a, err
+	}
+	if !trunc || a.Gfid == in.Owner.Gfid || !a.IsReg() {
+		return f, a, nil
+	}
+	if a, err = f.Setattr(ctx, layer.SetattrIn{Valid: layer.SetSize}); err != nil {
+		f.Release(context.WithoutCancel(ctx))
+		return nil, layer.Attr{}, err
+	}
+	return f, a, nil
+}
+
+func (r *Replicate) createEach(ctx context.Context, path string, in layer.CreateIn, each func(i int, in *layer.CreateIn)) (*file, layer.Attr, error) {
 	files := make([]layer.File, len(r.children))
 	copies := make([]Copy, len(r.children))
 	marks := []string{parentOf(path)}
@@ -123,9 +147,10 @@ func (r *Replicate) CreateEach(ctx context.Context, path string, in layer.Create
 // directory (the parent's marks blame it) still has an old inode under the
 // name, which a create that is not exclusive, or an open, found there.
 // That inode is not this file and must not be written (it may be a file
-// renamed elsewhere meanwhile); heal replaces the name. (An O_TRUNC has
-// truncated it already; heal copies the content of an inode it reuses
-// under another name, but not of another hard link of it on that brick.)
+// renamed elsewhere meanwhile); heal replaces the name. (A create sends no
+// O_TRUNC for that reason; an open with O_TRUNC has truncated it already,
+// which heal repairs when it reuses that inode under another name, but
+// not for another hard link of it on that brick.)
 func (r *Replicate) strangers(ctx context.Context, files []layer.File, copies []Copy, v Verdict) Mask {
 	var m Mask
 	for i, lf := range files {

@@ -8,15 +8,10 @@ import (
 	"github.com/mortarfs/mortar/layer"
 )
 
-// A file renamed away while brick 0 was down, then a new file created
-// under the old name with all bricks up (before heal): brick 0 still has
-// the old inode under the name, and its create (not exclusive) opens it.
-// The new file is the good copies' inode: Create must answer with its
-// gfid (the FUSE bridge numbers inodes by gfid; the old one's would make
-// the two files one inode to the kernel) and must not write into the old
-// inode on brick 0.
-func TestCreateOverStaleName(t *testing.T) {
-	g := newRig(t, 3, false, Options{})
+// staleName makes /d/f ("old") and renames it to /moved while brick 0 is
+// down: brick 0 still holds the old inode under /d/f, which it returns.
+func staleName(t *testing.T, g *rig) layer.Attr {
+	t.Helper()
 	if _, err := g.r.Mkdir(g.ctx, "/d", layer.MkdirIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o755}); err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +30,19 @@ func TestCreateOverStaleName(t *testing.T) {
 	if a, err := g.onBrick(0).Lookup(g.ctx, "/d/f"); err != nil || a.Gfid != old.Gfid {
 		t.Fatalf("brick 0 should still hold the old inode under the old name: %v", err)
 	}
+	return old
+}
+
+// A file renamed away while brick 0 was down, then a new file created
+// under the old name with all bricks up (before heal): brick 0 still has
+// the old inode under the name, and its create (not exclusive) opens it.
+// The new file is the good copies' inode: Create must answer with its
+// gfid (the FUSE bridge numbers inodes by gfid; the old one's would make
+// the two files one inode to the kernel) and must not write into the old
+// inode on brick 0.
+func TestCreateOverStaleName(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	old := staleName(t, g)
 	gnew := layer.NewGfid()
 	f, a, err := g.r.Create(g.ctx, "/d/f", layer.CreateIn{Owner: layer.Owner{Gfid: gnew},
 		Flags: syscall.O_RDWR, Mode: 0o644})
@@ -98,5 +106,49 @@ func TestSetattrOverStaleName(t *testing.T) {
 	if a.Gfid != file.Gfid || !a.IsReg() || a.Mode&07777 != 0o600 || a.Size != 10 {
 		t.Errorf("setattr answered gfid %s mode %o size %d; want the file's: %s, regular, 0600, 10 bytes",
 			a.Gfid, a.Mode, a.Size, file.Gfid)
+	}
+}
+
+// The same with O_TRUNC (a shell's "> f"): the stale inode on brick 0,
+// which may be another name of a live file there (heal links a file
+// renamed elsewhere by its id), is not truncated; a file that exists on
+// every brick is.
+func TestCreateTruncOverStaleName(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	old := staleName(t, g)
+	if err := g.writeFile("/d/kept", []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	trunc := layer.CreateIn{Flags: syscall.O_RDWR | syscall.O_TRUNC, Mode: 0o644}
+	f, a, err := g.r.Create(g.ctx, "/d/f", trunc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(g.ctx, []byte("new"), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Release(g.ctx)
+	if a.Gfid == old.Gfid || a.Size != 0 {
+		t.Errorf("create answered gfid %s size %d; want a new file", a.Gfid, a.Size)
+	}
+	if st, err := g.onBrick(0).Lookup(g.ctx, "/d/f"); err != nil || st.Gfid != old.Gfid || st.Size != 3 {
+		t.Errorf("brick 0's stale inode: gfid %s size %d, %v; want it untouched (3 bytes)", st.Gfid, st.Size, err)
+	}
+	// An existing file: truncated through the copies, then written.
+	f, a, err = g.r.Create(g.ctx, "/d/kept", trunc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Size != 0 {
+		t.Errorf("create with O_TRUNC of an existing file answered size %d", a.Size)
+	}
+	if _, err := f.Write(g.ctx, []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Release(g.ctx)
+	for i := range 3 {
+		if st, err := g.onBrick(i).Lookup(g.ctx, "/d/kept"); err != nil || st.Size != 1 {
+			t.Errorf("brick %d: /d/kept size %d, %v; want 1", i, st.Size, err)
+		}
 	}
 }
