@@ -87,6 +87,11 @@ func refuseRoot(a at) error {
 // creates a distribute pointer file: mode S_IFREG|01000 and the linkto
 // xattr.
 func (s *Store) Mknod(ctx context.Context, path string, in layer.MknodIn) (layer.Attr, error) {
+	if in.Linkto == "" { // a pointer is a name's, which the reserve keeps room for
+		if err := s.roomy(); err != nil {
+			return layer.Attr{}, err
+		}
+	}
 	mode := in.Mode
 	if in.Linkto != "" {
 		mode = linktoMode
@@ -105,6 +110,9 @@ func (s *Store) Mknod(ctx context.Context, path string, in layer.MknodIn) (layer
 
 // Symlink creates a symbolic link; its target is stored as given.
 func (s *Store) Symlink(ctx context.Context, path string, in layer.SymlinkIn) (layer.Attr, error) {
+	if err := s.roomy(); err != nil {
+		return layer.Attr{}, err
+	}
 	return s.makeAt(ctx, path, in.Owner, noChmod, "", func(a at) error {
 		return unix.Symlinkat(in.Target, a.dir, a.name)
 	})
@@ -181,6 +189,9 @@ func (s *Store) initAt(a at, o newOwner, mode uint32, linkto string) (layer.Attr
 // Mkdir creates a directory. In a set-group-ID parent it gets the parent's
 // group and is itself set-group-ID.
 func (s *Store) Mkdir(ctx context.Context, path string, in layer.MkdirIn) (layer.Attr, error) {
+	if err := s.roomy(); err != nil {
+		return layer.Attr{}, err
+	}
 	a, err := s.resolve(path, true)
 	if err != nil {
 		return layer.Attr{}, err

@@ -78,6 +78,9 @@ func (s *Store) Create(ctx context.Context, path string, in layer.CreateIn) (lay
 // createNew creates a's name exclusively and gives it owner, mode, gfid
 // and index entry.
 func (s *Store) createNew(a at, flags int, in layer.CreateIn) (*file, layer.Attr, error) {
+	if err := s.roomy(); err != nil {
+		return nil, layer.Attr{}, err
+	}
 	o, err := ownerIn(a.dir, in.Owner)
 	if err != nil {
 		return nil, layer.Attr{}, err
@@ -372,6 +375,9 @@ func (f *file) write(ctx context.Context, n int, do func() (int, error)) (int, e
 	if f.s.arbiter {
 		return n, nil
 	}
+	if err := f.s.roomy(); err != nil {
+		return 0, err
+	}
 	w, err := do()
 	if err != nil {
 		return w, err
@@ -485,6 +491,11 @@ func (f *file) Fsync(ctx context.Context, datasync bool) error {
 }
 
 func (f *file) Fallocate(ctx context.Context, mode uint32, off, length int64) error {
+	if mode&unix.FALLOC_FL_PUNCH_HOLE == 0 && !f.s.arbiter {
+		if err := f.s.roomy(); err != nil {
+			return err
+		}
+	}
 	if err := f.mig.enter(ctx, opModify); err != nil {
 		return err
 	}

@@ -87,6 +87,7 @@ type Store struct {
 	disperse bool
 	marks    markLocks
 	mig      migRegistry
+	reserve  uint64 // free bytes kept for marks and indexes (reserve.go)
 	// naming is held shared while a new inode is made and given its
 	// gfid, and exclusively to give a gfid to an inode found without one:
 	// a lookup racing a create must not take the new inode for one made
@@ -162,6 +163,7 @@ func New(root string, opts Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
+	s.initReserve()
 	s.mig.freezeTimeout = opts.FreezeTimeout
 	if s.mig.freezeTimeout <= 0 {
 		s.mig.freezeTimeout = DefaultFreezeTimeout

@@ -1,0 +1,47 @@
+package posix
+
+import "golang.org/x/sys/unix"
+
+// The reserve (GlusterFS's storage.reserve): a brick refuses with ENOSPC
+// what would take new space for data (writes, fallocate, new inodes)
+// once the space left on its file system falls below the reserve, and
+// keeps that space for what records the state of the volume: pending
+// marks, heal and gfid index entries, sizes. Without it, a brick whose
+// file system filled could take a write while its peers refused it, and
+// then not record that they missed it: copies that differ with no mark.
+// Removals and metadata changes go on, so that space can be freed.
+
+// Reserve bounds: 1 % of the file system, at least minReserve, at most
+// maxReserve.
+const (
+	minReserve = 1 << 20
+	maxReserve = 1 << 30
+)
+
+// reserveOf is the reserve of a file system of total bytes.
+func reserveOf(total uint64) uint64 {
+	return min(max(total/100, minReserve), maxReserve)
+}
+
+// initReserve sets the brick's reserve from its file system's size.
+func (s *Store) initReserve() {
+	var st unix.Statfs_t
+	if unix.Fstatfs(s.rootfd, &st) == nil {
+		s.reserve = reserveOf(st.Blocks * uint64(st.Bsize))
+	}
+}
+
+// roomy fails with ENOSPC if the brick's free space is below its reserve.
+func (s *Store) roomy() error {
+	if s.reserve == 0 {
+		return nil
+	}
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(s.rootfd, &st); err != nil {
+		return nil // the operation itself will say
+	}
+	if st.Bavail*uint64(st.Bsize) < s.reserve {
+		return unix.ENOSPC
+	}
+	return nil
+}

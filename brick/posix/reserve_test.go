@@ -1,0 +1,71 @@
+package posix
+
+import (
+	"errors"
+	"syscall"
+	"testing"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+func TestReserveOf(t *testing.T) {
+	for _, c := range []struct{ total, want uint64 }{
+		{24 << 20, minReserve},
+		{10 << 30, 10 << 30 / 100},
+		{1 << 50, maxReserve},
+	} {
+		if got := reserveOf(c.total); got != c.want {
+			t.Errorf("reserve of %d bytes: %d, want %d", c.total, got, c.want)
+		}
+	}
+}
+
+// Below its reserve a brick refuses new data and new inodes with ENOSPC,
+// and still takes what records the volume's state (marks) and what frees
+// space or changes metadata: pointers, xattrs, renames, removals.
+func TestReserveKeepsRoomForMarks(t *testing.T) {
+	s, _ := newBrick(t, "")
+	if s.reserve < minReserve {
+		t.Fatalf("reserve %d", s.reserve)
+	}
+	f, a, err := s.Create(ctx, "/f", layer.CreateIn{Flags: syscall.O_RDWR | syscall.O_EXCL, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Release(ctx)
+	s.reserve = 1 << 62 // more than any disk: below it
+	if _, err := f.Write(ctx, []byte("data"), 0); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("write below the reserve: %v, want ENOSPC", err)
+	}
+	if err := f.Fallocate(ctx, 0, 0, 4096); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("fallocate below the reserve: %v, want ENOSPC", err)
+	}
+	if _, _, err := s.Create(ctx, "/g", layer.CreateIn{Flags: syscall.O_RDWR | syscall.O_EXCL, Mode: 0o644}); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("create below the reserve: %v, want ENOSPC", err)
+	}
+	if _, err := s.Mkdir(ctx, "/d", layer.MkdirIn{Mode: 0o755}); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("mkdir below the reserve: %v, want ENOSPC", err)
+	}
+	if _, err := s.Symlink(ctx, "/l", layer.SymlinkIn{Target: "f"}); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("symlink below the reserve: %v, want ENOSPC", err)
+	}
+	if err := s.MarkPending(ctx, "/f", a.Gfid, 2); err != nil {
+		t.Errorf("mark below the reserve: %v", err)
+	}
+	if _, err := s.Mknod(ctx, "/p", layer.MknodIn{Linkto: "b2"}); err != nil {
+		t.Errorf("pointer below the reserve: %v", err)
+	}
+	if err := s.Setxattr(ctx, "/f", "user.x", []byte("y"), 0); err != nil {
+		t.Errorf("setxattr below the reserve: %v", err)
+	}
+	if err := s.Rename(ctx, "/p", "/q", 0); err != nil {
+		t.Errorf("rename below the reserve: %v", err)
+	}
+	if err := s.Unlink(ctx, "/q"); err != nil {
+		t.Errorf("unlink below the reserve: %v", err)
+	}
+	s.reserve = minReserve
+	if _, err := f.Write(ctx, []byte("data"), 0); err != nil {
+		t.Errorf("write with room again: %v", err)
+	}
+}
