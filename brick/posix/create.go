@@ -87,11 +87,6 @@ func refuseRoot(a at) error {
 // creates a distribute pointer file: mode S_IFREG|01000 and the linkto
 // xattr.
 func (s *Store) Mknod(ctx context.Context, path string, in layer.MknodIn) (layer.Attr, error) {
-	if in.Linkto == "" { // a pointer is a name's, which the reserve keeps room for
-		if err := s.roomy(); err != nil {
-			return layer.Attr{}, err
-		}
-	}
 	mode := in.Mode
 	if in.Linkto != "" {
 		mode = linktoMode
@@ -110,9 +105,6 @@ func (s *Store) Mknod(ctx context.Context, path string, in layer.MknodIn) (layer
 
 // Symlink creates a symbolic link; its target is stored as given.
 func (s *Store) Symlink(ctx context.Context, path string, in layer.SymlinkIn) (layer.Attr, error) {
-	if err := s.roomy(); err != nil {
-		return layer.Attr{}, err
-	}
 	return s.makeAt(ctx, path, in.Owner, noChmod, "", func(a at) error {
 		return unix.Symlinkat(in.Target, a.dir, a.name)
 	})
@@ -129,6 +121,11 @@ func (s *Store) makeAt(ctx context.Context, path string, owner layer.Owner, mode
 	defer a.close()
 	if err := refuseRoot(a); err != nil {
 		return layer.Attr{}, err
+	}
+	if linkto == "" { // a pointer is a name's, which the reserve keeps room for
+		if err := s.roomyAt(a); err != nil {
+			return layer.Attr{}, err
+		}
 	}
 	unlock, err := s.pend(ctx, parent(a, path))
 	if err != nil {
@@ -189,15 +186,15 @@ func (s *Store) initAt(a at, o newOwner, mode uint32, linkto string) (layer.Attr
 // Mkdir creates a directory. In a set-group-ID parent it gets the parent's
 // group and is itself set-group-ID.
 func (s *Store) Mkdir(ctx context.Context, path string, in layer.MkdirIn) (layer.Attr, error) {
-	if err := s.roomy(); err != nil {
-		return layer.Attr{}, err
-	}
 	a, err := s.resolve(path, true)
 	if err != nil {
 		return layer.Attr{}, err
 	}
 	defer a.close()
 	if err := refuseRoot(a); err != nil {
+		return layer.Attr{}, err
+	}
+	if err := s.roomyAt(a); err != nil {
 		return layer.Attr{}, err
 	}
 	unlock, err := s.pend(ctx, parent(a, path))

@@ -78,7 +78,7 @@ func (s *Store) Create(ctx context.Context, path string, in layer.CreateIn) (lay
 // createNew creates a's name exclusively and gives it owner, mode, gfid
 // and index entry.
 func (s *Store) createNew(a at, flags int, in layer.CreateIn) (*file, layer.Attr, error) {
-	if err := s.roomy(); err != nil {
+	if err := s.roomyAt(a); err != nil {
 		return nil, layer.Attr{}, err
 	}
 	o, err := ownerIn(a.dir, in.Owner)
@@ -363,6 +363,11 @@ func (f *file) WriteGap(ctx context.Context, p []byte, off int64, gap layer.Gap)
 // ctx, and records the file size a disperse write carries. An arbiter
 // brick drops the data.
 func (f *file) write(ctx context.Context, n int, do func() (int, error)) (int, error) {
+	if !f.s.arbiter { // refused before anything is marked
+		if err := f.s.roomy(); err != nil {
+			return 0, err
+		}
+	}
 	if err := f.mig.enter(ctx, opModify); err != nil {
 		return 0, err
 	}
@@ -374,9 +379,6 @@ func (f *file) write(ctx context.Context, n int, do func() (int, error)) (int, e
 	defer unlock()
 	if f.s.arbiter {
 		return n, nil
-	}
-	if err := f.s.roomy(); err != nil {
-		return 0, err
 	}
 	w, err := do()
 	if err != nil {

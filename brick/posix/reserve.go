@@ -45,3 +45,14 @@ func (s *Store) roomy() error {
 	}
 	return nil
 }
+
+// roomyAt is roomy for making the name a: EEXIST, as without the reserve,
+// if it is taken.
+func (s *Store) roomyAt(a at) error {
+	err := s.roomy()
+	var st unix.Stat_t
+	if err != nil && unix.Fstatat(a.dir, a.name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+		return unix.EEXIST
+	}
+	return err
+}

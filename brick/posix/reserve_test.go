@@ -33,6 +33,9 @@ func TestReserveKeepsRoomForMarks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Release(ctx)
+	if _, err := s.Mkdir(ctx, "/e", layer.MkdirIn{Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
 	s.reserve = 1 << 62 // more than any disk: below it
 	if _, err := f.Write(ctx, []byte("data"), 0); !errors.Is(err, syscall.ENOSPC) {
 		t.Errorf("write below the reserve: %v, want ENOSPC", err)
@@ -48,6 +51,18 @@ func TestReserveKeepsRoomForMarks(t *testing.T) {
 	}
 	if _, err := s.Symlink(ctx, "/l", layer.SymlinkIn{Target: "f"}); !errors.Is(err, syscall.ENOSPC) {
 		t.Errorf("symlink below the reserve: %v, want ENOSPC", err)
+	}
+	// What exists answers as it would with room.
+	if g, _, err := s.Create(ctx, "/f", layer.CreateIn{Flags: syscall.O_RDWR, Mode: 0o644}); err != nil {
+		t.Errorf("open by create of an existing file below the reserve: %v", err)
+	} else {
+		g.Release(ctx)
+	}
+	if _, _, err := s.Create(ctx, "/f", layer.CreateIn{Flags: syscall.O_RDWR | syscall.O_EXCL, Mode: 0o644}); !errors.Is(err, syscall.EEXIST) {
+		t.Errorf("exclusive create of an existing file below the reserve: %v, want EEXIST", err)
+	}
+	if _, err := s.Mkdir(ctx, "/e", layer.MkdirIn{Mode: 0o755}); !errors.Is(err, syscall.EEXIST) {
+		t.Errorf("mkdir of an existing directory below the reserve: %v, want EEXIST", err)
 	}
 	if err := s.MarkPending(ctx, "/f", a.Gfid, 2); err != nil {
 		t.Errorf("mark below the reserve: %v", err)
