@@ -147,10 +147,8 @@ func (r *Replicate) createEach(ctx context.Context, path string, in layer.Create
 // directory (the parent's marks blame it) still has an old inode under the
 // name, which a create that is not exclusive, or an open, found there.
 // That inode is not this file and must not be written (it may be a file
-// renamed elsewhere meanwhile); heal replaces the name. (A create sends no
-// O_TRUNC for that reason; an open with O_TRUNC has truncated it already,
-// which heal repairs when it reuses that inode under another name, but
-// not for another hard link of it on that brick.)
+// renamed elsewhere meanwhile, or another name of a live file); heal
+// replaces the name. (Creates and opens send no O_TRUNC for that reason.)
 func (r *Replicate) strangers(ctx context.Context, files []layer.File, copies []Copy, v Verdict) Mask {
 	var m Mask
 	for i, lf := range files {
@@ -185,7 +183,28 @@ func releaseAll(files []layer.File) {
 // Open looks the file up on every replica up (to know the good copies) and,
 // in the same round trip, opens it: on all of them for writing, on the
 // likely read replica for reading.
+//
+// O_TRUNC is not sent: a replica whose directory is behind may hold
+// another inode under the name (see strangers), perhaps another name of a
+// live file there. The file is truncated afterwards through the copies
+// found to be it (one round trip more for an open that truncates).
 func (r *Replicate) Open(ctx context.Context, path string, flags uint32) (layer.File, error) {
+	lf, err := r.open(ctx, path, flags)
+	if err != nil || flags&syscall.O_TRUNC == 0 {
+		return lf, err
+	}
+	f := lf.(*file)
+	if !f.attr.IsReg() {
+		return f, nil
+	}
+	if f.attr, err = f.Setattr(ctx, layer.SetattrIn{Valid: layer.SetSize}); err != nil {
+		f.Release(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return f, nil
+}
+
+func (r *Replicate) open(ctx context.Context, path string, flags uint32) (layer.File, error) {
 	var m Mask
 	var err error
 	if flags&syscall.O_TRUNC != 0 {
@@ -211,7 +230,7 @@ func (r *Replicate) Open(ctx context.Context, path string, flags uint32) (layer.
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				files[i], openErrs[i] = r.children[i].Layer.Open(octx, path, flags)
+				files[i], openErrs[i] = r.children[i].Layer.Open(octx, path, flags&^syscall.O_TRUNC)
 			}()
 		}
 		copies[i].Attr, copies[i].Err = r.children[i].Layer.Lookup(ctx, path)

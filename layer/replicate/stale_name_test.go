@@ -152,3 +152,35 @@ func TestCreateTruncOverStaleName(t *testing.T) {
 		}
 	}
 }
+
+// An open with O_TRUNC of a name brick 0 still holds as the stale inode
+// (the name was given to a new file since, which brick 0's create did
+// not make): the stale inode, perhaps another name of a live file there,
+// is not truncated; the file is, on the good copies.
+func TestOpenTruncOverStaleName(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	old := staleName(t, g)
+	if err := g.writeFile("/d/f", []byte("newer")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := g.r.Open(g.ctx, "/d/f", syscall.O_RDWR|syscall.O_TRUNC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := f.Getattr(g.ctx)
+	if err != nil || a.Gfid == old.Gfid || a.Size != 0 {
+		t.Errorf("after the open: gfid %s size %d, %v; want the new file, empty", a.Gfid, a.Size, err)
+	}
+	if _, err := f.Write(g.ctx, []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Release(g.ctx)
+	if st, err := g.onBrick(0).Lookup(g.ctx, "/d/f"); err != nil || st.Gfid != old.Gfid || st.Size != 3 {
+		t.Errorf("brick 0's stale inode: gfid %s size %d, %v; want it untouched (3 bytes)", st.Gfid, st.Size, err)
+	}
+	for i := 1; i < 3; i++ {
+		if st, err := g.onBrick(i).Lookup(g.ctx, "/d/f"); err != nil || st.Size != 1 {
+			t.Errorf("brick %d: /d/f size %d, %v; want 1", i, st.Size, err)
+		}
+	}
+}
