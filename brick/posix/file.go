@@ -361,9 +361,10 @@ func (f *file) WriteGap(ctx context.Context, p []byte, off int64, gap layer.Gap)
 
 // write runs do, a write of n bytes, with the inode marked for the Txn in
 // ctx, and records the file size a disperse write carries. An arbiter
-// brick drops the data.
+// brick drops the data. A write of no bytes takes no room: below the
+// reserve it still records its marks (replicate's Missed marks so).
 func (f *file) write(ctx context.Context, n int, do func() (int, error)) (int, error) {
-	if !f.s.arbiter { // refused before anything is marked
+	if !f.s.arbiter && n > 0 { // refused before anything is marked
 		if err := f.s.roomy(); err != nil {
 			return 0, err
 		}

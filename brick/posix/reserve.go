@@ -27,20 +27,29 @@ func reserveOf(total uint64) uint64 {
 func (s *Store) initReserve() {
 	var st unix.Statfs_t
 	if unix.Fstatfs(s.rootfd, &st) == nil {
-		s.reserve = reserveOf(st.Blocks * uint64(st.Bsize))
+		s.reserve.Store(reserveOf(st.Blocks * uint64(st.Bsize)))
 	}
+}
+
+// SetReserve sets the free space, in bytes, below which the brick
+// refuses what takes new space (0: none; math.MaxUint64 makes the brick
+// behave as one whose file system is full, marks and indexes aside: the
+// simulation's full disks). It returns the reserve it replaces.
+func (s *Store) SetReserve(bytes uint64) uint64 {
+	return s.reserve.Swap(bytes)
 }
 
 // roomy fails with ENOSPC if the brick's free space is below its reserve.
 func (s *Store) roomy() error {
-	if s.reserve == 0 {
+	reserve := s.reserve.Load()
+	if reserve == 0 {
 		return nil
 	}
 	var st unix.Statfs_t
 	if err := unix.Fstatfs(s.rootfd, &st); err != nil {
 		return nil // the operation itself will say
 	}
-	if st.Bavail*uint64(st.Bsize) < s.reserve {
+	if st.Bavail*uint64(st.Bsize) < reserve {
 		return unix.ENOSPC
 	}
 	return nil

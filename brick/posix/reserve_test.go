@@ -25,8 +25,8 @@ func TestReserveOf(t *testing.T) {
 // space or changes metadata: pointers, xattrs, renames, removals.
 func TestReserveKeepsRoomForMarks(t *testing.T) {
 	s, _ := newBrick(t, "")
-	if s.reserve < minReserve {
-		t.Fatalf("reserve %d", s.reserve)
+	if r := s.reserve.Load(); r < minReserve {
+		t.Fatalf("reserve %d", r)
 	}
 	f, a, err := s.Create(ctx, "/f", layer.CreateIn{Flags: syscall.O_RDWR | syscall.O_EXCL, Mode: 0o644})
 	if err != nil {
@@ -36,7 +36,7 @@ func TestReserveKeepsRoomForMarks(t *testing.T) {
 	if _, err := s.Mkdir(ctx, "/e", layer.MkdirIn{Mode: 0o755}); err != nil {
 		t.Fatal(err)
 	}
-	s.reserve = 1 << 62 // more than any disk: below it
+	s.SetReserve(1 << 62) // more than any disk: below it
 	if _, err := f.Write(ctx, []byte("data"), 0); !errors.Is(err, syscall.ENOSPC) {
 		t.Errorf("write below the reserve: %v, want ENOSPC", err)
 	}
@@ -67,6 +67,12 @@ func TestReserveKeepsRoomForMarks(t *testing.T) {
 	if err := s.MarkPending(ctx, "/f", a.Gfid, 2); err != nil {
 		t.Errorf("mark below the reserve: %v", err)
 	}
+	// replicate's Missed marks a file open with a write of no bytes.
+	if _, err := f.Write(layer.WithTxn(ctx, layer.Txn{Pending: 4}), nil, 0); err != nil {
+		t.Errorf("write of no bytes (a mark) below the reserve: %v", err)
+	} else if st, err := f.Getattr(ctx); err != nil || st.Pending&4 == 0 {
+		t.Errorf("write of no bytes below the reserve: pending %b, %v; want the mark recorded", st.Pending, err)
+	}
 	if _, err := s.Mknod(ctx, "/p", layer.MknodIn{Linkto: "b2"}); err != nil {
 		t.Errorf("pointer below the reserve: %v", err)
 	}
@@ -79,7 +85,7 @@ func TestReserveKeepsRoomForMarks(t *testing.T) {
 	if err := s.Unlink(ctx, "/q"); err != nil {
 		t.Errorf("unlink below the reserve: %v", err)
 	}
-	s.reserve = minReserve
+	s.SetReserve(minReserve)
 	if _, err := f.Write(ctx, []byte("data"), 0); err != nil {
 		t.Errorf("write with room again: %v", err)
 	}

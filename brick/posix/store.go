@@ -30,6 +30,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -87,7 +88,7 @@ type Store struct {
 	disperse bool
 	marks    markLocks
 	mig      migRegistry
-	reserve  uint64 // free bytes kept for marks and indexes (reserve.go)
+	reserve  atomic.Uint64 // free bytes kept for marks and indexes (reserve.go)
 	// naming is held shared while a new inode is made and given its
 	// gfid, and exclusively to give a gfid to an inode found without one:
 	// a lookup racing a create must not take the new inode for one made
