@@ -261,8 +261,16 @@ type outcome struct {
 // of the changed inodes are current, if known); failing that, the side
 // with quorum, or the larger one. The others are losers, to be marked
 // pending on the winners.
+//
+// A replica without room (ENOSPC, EDQUOT) refused for want of space, not
+// because the change was wrong: when a good copy (or, not knowing which
+// are good, any) took the change, it missed it as a replica down does,
+// and the answer is ENOSPC if too few took it. Counted as a refusal that
+// stands, it would blame the copies that took the change, and another
+// change that the same replica missed while they took it would have them
+// blame it back: a split-brain made of two right answers.
 func (r *Replicate) settle(targets Mask, errs []error, good Mask) outcome {
-	var ok, down, failed Mask
+	var ok, down, failed, full Mask
 	for i := range r.children {
 		switch {
 		case !targets.Has(i):
@@ -270,10 +278,30 @@ func (r *Replicate) settle(targets Mask, errs []error, good Mask) outcome {
 			ok |= Bit(i)
 		case IsDown(errs[i]):
 			down |= Bit(i)
+		case isFull(errs[i]):
+			full |= Bit(i)
 		default:
 			failed |= Bit(i)
 		}
 	}
+	if ok != 0 && (good == 0 || ok&good != 0) {
+		o := r.settleTaken(errs, ok, failed, down|full, good)
+		if o.err == syscall.EIO && full != 0 {
+			o.err = syscall.ENOSPC
+		}
+		return o
+	}
+	return r.settleTaken(errs, ok, failed|full, down, good)
+}
+
+// isFull reports whether err is a replica's lack of room.
+func isFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// settleTaken is settle once the replicas are sorted: ok took the change,
+// failed refused it (errs say why), down missed it.
+func (r *Replicate) settleTaken(errs []error, ok, failed, down, good Mask) outcome {
 	switch {
 	case ok == 0 && failed == 0:
 		return outcome{err: syscall.ENOTCONN, losers: down}
@@ -711,17 +739,31 @@ func (r *Replicate) Readlink(ctx context.Context, path string) (string, error) {
 	return target, err
 }
 
-// Readdir lists the directory from a good copy, all at once (cookie 0).
+// Readdir lists the directory from a good copy, all at once (cookie 0);
+// copies that blame each other (a merge, Verdict.Merge) are listed
+// together, each name once, as heal will merge them: every copy of the
+// merge has names the others lack.
 func (r *Replicate) Readdir(ctx context.Context, path string, cookie uint64, max int) (layer.DirPage, error) {
 	if cookie != 0 {
 		return layer.DirPage{Next: cookie, EOF: true}, nil
 	}
+	v, _, err := r.judge(ctx, path)
+	if err == nil && v.Err != nil {
+		err = v.Err
+	}
+	if err != nil {
+		return layer.DirPage{}, err
+	}
 	var entries []layer.Entry
-	err := r.fromGood(ctx, path, func(i int) error {
-		var err error
-		entries, err = layer.ReadDirAll(ctx, r.children[i].Layer, path)
-		return err
-	})
+	if v.Merge {
+		entries, err = r.readdirMerged(ctx, path, v.Good)
+	} else {
+		err = r.fromGood(ctx, path, func(i int) error {
+			var err error
+			entries, err = layer.ReadDirAll(ctx, r.children[i].Layer, path)
+			return err
+		})
+	}
 	if err != nil {
 		return layer.DirPage{}, err
 	}
@@ -729,6 +771,45 @@ func (r *Replicate) Readdir(ctx context.Context, path string, cookie uint64, max
 		entries[k].Attr.Pending = 0
 	}
 	return layer.DirPage{Entries: entries, Next: 1, EOF: true}, nil
+}
+
+// readdirMerged lists the copies in m and merges their names (the first
+// copy's entry of a name wins); a copy that is down is left out, unless
+// all are.
+func (r *Replicate) readdirMerged(ctx context.Context, path string, m Mask) ([]layer.Entry, error) {
+	lists := make([][]layer.Entry, len(r.children))
+	errs := r.parallel(m, func(i int) error {
+		var err error
+		lists[i], err = layer.ReadDirAll(ctx, r.children[i].Layer, path)
+		return err
+	})
+	var out []layer.Entry
+	seen := map[string]bool{}
+	var last error = syscall.ENOTCONN
+	listed := false
+	for i := range r.children {
+		if !m.Has(i) {
+			continue
+		}
+		if errs[i] != nil {
+			if !IsDown(errs[i]) {
+				return nil, errs[i]
+			}
+			last = errs[i]
+			continue
+		}
+		listed = true
+		for _, e := range lists[i] {
+			if !seen[e.Name] {
+				seen[e.Name] = true
+				out = append(out, e)
+			}
+		}
+	}
+	if !listed {
+		return nil, last
+	}
+	return out, nil
 }
 
 // Statfs reports the smallest data replica: what the set can still hold.
