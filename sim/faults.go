@@ -14,7 +14,11 @@ func (r *run) fault() error {
 }
 
 func (r *run) inject() error {
-	switch r.rng.IntN(8) {
+	kinds := 8
+	if r.cfg.FullDisks {
+		kinds = 12 // disks fill three times as often as they are freed
+	}
+	switch r.rng.IntN(kinds) {
 	case 0, 1:
 		r.crashBrick()
 	case 2:
@@ -27,10 +31,38 @@ func (r *run) inject() error {
 		r.slow()
 	case 6:
 		return r.crashClient()
-	default:
+	case 7:
 		return r.crashDuringPut()
+	case 8, 9, 10:
+		r.fillDisk()
+	default:
+		r.freeDisk()
 	}
 	return nil
+}
+
+// fillDisk makes a brick's disk full: it refuses new data and new inodes
+// with ENOSPC (its reserve set above any free space), as a brick whose
+// file system filled up to the reserve does, and still records marks.
+func (r *run) fillDisk() {
+	b := r.w.bricks[r.rng.IntN(len(r.w.bricks))]
+	if b.full {
+		return
+	}
+	r.note("disk of %s full", b.id)
+	r.rep.Faults["disk full"]++
+	r.w.fill(b, true)
+}
+
+// freeDisk gives a full brick its room back.
+func (r *run) freeDisk() {
+	for _, b := range r.w.bricks {
+		if b.full {
+			r.note("disk of %s freed", b.id)
+			r.w.fill(b, false)
+			return
+		}
+	}
 }
 
 // crashBrick kills a running brick, leaving at least one of its set up.

@@ -22,6 +22,7 @@ func (r *run) finish() error {
 	r.note("finish: faults lifted, bricks restarted, heal")
 	r.w.net.mendAll()
 	for _, b := range r.w.bricks {
+		r.w.fill(b, false)
 		if b.srv == nil {
 			if err := r.w.start(b); err != nil {
 				return err

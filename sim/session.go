@@ -28,7 +28,7 @@ func (r *run) session() error {
 		c.open = slices.Delete(c.open, k, k+1)
 		r.note("client %d closes %s", i, f.path)
 		r.rep.Ops["close"]++
-		if err := f.f.Release(ctx); err != nil && !unavailable(err) {
+		if err := f.f.Release(ctx); err != nil && !unavailable(err) && !r.allowed("close", err, nil) {
 			return violated("close %s: %v", f.path, err)
 		}
 		return nil

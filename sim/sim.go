@@ -31,6 +31,10 @@ type Config struct {
 	// NoFinish stops after the steps, faults and all, for a look at the
 	// bricks as they were before heal.
 	NoFinish bool
+	// FullDisks adds faults that fill a brick's disk (it refuses new data
+	// and inodes with ENOSPC) and free it again. Off, a seed runs the
+	// steps it ran before they existed.
+	FullDisks bool
 }
 
 func (c *Config) setDefaults() {
@@ -223,8 +227,12 @@ func (r *run) changed(op string, err error, apply func(), paths ...string) error
 }
 
 // allowed reports whether an error other than unavailability is what the
-// model expects: ENOENT for a file it knows does not exist.
+// model expects: ENOENT for a file it knows does not exist, ENOSPC while
+// a brick's disk is full.
 func (r *run) allowed(op string, err error, paths []string) bool {
+	if errors.Is(err, syscall.ENOSPC) && r.w.anyFull() {
+		return true
+	}
 	if len(paths) == 0 {
 		return false
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -30,6 +31,10 @@ type brickNode struct {
 	replicated    bool
 	store         *posix.Store
 	srv           *brick.Server
+	// full: its disk is full (Config.FullDisks), across restarts; kept is
+	// its store's reserve from before.
+	full bool
+	kept uint64
 }
 
 // world is one run's volume: its bricks, clients, network and healer.
@@ -107,8 +112,33 @@ func (w *world) start(b *brickNode) error {
 	srv.MaxConnsPerClient = 0
 	srv.AddWith(b.id, volumeID, locks.New(st), brick.BrickOptions{MarkAbandoned: b.replicated, MarkAbandonedNames: !b.replicated})
 	b.store, b.srv = st, srv
+	if b.full {
+		b.kept = st.SetReserve(math.MaxUint64)
+	}
 	w.net.serve(b.addr, srv)
 	return nil
+}
+
+// fill makes b's disk full or gives it its room back.
+func (w *world) fill(b *brickNode, full bool) {
+	b.full = full
+	switch {
+	case b.store == nil:
+	case full:
+		b.kept = b.store.SetReserve(math.MaxUint64)
+	default:
+		b.store.SetReserve(b.kept)
+	}
+}
+
+// anyFull reports whether a brick's disk is full.
+func (w *world) anyFull() bool {
+	for _, b := range w.bricks {
+		if b.full {
+			return true
+		}
+	}
+	return false
 }
 
 // crash stops a brick as a kill would: connections cut, nothing flushed
