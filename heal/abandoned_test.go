@@ -155,3 +155,34 @@ func TestAbandonedMetadataMadeEqual(t *testing.T) {
 	scan(c.healer(Options{Quiet: time.Nanosecond}))
 	c.healthy()
 }
+
+// A client died making /d/f: its create reached brick 1 only; another
+// client's create of the name, made while brick 0 could not take it (its
+// disk full), reached brick 2 only and failed. Two gfids under one name,
+// no mark on either file, /d blaming brick 0 and Dirty (the dead client's
+// connection). Neither create was acknowledged: once quiet, one version
+// wins, as for a Dirty file; until then /d keeps its marks, which alone
+// bring the name back to a later scan.
+func TestAbandonedNameWithTwoGfidsUnderDirtyDirectory(t *testing.T) {
+	c := newCluster(t, 3, false)
+	dir := layer.NewGfid()
+	c.everywhere(mkdir("/d", dir))
+	if err := create("/d/f", layer.NewGfid(), []byte("half made"))(bg, c.stores[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := create("/d/f", layer.NewGfid(), []byte("the other"))(bg, c.stores[2]); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{1, 2} {
+		if err := c.stores[i].MarkPending(bg, "/d", dir, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.markDirty("/d")
+	scan(c.healer(Options{Quiet: time.Hour}))
+	if p := c.pending(1, "/d"); p&layer.Dirty == 0 {
+		t.Fatalf("/d's marks went before its name was healed: pending %#x", p)
+	}
+	scan(c.healer(Options{Quiet: time.Nanosecond}))
+	c.healthy()
+}

@@ -197,6 +197,10 @@ var errNoParent = errors.New("parent directory missing on a sink")
 // errNoSource: a sink needs data that no reachable copy holds.
 var errNoSource = errors.New("no reachable copy of the data")
 
+// errNotQuiet: an inode a client went away from is still changing; a
+// later scan heals it (the marks that bring it back are kept).
+var errNotQuiet = errors.New("changed by a client that went away; not quiet yet")
+
 // Healer heals the replica sets of one volume.
 type Healer struct {
 	data   DataHealer

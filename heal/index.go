@@ -103,7 +103,7 @@ func (h *Healer) scan(ctx context.Context, wg *sync.WaitGroup) {
 				h.active.Add(1)
 				defer h.active.Add(-1)
 				err := h.healEntry(ctx, si, it, true)
-				if err != nil && !errors.Is(err, ErrSplitBrain) && !errors.Is(err, errNoSource) && ctx.Err() == nil {
+				if err != nil && !errors.Is(err, ErrSplitBrain) && !errors.Is(err, errNoSource) && !errors.Is(err, errNotQuiet) && ctx.Err() == nil {
 					h.log.Warn("heal failed", "replica", h.sets[si][it.reporters.First()].Name,
 						"path", it.entry.Path, "gfid", it.entry.Gfid, "err", err)
 				}

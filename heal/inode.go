@@ -178,8 +178,16 @@ func (h *Healer) plan(j *job, path string, copies []replicate.Copy, distrust rep
 		if j.choose != nil {
 			src = j.choose(copies, candidates(copies, v.Present, arbs))
 		}
-		if src < 0 && h.data == nil && dirtyAmong(copies, v.Present) {
+		// A client that went away with the file, or the names of its
+		// directory (j.names), half changed: neither version can have
+		// been acknowledged over the other (abandoned.go).
+		if src < 0 && h.data == nil && (dirtyAmong(copies, v.Present) || j.names) {
 			if !h.quietNow(p) {
+				if !dirtyAmong(copies, v.Present) {
+					// Only the directory's mark brings a later scan
+					// back: it must stay.
+					return nil, fmt.Errorf("%s: %w", path, errNotQuiet)
+				}
 				return nil, nil // a later scan looks again
 			}
 			src = abandonedSource(copies, candidates(copies, v.Present, arbs))

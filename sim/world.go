@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -202,6 +203,9 @@ func (w *world) newHealer() error {
 	}
 	opts := heal.Options{Interval: 50 * time.Millisecond, Quiet: 50 * time.Millisecond,
 		Quorate: func(_ int, m replicate.Mask) bool { return w.spec.Quorate(m) }}
+	if os.Getenv("MORTAR_SIM_HEAL_LOG") != "" {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	if w.spec.Type == volume.Disperse {
 		sets := make([][]replicate.Child, len(w.sets))
 		for i, s := range w.sets {
