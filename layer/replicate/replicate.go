@@ -261,16 +261,8 @@ type outcome struct {
 // of the changed inodes are current, if known); failing that, the side
 // with quorum, or the larger one. The others are losers, to be marked
 // pending on the winners.
-//
-// A replica without room (ENOSPC, EDQUOT) refused for want of space, not
-// because the change was wrong: when a good copy (or, not knowing which
-// are good, any) took the change, it missed it as a replica down does,
-// and the answer is ENOSPC if too few took it. Counted as a refusal that
-// stands, it would blame the copies that took the change, and another
-// change that the same replica missed while they took it would have them
-// blame it back: a split-brain made of two right answers.
 func (r *Replicate) settle(targets Mask, errs []error, good Mask) outcome {
-	var ok, down, failed, full Mask
+	var ok, down, failed Mask
 	for i := range r.children {
 		switch {
 		case !targets.Has(i):
@@ -278,30 +270,10 @@ func (r *Replicate) settle(targets Mask, errs []error, good Mask) outcome {
 			ok |= Bit(i)
 		case IsDown(errs[i]):
 			down |= Bit(i)
-		case isFull(errs[i]):
-			full |= Bit(i)
 		default:
 			failed |= Bit(i)
 		}
 	}
-	if ok != 0 && (good == 0 || ok&good != 0) {
-		o := r.settleTaken(errs, ok, failed, down|full, good)
-		if o.err == syscall.EIO && full != 0 {
-			o.err = syscall.ENOSPC
-		}
-		return o
-	}
-	return r.settleTaken(errs, ok, failed|full, down, good)
-}
-
-// isFull reports whether err is a replica's lack of room.
-func isFull(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
-}
-
-// settleTaken is settle once the replicas are sorted: ok took the change,
-// failed refused it (errs say why), down missed it.
-func (r *Replicate) settleTaken(errs []error, ok, failed, down, good Mask) outcome {
 	switch {
 	case ok == 0 && failed == 0:
 		return outcome{err: syscall.ENOTCONN, losers: down}
