@@ -686,6 +686,11 @@ func (r *Replicate) fromGood(ctx context.Context, path string, fn func(i int) er
 	if err != nil {
 		return err
 	}
+	return r.fromGoodOf(v, path, fn)
+}
+
+// fromGoodOf is fromGood with the verdict already reached.
+func (r *Replicate) fromGoodOf(v Verdict, path string, fn func(i int) error) error {
 	if v.Err != nil {
 		return v.Err
 	}
@@ -720,17 +725,14 @@ func (r *Replicate) Readdir(ctx context.Context, path string, cookie uint64, max
 		return layer.DirPage{Next: cookie, EOF: true}, nil
 	}
 	v, _, err := r.judge(ctx, path)
-	if err == nil && v.Err != nil {
-		err = v.Err
-	}
 	if err != nil {
 		return layer.DirPage{}, err
 	}
 	var entries []layer.Entry
-	if v.Merge {
+	if v.Merge && v.Err == nil {
 		entries, err = r.readdirMerged(ctx, path, v.Good)
 	} else {
-		err = r.fromGood(ctx, path, func(i int) error {
+		err = r.fromGoodOf(v, path, func(i int) error {
 			var err error
 			entries, err = layer.ReadDirAll(ctx, r.children[i].Layer, path)
 			return err
