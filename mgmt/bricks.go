@@ -217,13 +217,9 @@ func (n *Node) endVolumeRun(id string, stopBricks bool) {
 
 // restoreBricks starts the bricks of the started volumes when the node
 // starts. A brick that fails is logged and shown offline in status; the
-// others serve. Without a quorum the node may not have applied its whole
-// log: it then starts what the state it last applied (state.json) says.
+// others serve. It starts what latestState says.
 func (n *Node) restoreBricks() {
-	st := n.store.State()
-	if cached := n.raft.cachedState(); cached.Index > st.Index {
-		st = cached
-	}
+	st := n.latestState()
 	for _, name := range st.VolumeNames() {
 		v := st.Volumes[name]
 		if v.Status != StatusStarted {
@@ -327,4 +323,15 @@ func (n *Node) diskUsage(b BrickState, bs *BrickStatus) *DiskUsage {
 		Inodes:     sfs.Files,
 		InodesFree: sfs.Ffree,
 	}
+}
+
+// latestState is the newer of the state applied so far and the one this
+// node last applied before it restarted (state.json): without a quorum
+// yet, a restarted node may not have applied its whole log again.
+func (n *Node) latestState() *State {
+	st := n.store.State()
+	if cached := n.raft.cachedState(); cached.Index > st.Index {
+		return cached
+	}
+	return st
 }

@@ -354,3 +354,37 @@ func mustRead(t *testing.T, l layer.Layer, path string) []byte {
 	}
 	return buf[:n]
 }
+
+// A node restarted while the others are down cannot apply its log again
+// (no quorum): it starts its bricks from the state it last applied, and
+// its heal daemon runs from that state too, at once. Before, the daemon
+// looked for the volume in the state applied so far, found none, and had
+// no healer until the log was applied again: a heal request forwarded to
+// the node in that window was refused as "not running".
+func TestHealDaemonRunsWithoutQuorumAfterRestart(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx := ctxT(t)
+	if _, err := nodes[0].c.CreateVolume(ctx, CreateVolumeRequest{Name: "rv", Bricks: nodeBricks(t, nodes), Replica: 3, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodes[0].c.Start(ctx, "rv", false); err != nil {
+		t.Fatal(err)
+	}
+	for _, cn := range nodes {
+		cn.stop()
+	}
+	nodes[0].start(t)
+	vs := nodes[0].n.latestState().Volumes["rv"]
+	if vs == nil {
+		t.Fatal("the restarted node has no state of volume rv")
+	}
+	nodes[0].n.runMu.Lock()
+	vr := nodes[0].n.vols[vs.ID]
+	nodes[0].n.runMu.Unlock()
+	if vr == nil || vr.heal == nil {
+		t.Fatal("the restarted node runs no volume rv or no heal daemon for it")
+	}
+	if vr.heal.current() == nil {
+		t.Fatal("the heal daemon of rv has no healer after the node restarted without a quorum")
+	}
+}

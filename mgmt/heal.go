@@ -307,6 +307,9 @@ func (d *healDaemon) current() *healRun {
 // reload replaces the healer if the volume's configuration changed.
 func (d *healDaemon) reload(ctx context.Context) {
 	st := d.n.store.State()
+	if v := st.Volumes[d.name]; v == nil || v.ID != d.id {
+		st = d.n.latestState() // just restarted: the bricks run from the state last applied
+	}
 	v := st.Volumes[d.name]
 	if v == nil || v.ID != d.id || ctx.Err() != nil {
 		return // the volume is stopping
