@@ -67,7 +67,7 @@ func touched(r *wire.Request) (dirs []string, subtree bool) {
 	case r.Op == wire.OpEntrylk:
 		return []string{r.Path}, false
 	case isFileOp(r.Op), r.Op == wire.OpWatch, r.Op == wire.OpHealIndex,
-		r.Op == wire.OpDropHealEntry, r.Op == wire.OpDirLeaseReturn, r.Op == wire.OpHandshake:
+		r.Op == wire.OpDropHealEntry, r.Op == wire.OpRemoved, r.Op == wire.OpDirLeaseReturn, r.Op == wire.OpHandshake:
 		return nil, false
 	}
 	return pathDirs(r.Path), false

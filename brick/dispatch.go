@@ -312,7 +312,9 @@ func checkPaths(r *wire.Request) error {
 	return nil
 }
 
-func isHealOp(op uint8) bool { return op >= wire.OpHealIndex && op <= wire.OpDropHealEntry }
+func isHealOp(op uint8) bool {
+	return op >= wire.OpHealIndex && op <= wire.OpDropHealEntry || op == wire.OpRemoved
+}
 
 // maxHealIndex bounds one HealIndex answer.
 const maxHealIndex = 4096
@@ -348,8 +350,32 @@ func (c *conn) healOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 		return h.ClearPending(ctx, r.Path, r.Gfid, r.Pending, r.Ctime)
 	case wire.OpDropHealEntry:
 		return h.DropHealEntry(ctx, r.Gfid, r.Path)
+	case wire.OpRemoved:
+		rs, err := h.Removed(ctx, r.Path)
+		if err != nil {
+			return err
+		}
+		rs = fitRemovals(rs, wire.MaxPayload-4)
+		e.U32(uint32(len(rs)))
+		for _, rm := range rs {
+			e.Gfid(rm.Gfid)
+			e.Str(rm.Name)
+		}
+		return nil
 	}
 	return syscall.ENOSYS
+}
+
+// fitRemovals keeps the latest of rs that encode in room bytes: a merge
+// missing the oldest records brings their names back, as without them.
+func fitRemovals(rs []layer.Removal, room int) []layer.Removal {
+	for i := len(rs) - 1; i >= 0; i-- {
+		room -= 16 + 4 + len(rs[i].Name)
+		if room < 0 {
+			return rs[i+1:]
+		}
+	}
+	return rs
 }
 
 // fitHealIndex cuts entries to what encodes in room bytes (one at least):

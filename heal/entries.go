@@ -37,6 +37,9 @@ func (h *Healer) healEntries(ctx context.Context, j *job, path string, p *plan, 
 		}
 	}
 	hint.index()
+	if p.v.Merge {
+		hint.gone = h.removedOn(ctx, si, path, members, hint)
+	}
 	// Three passes: names of the good copies, then their hard links one
 	// at a time (so that the second name of an inode links to the first),
 	// then names only sinks have.
@@ -64,7 +67,9 @@ func (h *Healer) healEntries(ctx context.Context, j *job, path string, p *plan, 
 		slices.Sort(names)
 		g := group{h: h, serial: i == 1}
 		// The copies the directory's marks blame are distrusted (in a
-		// merge, all of them: the union of their names is kept); a
+		// merge, all of them: the union of their names is kept, but a
+		// name a copy recorded as removed is judged without the copies
+		// that still hold it, so that it goes from them); a
 		// name only stale copies have is judged by the others alone
 		// (a merge's copies among them), so that it goes.
 		distrust := p.v.Blamed | made
@@ -72,8 +77,12 @@ func (h *Healer) healEntries(ctx context.Context, j *job, path string, p *plan, 
 			distrust = p.v.StaleNames() | made
 		}
 		for _, name := range names {
+			d := distrust
+			if held := hint.removedFrom(name); held != 0 {
+				d = held | made // removed on a copy they missed it on
+			}
 			g.Go(func() error {
-				return h.healPath(ctx, j, layer.Join(path, name), distrust, members, hint)
+				return h.healPath(ctx, j, layer.Join(path, name), d, members, hint)
 			})
 		}
 		errs = append(errs, g.Wait())
@@ -90,6 +99,43 @@ type dirHint struct {
 	// changed: the replicas whose names the heal changed (see
 	// plan.unsure).
 	changed replicate.Mask
+	// gone: in a merge, the names (and gfids) a copy recorded as removed
+	// (replicate.Gone).
+	gone map[layer.Removal]bool
+}
+
+// removedOn reads the removal records of directory path on the members
+// of set si (see replicate.Gone). A copy that cannot say records nothing.
+func (h *Healer) removedOn(ctx context.Context, si int, path string, members replicate.Mask, d *dirHint) map[layer.Removal]bool {
+	recs := make([][]layer.Removal, len(h.sets[si]))
+	var wg sync.WaitGroup
+	for r := range h.sets[si] {
+		if members.Has(r) {
+			wg.Go(func() { recs[r], _ = h.stores[si][r].Removed(ctx, path) })
+		}
+	}
+	wg.Wait()
+	return replicate.Gone(recs, func(r int, name string) bool {
+		_, ok := d.lists[r][name]
+		return ok
+	})
+}
+
+// removedFrom returns the copies that hold name as an inode another copy
+// recorded as removed from the directory (0: none).
+func (d *dirHint) removedFrom(name string) replicate.Mask {
+	if len(d.gone) == 0 {
+		return 0
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var m replicate.Mask
+	for r, l := range d.lists {
+		if e, ok := l[name]; ok && d.gone[layer.Removal{Name: name, Gfid: e.Attr.Gfid}] {
+			m |= replicate.Bit(r)
+		}
+	}
+	return m
 }
 
 // changedOn records that the heal changed names on the replicas of m:

@@ -25,8 +25,10 @@
 //     or hard-linked instead of copied);
 //   - directories get their names healed: names only on the sink are
 //     removed, missing names created, each with its subtree; directories
-//     that blame each other (replicate.Verdict.Merge) get the union and lose
-//     nothing;
+//     that blame each other (replicate.Verdict.Merge) get the union of
+//     their names, less those a copy recorded as removed while the others
+//     missed it (layer.HealStore.Removed, replicate.Gone): a name made on
+//     one copy is kept, one removed on one copy stays removed;
 //   - regular files get their data compared in 1 MiB chunks, and only the
 //     chunks that differ are written (never on an arbiter, which holds no
 //     data, and never from one);

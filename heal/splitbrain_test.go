@@ -3,10 +3,13 @@ package heal
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
 
+	"github.com/mortarfs/mortar/brick/posix"
 	"github.com/mortarfs/mortar/layer"
 )
 
@@ -144,10 +147,20 @@ func TestDirectoriesMerge(t *testing.T) {
 	h := c.healer(Options{})
 	scan(h)
 	c.healthy()
-	// The union: nothing is lost, not even the name 1 removed.
-	for _, name := range []string{"/d/a", "/d/b", "/d/both"} {
+	// The union of the names made on either copy; the name 1 removed
+	// (recorded as removed there: Removed) stays removed. Before the
+	// records, a merge brought it back.
+	for _, name := range []string{"/d/a", "/d/b"} {
 		if _, err := c.stores[2].Lookup(bg, name); err != nil {
 			t.Errorf("%s: %v", name, err)
+		}
+	}
+	for i := range c.stores {
+		if _, err := c.stores[i].Lookup(bg, "/d/both"); !errors.Is(err, syscall.ENOENT) {
+			t.Errorf("/d/both, removed on copy 1, on copy %d after the merge: %v, want ENOENT", i, err)
+		}
+		if left, err := os.ReadDir(filepath.Join(c.stores[i].Root(), posix.RemovedDir)); err != nil || len(left) != 0 {
+			t.Errorf("copy %d keeps removal records once healed: %v, %v", i, left, err)
 		}
 	}
 	// One name, two inodes: that name is a split-brain until resolved.

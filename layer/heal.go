@@ -88,6 +88,18 @@ type HealStore interface {
 	// it for inodes that no longer exist where the entry it read said, and
 	// must not drop one that a rename has moved since it read it.
 	DropHealEntry(ctx context.Context, g Gfid, path string) error
+	// Removed lists the names recorded as removed from directory dir by
+	// operations some replicas missed, while the directory has marks:
+	// when copies of a directory that blame each other are merged, a name
+	// one copy holds and another recorded as removed (with the same gfid)
+	// was removed, not made.
+	Removed(ctx context.Context, dir string) ([]Removal, error)
+}
+
+// Removal is a name removed from a directory, and the inode it named.
+type Removal struct {
+	Name string
+	Gfid Gfid
 }
 
 // EntryLocker is a brick a healer can ask to hold a directory's names
@@ -134,7 +146,8 @@ func (noHeal) MarkPending(context.Context, string, Gfid, uint64) error { return 
 func (noHeal) ClearPending(context.Context, string, Gfid, uint64, Timespec) error {
 	return syscall.ENOTSUP
 }
-func (noHeal) DropHealEntry(context.Context, Gfid, string) error { return syscall.ENOTSUP }
+func (noHeal) DropHealEntry(context.Context, Gfid, string) error  { return syscall.ENOTSUP }
+func (noHeal) Removed(context.Context, string) ([]Removal, error) { return nil, syscall.ENOTSUP }
 
 // HealIndex passes to the child if it keeps a heal index.
 func (b Base) HealIndex(ctx context.Context, after Gfid, max int) ([]HealEntry, error) {
@@ -154,6 +167,11 @@ func (b Base) ClearPending(ctx context.Context, path string, g Gfid, mask uint64
 // DropHealEntry passes to the child if it keeps a heal index.
 func (b Base) DropHealEntry(ctx context.Context, g Gfid, path string) error {
 	return healStoreOf(b.Child).DropHealEntry(ctx, g, path)
+}
+
+// Removed passes to the child if it keeps a heal index.
+func (b Base) Removed(ctx context.Context, dir string) ([]Removal, error) {
+	return healStoreOf(b.Child).Removed(ctx, dir)
 }
 
 // ErrReplaced is what OpenAs returns when the path names another inode

@@ -20,9 +20,11 @@ import (
 // none. Version 9 added OpGoodbye: a client that ends a connection cleanly
 // says so first, and a brick of a replicated set marks the directories
 // whose names a version 9 client's connection changed last when it ends
-// without one (an older client's never).
+// without one (an older client's never). Version 10 added OpRemoved,
+// which a healer or a listing of merged directory copies sends; a brick
+// of an earlier version refuses it, and the names are merged as before.
 const (
-	Version    = 9
+	Version    = 10
 	MinVersion = 4
 )
 
@@ -95,6 +97,7 @@ const (
 	OpDirLeaseReturn
 	OpWriteGap
 	OpGoodbye
+	OpRemoved
 	opMax
 )
 
@@ -103,7 +106,7 @@ var opNames = [...]string{"", "handshake", "lookup", "setattr", "mknod", "mkdir"
 	"getxattr", "setxattr", "listxattr", "removexattr", "read", "write", "fgetattr",
 	"fsetattr", "fsync", "fallocate", "flush", "getlk", "setlk", "release",
 	"healindex", "markpending", "clearpending", "drophealentry", "entrylk", "lookupdata", "watch", "unlinkdata",
-	"leasereturn", "make", "dirleasereturn", "writegap", "goodbye"}
+	"leasereturn", "make", "dirleasereturn", "writegap", "goodbye", "removed"}
 
 // OpName names an operation for logs and metrics.
 func OpName(op uint8) string {
@@ -313,6 +316,10 @@ var schema = [opMax][]field{
 	// OpGoodbye: the client ends the connection cleanly, with nothing
 	// under way (version 9).
 	OpGoodbye: {},
+	// OpRemoved lists the removal records of a directory
+	// (layer.HealStore.Removed; version 10); answer: their count (u32),
+	// then each one's gfid and name.
+	OpRemoved: {fPath},
 }
 
 // Encode appends the request's schema fields (not Data) to e.

@@ -249,6 +249,7 @@ func (s *Store) unlink(ctx context.Context, path string, data bool) error {
 		return err
 	}
 	if ok {
+		s.recordRemoval(ctx, parent(a, path), a.name, g.gfid)
 		s.dropIfLast(g)
 	}
 	return nil
@@ -274,7 +275,9 @@ func (s *Store) Rmdir(ctx context.Context, path string) error {
 		return err
 	}
 	if ok && g.dir {
+		s.recordRemoval(ctx, parent(a, path), a.name, g.gfid)
 		s.idDirDrop(g.gfid)
+		s.dropRemovals(g.gfid)
 	}
 	return nil
 }
@@ -338,6 +341,12 @@ func (s *Store) Rename(ctx context.Context, oldpath, newpath string, flags uint3
 	replaced, ok := goneAt(to)
 	ok = ok && replaced.ino != st.Ino
 	err = unix.Renameat2(from.dir, from.name, to.dir, to.name, rflags)
+	if err == nil {
+		s.recordRemoval(ctx, parent(from, oldpath), from.name, moved)
+		if ok {
+			s.recordRemoval(ctx, parent(to, newpath), to.name, replaced.gfid)
+		}
+	}
 	unlock()
 	if err == nil {
 		dir := st.Mode&unix.S_IFMT == unix.S_IFDIR

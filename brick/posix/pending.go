@@ -430,6 +430,9 @@ func (s *Store) ClearPending(ctx context.Context, path string, g layer.Gfid, mas
 	if err := ino.setPending(0); err != nil {
 		return err
 	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		s.dropRemovals(g)
+	}
 	return s.dropEntryLocked(g, "")
 }
 

@@ -16,7 +16,7 @@
 // root carries the volume id in trusted.mortar.volume-id (see Mark);
 // distribute's pointer files carry trusted.mortar.linkto. The directory
 // .mortar at the brick root holds mortar's private state (the heal index,
-// HealDir, and the gfid index, IDDir) and is invisible through the Layer:
+// HealDir, the gfid index, IDDir, and the removal records, RemovedDir) and is invisible through the Layer:
 // lookups get ENOENT, creations EPERM, listings skip it, except that
 // lookups, reading opens and links may name an inode by its id
 // (layer.IDPath, files and directories). Callers may only see and change
@@ -76,19 +76,20 @@ type Store struct {
 	indexing sync.RWMutex
 	// realRoot is the root's path as the kernel shows descriptors in it
 	// (symbolic links resolved): pathNow takes it off their paths.
-	realRoot string
-	healfd   int           // the heal index directory, O_PATH|O_DIRECTORY
-	idfd     int           // the gfid index directory (IDDir), O_PATH|O_DIRECTORY
-	ids      markLocks     // orders the changes of one gfid's index entry
-	swept    chan struct{} // closed when the start's orphan sweep is done
-	stop     chan struct{} // closed by Close
-	stopOnce sync.Once
-	log      *slog.Logger
-	arbiter  bool
-	disperse bool
-	marks    markLocks
-	mig      migRegistry
-	reserve  atomic.Uint64 // free bytes kept for marks and indexes (reserve.go)
+	realRoot  string
+	healfd    int           // the heal index directory, O_PATH|O_DIRECTORY
+	idfd      int           // the gfid index directory (IDDir), O_PATH|O_DIRECTORY
+	removedfd int           // the removal records (RemovedDir), O_PATH|O_DIRECTORY
+	ids       markLocks     // orders the changes of one gfid's index entry
+	swept     chan struct{} // closed when the start's orphan sweep is done
+	stop      chan struct{} // closed by Close
+	stopOnce  sync.Once
+	log       *slog.Logger
+	arbiter   bool
+	disperse  bool
+	marks     markLocks
+	mig       migRegistry
+	reserve   atomic.Uint64 // free bytes kept for marks and indexes (reserve.go)
 	// naming is held shared while a new inode is made and given its
 	// gfid, and exclusively to give a gfid to an inode found without one:
 	// a lookup racing a create must not take the new inode for one made
@@ -155,7 +156,14 @@ func New(root string, opts Options) (*Store, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("brick %s: open %s: %w", root, IDDir, err)
 	}
-	s := &Store{root: root, rootfd: fd, healfd: healfd, idfd: idfd, log: log, arbiter: opts.Arbiter, disperse: opts.Disperse,
+	removedfd, err := openRemoved(fd)
+	if err != nil {
+		unix.Close(idfd)
+		unix.Close(healfd)
+		unix.Close(fd)
+		return nil, fmt.Errorf("brick %s: open %s: %w", root, RemovedDir, err)
+	}
+	s := &Store{root: root, rootfd: fd, healfd: healfd, idfd: idfd, removedfd: removedfd, log: log, arbiter: opts.Arbiter, disperse: opts.Disperse,
 		swept: make(chan struct{}), stop: make(chan struct{})}
 	s.realRoot, _ = os.Readlink(procFd(fd)) // "": pathNow keeps operations' paths
 	s.marks.seed = maphash.MakeSeed()
@@ -181,6 +189,7 @@ func (s *Store) Close() error {
 	<-s.swept
 	unix.Close(s.healfd)
 	unix.Close(s.idfd)
+	unix.Close(s.removedfd)
 	return unix.Close(s.rootfd)
 }
 

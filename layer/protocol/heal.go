@@ -40,6 +40,20 @@ func (c *Client) DropHealEntry(ctx context.Context, g layer.Gfid, path string) e
 	return c.noReply(ctx, &wire.Request{Op: wire.OpDropHealEntry, Gfid: g, Path: path})
 }
 
+// Removed lists the brick's removal records of directory dir.
+func (c *Client) Removed(ctx context.Context, dir string) ([]layer.Removal, error) {
+	d, err := c.call(ctx, &wire.Request{Op: wire.OpRemoved, Path: dir})
+	if err != nil {
+		return nil, err
+	}
+	n := d.U32()
+	var out []layer.Removal
+	for i := uint32(0); i < n && d.Err == nil; i++ {
+		out = append(out, layer.Removal{Gfid: d.Gfid(), Name: d.Str()})
+	}
+	return out, decoded(d)
+}
+
 var _ layer.EntryLocker = (*Client)(nil)
 
 // LockEntries asks the brick to hold the names of dir still.

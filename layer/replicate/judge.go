@@ -67,7 +67,8 @@ type Verdict struct {
 	// and none can be trusted over the others.
 	SplitBrain bool
 	// Merge: directory copies that blame each other; each has names
-	// the others miss and the healer merges them (no name is lost).
+	// the others miss and the healer merges them (no name made is
+	// lost, none removed comes back: Gone).
 	// Good and Bad then both hold them all.
 	Merge bool
 	// Attr is the attributes of the first Good copy (Pending cleared).
@@ -134,7 +135,8 @@ func JudgeQuorum(copies []Copy, distrust, arbiters Mask, quorate func(Mask) bool
 	}
 	if good == 0 {
 		// Every trusted copy is blamed by another: mutual accusation.
-		// Directories are merged instead (union of names), as long as
+		// Directories are merged instead (union of names, less those
+		// recorded as removed: Gone), as long as
 		// they are the same directory. A copy that another blames
 		// without being blamed back by it is behind that one whatever
 		// else is true: its names take no part (a name a rename took

@@ -748,8 +748,8 @@ func (r *Replicate) Readdir(ctx context.Context, path string, cookie uint64, max
 }
 
 // readdirMerged lists the copies in m and merges their names (the first
-// copy's entry of a name wins); a copy that is down is left out, unless
-// all are.
+// copy's entry of a name wins), less the names a copy recorded as removed
+// (removedOn); a copy that is down is left out, unless all are.
 func (r *Replicate) readdirMerged(ctx context.Context, path string, m Mask) ([]layer.Entry, error) {
 	lists := make([][]layer.Entry, len(r.children))
 	errs := r.parallel(m, func(i int) error {
@@ -757,31 +757,30 @@ func (r *Replicate) readdirMerged(ctx context.Context, path string, m Mask) ([]l
 		lists[i], err = layer.ReadDirAll(ctx, r.children[i].Layer, path)
 		return err
 	})
+	var last error = syscall.ENOTCONN
+	listed := m
+	for i := range r.children {
+		if !m.Has(i) || errs[i] == nil {
+			continue
+		}
+		if !IsDown(errs[i]) {
+			return nil, errs[i]
+		}
+		last, listed = errs[i], listed&^Bit(i)
+	}
+	if listed == 0 {
+		return nil, last
+	}
+	gone := r.removedOn(ctx, path, listed, lists)
 	var out []layer.Entry
 	seen := map[string]bool{}
-	var last error = syscall.ENOTCONN
-	listed := false
 	for i := range r.children {
-		if !m.Has(i) {
-			continue
-		}
-		if errs[i] != nil {
-			if !IsDown(errs[i]) {
-				return nil, errs[i]
-			}
-			last = errs[i]
-			continue
-		}
-		listed = true
 		for _, e := range lists[i] {
-			if !seen[e.Name] {
+			if listed.Has(i) && !seen[e.Name] && !gone[layer.Removal{Name: e.Name, Gfid: e.Attr.Gfid}] {
 				seen[e.Name] = true
 				out = append(out, e)
 			}
 		}
-	}
-	if !listed {
-		return nil, last
 	}
 	return out, nil
 }
