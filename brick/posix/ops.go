@@ -443,7 +443,7 @@ func (s *Store) Statfs(ctx context.Context, path string) (layer.Statfs, error) {
 	return layer.Statfs{
 		Blocks:  st.Blocks,
 		Bfree:   st.Bfree,
-		Bavail:  st.Bavail,
+		Bavail:  s.availBeyondReserve(&st),
 		Files:   st.Files,
 		Ffree:   st.Ffree,
 		Bsize:   uint32(st.Bsize),

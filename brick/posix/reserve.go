@@ -55,6 +55,21 @@ func (s *Store) roomy() error {
 	return nil
 }
 
+// availBeyondReserve is the blocks st says are available less the
+// reserve, which callers cannot use (GlusterFS's statfs takes its
+// storage.reserve off too): 0 when the brick refuses new data.
+func (s *Store) availBeyondReserve(st *unix.Statfs_t) uint64 {
+	reserve := s.reserve.Load()
+	avail := st.Bavail * uint64(st.Bsize)
+	if reserve == 0 || st.Bsize <= 0 {
+		return st.Bavail
+	}
+	if avail < reserve {
+		return 0
+	}
+	return (avail - reserve) / uint64(st.Bsize)
+}
+
 // roomyAt is roomy for making the name a: EEXIST, as without the reserve,
 // if it is taken.
 func (s *Store) roomyAt(a at) error {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -508,6 +509,9 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		defer f.appendMu.Unlock()
 	}
 	err := f.writeLocked(ctx, func() error {
+		if err := f.roomToSpare(ctx); err != nil {
+			return err
+		}
 		if f.append {
 			off = f.curSize() // exact: no other client writes while we hold the lock
 		}
@@ -517,6 +521,39 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// roomToSpare fails with ENOSPC, before anything is written, when the
+// file is open on exactly K bricks up and one of them has no room left
+// (its Statfs reports nothing available beyond its reserve): with no
+// brick to spare, that brick's refusal would leave the stripes written on
+// fewer than K bricks, overwritten where they were taken and neither the
+// old nor the new version readable (a brick down and another full, found
+// by the simulation). With more than K up a refusal costs nothing (the
+// brick is marked and healed); no probe then.
+func (f *file) roomToSpare(ctx context.Context) error {
+	_, open, _ := f.Handles()
+	targets := open & f.d.up()
+	if targets.Count() != f.d.g.K {
+		return nil
+	}
+	full := make([]bool, f.d.g.N())
+	var wg sync.WaitGroup
+	for i := range full {
+		if targets.Has(i) {
+			wg.Go(func() {
+				st, err := f.d.children[i].Layer.Statfs(ctx, "/")
+				full[i] = err == nil && st.Bavail == 0
+			})
+		}
+	}
+	wg.Wait()
+	if i := slices.Index(full, true); i >= 0 {
+		f.d.log.Warn("disperse set has K bricks up and one is full: refusing the write before it overwrites anything",
+			"path", f.path, "full", f.d.names(replicate.Bit(i)))
+		return syscall.ENOSPC
+	}
+	return nil
 }
 
 // write writes p at off, holding the lock on the bricks. Writes within
