@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mortarfs/mortar/layer"
@@ -33,6 +34,9 @@ type Disperse struct {
 	children []replicate.Child
 	log      *slog.Logger
 	bg       sync.WaitGroup // releases finishing in the background
+	// full are the bricks whose last answer to a write or to a probe
+	// for room said they have none (roomToSpare).
+	full atomic.Uint64
 }
 
 // Idle waits until the files released have cleared their Dirty marks and

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -459,7 +458,11 @@ func (f *file) settleWrite(ctx context.Context, errs []error, targets replicate.
 		case !targets.Has(i):
 		case e == nil:
 			ok |= replicate.Bit(i)
+			f.d.noteRoom(i, true)
 		default:
+			if errors.Is(e, syscall.ENOSPC) || errors.Is(e, syscall.EDQUOT) {
+				f.d.noteRoom(i, false)
+			}
 			failed |= replicate.Bit(i)
 			if firstErr == nil || replicate.IsDown(firstErr) {
 				firstErr = e
@@ -509,9 +512,6 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		defer f.appendMu.Unlock()
 	}
 	err := f.writeLocked(ctx, func() error {
-		if err := f.roomToSpare(ctx); err != nil {
-			return err
-		}
 		if f.append {
 			off = f.curSize() // exact: no other client writes while we hold the lock
 		}
@@ -523,37 +523,60 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// roomToSpare fails with ENOSPC, before anything is written, when the
-// file is open on exactly K bricks up and one of them has no room left
-// (its Statfs reports nothing available beyond its reserve): with no
-// brick to spare, that brick's refusal would leave the stripes written on
-// fewer than K bricks, overwritten where they were taken and neither the
-// old nor the new version readable (a brick down and another full, found
-// by the simulation). With more than K up a refusal costs nothing (the
-// brick is marked and healed); no probe then.
+// roomToSpare fails with ENOSPC, before anything is written, when fewer
+// than K bricks the file is open on have room (a brick reports nothing
+// available beyond its reserve once it refuses new data): those that
+// refused would leave the stripes written on fewer than K bricks,
+// overwritten where they were taken and neither the old nor the new
+// version readable (the simulation found it: a brick down and another
+// full, or two full). It asks the bricks only when the write has no
+// brick to spare: when at most K of them are up and not known to be full
+// (Disperse.full); with more, one refusal costs nothing (the brick is
+// marked and healed).
 func (f *file) roomToSpare(ctx context.Context) error {
 	_, open, _ := f.Handles()
 	targets := open & f.d.up()
-	if targets.Count() != f.d.g.K {
+	if (targets &^ replicate.Mask(f.d.full.Load())).Count() > f.d.g.K {
 		return nil
 	}
-	full := make([]bool, f.d.g.N())
+	room := make([]bool, f.d.g.N())
 	var wg sync.WaitGroup
-	for i := range full {
+	for i := range room {
 		if targets.Has(i) {
 			wg.Go(func() {
 				st, err := f.d.children[i].Layer.Statfs(ctx, "/")
-				full[i] = err == nil && st.Bavail == 0
+				room[i] = err != nil || st.Bavail > 0 // one that cannot say is tried
+				f.d.noteRoom(i, room[i])
 			})
 		}
 	}
 	wg.Wait()
-	if i := slices.Index(full, true); i >= 0 {
-		f.d.log.Warn("disperse set has K bricks up and one is full: refusing the write before it overwrites anything",
-			"path", f.path, "full", f.d.names(replicate.Bit(i)))
+	var roomy replicate.Mask
+	for i, ok := range room {
+		if ok && targets.Has(i) {
+			roomy |= replicate.Bit(i)
+		}
+	}
+	if roomy.Count() < f.d.g.K {
+		f.d.log.Warn("disperse set has fewer than K bricks with room: refusing the write before it overwrites anything",
+			"path", f.path, "full", f.d.names(targets&^roomy))
 		return syscall.ENOSPC
 	}
 	return nil
+}
+
+// noteRoom records whether brick i has room, as a write or a probe found.
+func (d *Disperse) noteRoom(i int, room bool) {
+	for {
+		old := d.full.Load()
+		m := old &^ uint64(replicate.Bit(i))
+		if !room {
+			m |= uint64(replicate.Bit(i))
+		}
+		if m == old || d.full.CompareAndSwap(old, m) {
+			return
+		}
+	}
 }
 
 // write writes p at off, holding the lock on the bricks. Writes within

@@ -14,7 +14,8 @@ import (
 // version of those stripes would be on K bricks. It is refused with
 // ENOSPC before anything is written, and the file keeps what it held.
 // With every brick up, the full brick's refusal costs nothing: the write
-// succeeds and the brick is marked for heal.
+// succeeds and the brick is marked for heal; but a write another full
+// brick would refuse is refused whole too.
 func TestWriteWithKUpAndOneFullIsRefusedWhole(t *testing.T) {
 	g := newRig(t, 3, 1)
 	old := bytes.Repeat([]byte("old content "), 20000) // 240 kB: two stripes
@@ -45,6 +46,13 @@ func TestWriteWithKUpAndOneFullIsRefusedWhole(t *testing.T) {
 	if _, err := f.Write(g.ctx, want[1000:151000], 1000); err != nil {
 		t.Fatalf("write with every brick up and brick 0 full: %v", err)
 	}
+	// Brick 0 is known to be full now: with brick 1 full too, the next
+	// write is refused whole.
+	g.bricks[1].Store.SetReserve(math.MaxUint64)
+	if _, err := f.Write(g.ctx, []byte("lost"), 0); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("write with bricks 0 and 1 full: %v, want ENOSPC", err)
+	}
+	g.bricks[1].Store.SetReserve(free)
 	f.Release(g.ctx)
 	g.d.Idle()
 	g.bricks[0].Store.SetReserve(free)

@@ -149,9 +149,15 @@ type hold struct {
 }
 
 // writeLocked runs fn, a write, holding the lock on the bricks (taking it
-// if this file does not hold it). If fn fails, the Dirty mark stays.
+// if this file does not hold it), unless too few bricks have room for it
+// (roomToSpare). If fn fails, the Dirty mark stays.
 func (f *file) writeLocked(ctx context.Context, fn func() error) error {
-	return f.withLock(ctx, true, fn)
+	return f.withLock(ctx, true, func() error {
+		if err := f.roomToSpare(ctx); err != nil {
+			return err
+		}
+		return fn()
+	})
 }
 
 // withLock runs fn holding the lock on the bricks; write says fn writes.
