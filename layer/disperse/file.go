@@ -536,8 +536,8 @@ func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
 func (f *file) roomToSpare(ctx context.Context) error {
 	_, open, _ := f.Handles()
 	targets := open & f.d.up()
-	if (targets &^ replicate.Mask(f.d.full.Load())).Count() > f.d.g.K {
-		return nil
+	if targets.Count() < f.d.g.K || (targets&^replicate.Mask(f.d.full.Load())).Count() > f.d.g.K {
+		return nil // too few up: the write says so (EROFS)
 	}
 	room := make([]bool, f.d.g.N())
 	var wg sync.WaitGroup

@@ -60,4 +60,22 @@ func TestWriteWithKUpAndOneFullIsRefusedWhole(t *testing.T) {
 		t.Fatalf("brick 1's /f after a write brick 0 refused: pending %b, %v; want brick 0 blamed", a.Pending, err)
 	}
 	g.readBack("/f", want)
+
+	// Fewer than K bricks up: that is what the write says, whatever the
+	// room of the one left (the simulation, seed 13 of disperse2+1-full).
+	f, err = g.d.Open(g.ctx, "/f", syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Release(g.ctx)
+	if _, err := f.Write(g.ctx, []byte("y"), 0); err != nil { // takes the writers' lock
+		t.Fatal(err)
+	}
+	g.kill(0)
+	g.kill(2)
+	g.bricks[1].Store.SetReserve(math.MaxUint64)
+	defer g.bricks[1].Store.SetReserve(free)
+	if _, err := f.Write(g.ctx, []byte("x"), 0); !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("write with one brick of three up (and full): %v, want EROFS", err)
+	}
 }

@@ -91,14 +91,13 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, gfid la
 	}()
 	// Every fragment reachable is read: a brick behind on the file may
 	// hold the current chunks of most stripes, and per stripe only the
-	// write that K bricks share counts (see current).
+	// write that K bricks share counts (see current). Each is opened for
+	// writing too: a torn stripe is written again on every brick
+	// (healStripe; a good brick opened read-only answered EBADF, and the
+	// file was never healed: sim disperse2+1-full seed 32).
 	var reach replicate.Mask
 	for i, c := range children {
-		flags := uint32(syscall.O_RDONLY | syscall.O_NOATIME)
-		if sinks.Has(i) {
-			flags = syscall.O_RDWR | syscall.O_NOATIME
-		}
-		f, err := layer.OpenAs(ctx, c.Layer, path, flags, gfid)
+		f, err := layer.OpenAs(ctx, c.Layer, path, syscall.O_RDWR|syscall.O_NOATIME, gfid)
 		if err != nil {
 			if sinks.Has(i) {
 				return 0, fmt.Errorf("open the fragment on %s: %w", c.Name, err)
