@@ -33,9 +33,9 @@
 //
 // With Config.FullDisks the faults also fill bricks' disks (a brick then
 // refuses new data and inodes with ENOSPC, as one at its reserve does,
-// and still records marks) and free them; the shapes that do so are not
-// in the default sweep yet (docs/REPLICATION.md, "Simulation", lists the
-// seeds that still fail).
+// and still records marks) and free them (shapes replica3x2-full and
+// disperse2+1-full; docs/REPLICATION.md, "Simulation", says what they
+// found).
 //
 // Not simulated yet: clocks, the management daemon and rebalance, time
 // itself (the run uses the real clock and the real protocol timeouts).

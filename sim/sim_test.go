@@ -18,14 +18,13 @@ var shapes = []struct {
 }{
 	{"replica3x2", Config{Bricks: 6, Replica: 3}, 10},
 	{"disperse2+1", Config{Bricks: 3, Disperse: 3, Redundancy: 1}, 4},
-	// Full disks: seeds still fail (docs/REPLICATION.md, "Simulation"),
-	// so the default sweep runs none; MORTAR_SIM_SEEDS runs them.
-	{"replica3x2-full", Config{Bricks: 6, Replica: 3, FullDisks: true}, 0},
-	{"disperse2+1-full", Config{Bricks: 3, Disperse: 3, Redundancy: 1, FullDisks: true}, 0},
+	// Full disks too (docs/REPLICATION.md, "Simulation").
+	{"replica3x2-full", Config{Bricks: 6, Replica: 3, FullDisks: true}, 4},
+	{"disperse2+1-full", Config{Bricks: 3, Disperse: 3, Redundancy: 1, FullDisks: true}, 4},
 }
 
 // TestSim runs a sweep of seeds on every shape: MORTAR_SIM_SEEDS seeds
-// (default: the shape's, 10 and 4, none of the full-disk shapes) from MORTAR_SIM_FIRST (default 1) of
+// (default: the shape's, 10, 4, 4 and 4) from MORTAR_SIM_FIRST (default 1) of
 // MORTAR_SIM_STEPS steps (default 150). A failing seed is run again with
 // MORTAR_SIM_SEEDS=1 MORTAR_SIM_FIRST=SEED; MORTAR_SIM_TRACE=1 writes
 // every step to $TMPDIR/sim-SHAPE-SEED.trace, MORTAR_SIM_KEEP=DIR keeps
