@@ -37,9 +37,10 @@ type hostCommand struct {
 	Log string `json:"log,omitempty"`
 }
 
-// hostFlags are the boolean flags of `mortar brick` added since brick
-// hosts outlive their node (see hostEvent.Flags).
-var hostFlags = []string{"--replicated"}
+// hostFlags are the flags of `mortar brick` added since brick hosts
+// outlive their node (see hostEvent.Flags); one with a value is passed
+// as --name=value.
+var hostFlags = []string{"--replicated", "--reserve"}
 
 // hostEvent is what a brick host tells the node: on connection, its Pid;
 // of one brick, that it listens (Addr), could not start (Err) or has

@@ -113,6 +113,7 @@ func (n *Node) startBrick(vr *volumeRun, v *VolumeState, b BrickState) error {
 		Listen:     net.JoinHostPort(n.brickHost, strconv.Itoa(b.Port)),
 		TLS:        n.tls,
 		AuthFile:   n.authFile(b.ID),
+		Reserve:    v.Options[OptStorageReserve],
 		Logger:     n.log.With("volume", v.Name, "brick", b.Name()),
 	})
 	if err == nil {

@@ -55,6 +55,9 @@ type BrickConfig struct {
 	// brick served in-process.
 	Auth     tlsconf.AuthRules
 	AuthFile string
+	// Reserve is the volume's storage.reserve ("": the default; see
+	// posix.ParseReserve).
+	Reserve string
 	// MaxConnsPerClient bounds the connections one client may hold open
 	// (0: brick.DefaultMaxConnsPerClient; < 0: no bound).
 	MaxConnsPerClient int
@@ -88,7 +91,15 @@ func OpenBrick(cfg BrickConfig) (*ServedBrick, error) {
 		}
 		cfg.TLS = id
 	}
-	st, err := posix.New(cfg.Path, posix.Options{VolumeID: cfg.VolumeID, Logger: cfg.Logger, Arbiter: cfg.Arbiter, Disperse: cfg.Disperse})
+	var reserve posix.Reserve
+	if cfg.Reserve != "" {
+		r, err := posix.ParseReserve(cfg.Reserve)
+		if err != nil {
+			return nil, err
+		}
+		reserve = r
+	}
+	st, err := posix.New(cfg.Path, posix.Options{VolumeID: cfg.VolumeID, Logger: cfg.Logger, Arbiter: cfg.Arbiter, Disperse: cfg.Disperse, Reserve: reserve})
 	if err != nil {
 		return nil, err
 	}

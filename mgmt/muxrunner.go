@@ -321,7 +321,8 @@ func (h *hostProc) takeOver(path string, args []string) *muxBrick {
 func (h *hostProc) known(args []string) []string {
 	out := make([]string, 0, len(args))
 	for _, a := range args {
-		if !slices.Contains(hostFlags, a) || slices.Contains(h.flags, a) {
+		name, _, _ := strings.Cut(a, "=")
+		if !slices.Contains(hostFlags, name) || slices.Contains(h.flags, name) {
 			out = append(out, a)
 		}
 	}

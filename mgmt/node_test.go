@@ -11,10 +11,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mortarfs/mortar/brick/posix"
+	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/layer/protocol"
 	"github.com/mortarfs/mortar/volume"
 )
@@ -388,5 +390,55 @@ func TestSecurityOptions(t *testing.T) {
 	}
 	if _, err := c.Set(ctx, "sv", OptAuthReject, "a b"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("auth.reject with a space: %v", err)
+	}
+}
+
+// storage.reserve takes a percentage or a size and refuses anything else;
+// its bricks read it when they start: at 100 % a brick refuses every new
+// file with ENOSPC, and back at the default (after a restart of the
+// volume) it takes them again.
+func TestStorageReserve(t *testing.T) {
+	_, c := startNode(t, t.TempDir())
+	ctx := ctxT(t)
+	dirs := brickDirs(t, 1)
+	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: []string{"localhost:" + dirs[0]}, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"101", "-1", "lots", "10PB"} {
+		if _, err := c.Set(ctx, "gv0", OptStorageReserve, bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("storage.reserve %q: %v, want refused", bad, err)
+		}
+	}
+	if _, err := c.Set(ctx, "gv0", OptStorageReserve, "100"); err != nil {
+		t.Fatal(err)
+	}
+	create := func() error {
+		spec, err := c.Spec(ctx, "gv0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, _, err := brickClient(t, spec, 0).Create(ctx, "/f", layer.CreateIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Flags: syscall.O_RDWR | syscall.O_CREAT, Mode: 0o644})
+		if err == nil {
+			f.Release(ctx)
+		}
+		return err
+	}
+	if _, err := c.Start(ctx, "gv0", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := create(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("create on a brick that keeps 100%% free: %v, want ENOSPC", err)
+	}
+	if _, err := c.Stop(ctx, "gv0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Set(ctx, "gv0", OptStorageReserve, "1MB"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Start(ctx, "gv0", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := create(); err != nil {
+		t.Fatalf("create once the reserve is 1MB: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mortarfs/mortar/brick/posix"
 	"github.com/mortarfs/mortar/layer/mdcache"
 	"github.com/mortarfs/mortar/layer/nlcache"
 	"github.com/mortarfs/mortar/layer/quickread"
@@ -114,6 +115,12 @@ const (
 	// OptLockLeases ("on"/"off") lets clients take and release the POSIX
 	// locks of files they alone lock without a round trip.
 	OptLockLeases = volume.OptLockLeases
+	// OptStorageReserve is the space each brick keeps free for what
+	// records the volume's state (marks, heal and gfid index entries): a
+	// percentage of its file system or a size (posix.ParseReserve). Below
+	// it a brick refuses new data with ENOSPC. Bricks read it when they
+	// start.
+	OptStorageReserve = "storage.reserve"
 )
 
 var knownOptions = []Option{
@@ -143,6 +150,7 @@ var knownOptions = []Option{
 	{OptMdCacheTimeout, strconv.FormatFloat(mdcache.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a client keeps a directory's attributes (a change through another client may be missed for that long)", seconds(0.01)},
 	{OptCacheInvalidation, "off", "on or off: bricks tell every mount what other clients change, so that its caches (quick-read, nl-cache, the kernel's) forget it at once rather than at their timeouts", oneOf("on", "off")},
 	{OptLockLeases, "on", "on or off: a client that alone locks a file (fcntl) takes and releases its locks without a round trip until another client asks for one (off, or performance.client-cache off: every lock goes to the bricks)", oneOf("on", "off")},
+	{OptStorageReserve, "1", "space each brick keeps free, refusing new data below it: a percentage of its file system (default 1, at most 1 GiB unless set) or a size such as 10GB; at least 1 MiB (room for heal marks); bricks read it when they start", reserveValue},
 	{OptNlCacheTimeout, strconv.FormatFloat(nlcache.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a client trusts what it knows of a directory's names (a name made through another client may be missed for that long)", seconds(0.01)},
 }
 
@@ -182,6 +190,14 @@ func seconds(min float64) func(string) string {
 }
 
 // oneOf accepts one of values.
+// reserveValue checks a storage.reserve value.
+func reserveValue(v string) string {
+	if _, err := posix.ParseReserve(v); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
 func oneOf(values ...string) func(string) string {
 	return func(v string) string {
 		if slices.Contains(values, v) {

@@ -47,6 +47,9 @@ func BrickArgs(cfg BrickConfig, logLevel string) []string {
 	if cfg.Replicated {
 		args = append(args, "--replicated")
 	}
+	if cfg.Reserve != "" {
+		args = append(args, "--reserve="+cfg.Reserve)
+	}
 	dir, name := cfg.TLSDir, cfg.TLSName
 	if cfg.TLS != nil && dir == "" && name == "" {
 		dir, name = cfg.TLS.Dir(), cfg.TLS.Name()

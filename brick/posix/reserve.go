@@ -1,6 +1,13 @@
 package posix
 
-import "golang.org/x/sys/unix"
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
 
 // The reserve (GlusterFS's storage.reserve): a brick refuses with ENOSPC
 // what would take new space for data (writes, fallocate, new inodes)
@@ -11,23 +18,60 @@ import "golang.org/x/sys/unix"
 // then not record that they missed it: copies that differ with no mark.
 // Removals and metadata changes go on, so that space can be freed.
 
-// Reserve bounds: 1 % of the file system, at least minReserve, at most
-// maxReserve.
+// Reserve bounds: by default 1 % of the file system, at most maxReserve;
+// whatever the volume's storage.reserve, at least minReserve (the room
+// the marks need).
 const (
 	minReserve = 1 << 20
 	maxReserve = 1 << 30
 )
 
-// reserveOf is the reserve of a file system of total bytes.
-func reserveOf(total uint64) uint64 {
-	return min(max(total/100, minReserve), maxReserve)
+// Reserve is a brick's reserve as the volume option storage.reserve sets
+// it: a percentage of its file system, or a number of bytes. The zero
+// Reserve is the default.
+type Reserve struct {
+	Percent float64 // of the file system's size, when Bytes is 0
+	Bytes   uint64
+	Set     bool // false: the default
+}
+
+// ParseReserve reads storage.reserve: a percentage of the brick's file
+// system ("2", "2%", "0.5"; 0 to 100) or a size ("500MB", "10GB", "1TB";
+// powers of 1024), as GlusterFS takes it.
+func ParseReserve(v string) (Reserve, error) {
+	v = strings.TrimSpace(v)
+	for i, unit := range []string{"KB", "MB", "GB", "TB"} {
+		if num, ok := strings.CutSuffix(strings.ToUpper(v), unit); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(num), 10, 64)
+			if err != nil || n > 1<<20 {
+				return Reserve{}, fmt.Errorf("want a whole number of %s (at most 1048576)", unit)
+			}
+			return Reserve{Bytes: n << (10 * (i + 1)), Set: true}, nil
+		}
+	}
+	p, err := strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
+	if err != nil || p < 0 || p > 100 {
+		return Reserve{}, errors.New("want a percentage of the brick's file system (0 to 100) or a size such as 10GB")
+	}
+	return Reserve{Percent: p, Set: true}, nil
+}
+
+// of is the reserve, in bytes, on a file system of total bytes.
+func (r Reserve) of(total uint64) uint64 {
+	switch {
+	case !r.Set:
+		return min(max(total/100, minReserve), maxReserve)
+	case r.Bytes > 0:
+		return max(r.Bytes, minReserve)
+	}
+	return max(uint64(float64(total)*r.Percent/100), minReserve)
 }
 
 // initReserve sets the brick's reserve from its file system's size.
-func (s *Store) initReserve() {
+func (s *Store) initReserve(r Reserve) {
 	var st unix.Statfs_t
 	if unix.Fstatfs(s.rootfd, &st) == nil {
-		s.reserve.Store(reserveOf(st.Blocks * uint64(st.Bsize)))
+		s.reserve.Store(r.of(st.Blocks * uint64(st.Bsize)))
 	}
 }
 

@@ -9,13 +9,36 @@ import (
 )
 
 func TestReserveOf(t *testing.T) {
-	for _, c := range []struct{ total, want uint64 }{
-		{24 << 20, minReserve},
-		{10 << 30, 10 << 30 / 100},
-		{1 << 50, maxReserve},
+	parse := func(v string) Reserve {
+		t.Helper()
+		r, err := ParseReserve(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for _, c := range []struct {
+		r           Reserve
+		total, want uint64
+	}{
+		{Reserve{}, 24 << 20, minReserve},
+		{Reserve{}, 10 << 30, 10 << 30 / 100},
+		{Reserve{}, 1 << 50, maxReserve},
+		{parse("5"), 1 << 50, 1 << 50 / 20}, // no upper bound once set
+		{parse("5%"), 10 << 30, 10 << 30 / 20},
+		{parse("0"), 10 << 30, minReserve}, // never below the marks' room
+		{parse("100"), 10 << 30, 10 << 30},
+		{parse("10GB"), 1 << 50, 10 << 30},
+		{parse("500mb"), 1 << 40, 500 << 20},
+		{parse("0KB"), 1 << 40, minReserve},
 	} {
-		if got := reserveOf(c.total); got != c.want {
-			t.Errorf("reserve of %d bytes: %d, want %d", c.total, got, c.want)
+		if got := c.r.of(c.total); got != c.want {
+			t.Errorf("reserve %+v of %d bytes: %d, want %d", c.r, c.total, got, c.want)
+		}
+	}
+	for _, bad := range []string{"", "-1", "101", "x", "1.5GB", "10PB", "10 %%"} {
+		if _, err := ParseReserve(bad); err == nil {
+			t.Errorf("storage.reserve %q accepted", bad)
 		}
 	}
 }

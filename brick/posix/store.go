@@ -62,6 +62,9 @@ type Options struct {
 	// fragments, and their size is the file's size recorded with each
 	// write and truncate (XattrSize), not the fragment's length.
 	Disperse bool
+	// Reserve is the space the brick keeps for marks and indexes
+	// (reserve.go; the volume's storage.reserve).
+	Reserve Reserve
 	// FreezeTimeout bounds a migration freeze that is never thawed
 	// (default DefaultFreezeTimeout; see XattrMigrate).
 	FreezeTimeout time.Duration
@@ -172,7 +175,7 @@ func New(root string, opts Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
-	s.initReserve()
+	s.initReserve(opts.Reserve)
 	s.mig.freezeTimeout = opts.FreezeTimeout
 	if s.mig.freezeTimeout <= 0 {
 		s.mig.freezeTimeout = DefaultFreezeTimeout
