@@ -79,3 +79,36 @@ func TestWriteWithKUpAndOneFullIsRefusedWhole(t *testing.T) {
 		t.Fatalf("write with one brick of three up (and full): %v, want EROFS", err)
 	}
 }
+
+// A brick that missed a write (it was full) holds the old chunk of the
+// stripe; with another brick down, the two left hold different versions
+// and no version is on K bricks. That is not a torn stripe (a client
+// that died mid-write, old or new per chunk): the old chunk is stale,
+// and a read must fail rather than return it (the simulation,
+// disperse2+1-full seed 40, read the old content of a small file).
+func TestStaleChunkIsNotReadAsTorn(t *testing.T) {
+	g := newRig(t, 3, 1)
+	old := bytes.Repeat([]byte("o"), 1135) // all in brick 0's data chunk
+	g.writeFile("/f", old)
+	free := g.bricks[0].Store.SetReserve(math.MaxUint64)
+	f, err := g.d.Open(g.ctx, "/f", syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(g.ctx, bytes.Repeat([]byte("n"), 1135), 0); err != nil {
+		t.Fatalf("write with brick 0 full: %v", err)
+	}
+	f.Release(g.ctx)
+	g.d.Idle()
+	g.bricks[0].Store.SetReserve(free)
+	g.kill(2)
+	rf, err := g.d.Open(g.ctx, "/f", syscall.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rf.Release(g.ctx)
+	p := make([]byte, len(old))
+	if n, err := rf.Read(g.ctx, p, 0); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("read with the brick that missed the write and one that took it: %d bytes (%q...), %v; want EIO", n, p[:min(n, 8)], err)
+	}
+}

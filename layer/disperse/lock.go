@@ -146,6 +146,20 @@ type hold struct {
 	// healer's to clear.
 	keepDirty bool
 	wrote     bool // our writes marked the bricks Dirty under it
+	// blamed are the bricks the others' marks blamed when we took it:
+	// their chunks may be older than any write (settle).
+	blamed replicate.Mask
+}
+
+// blamedNow returns the bricks blamed when the lock was taken (0: not
+// held).
+func (h *hold) blamedNow() replicate.Mask {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held == 0 {
+		return 0
+	}
+	return h.blamed
 }
 
 // writeLocked runs fn, a write, holding the lock on the bricks (taking it
@@ -239,7 +253,7 @@ func (f *file) takeLock(ctx context.Context) error {
 		f.d.log.Info("write lock taken on some bricks only", "path", f.path,
 			"locked", f.d.names(got), "missing", f.d.names(targets&^got))
 	}
-	size, dirty, err := f.lockedState(ctx, files, got, good)
+	size, dirty, blamed, err := f.lockedState(ctx, files, got, good)
 	if err != nil {
 		unlockFiles(files, got, h.owner)
 		return err
@@ -256,15 +270,16 @@ func (f *file) takeLock(ctx context.Context) error {
 	now := time.Now()
 	h.mu.Lock()
 	h.held, h.files, h.looked, h.last = got, files, now, now
-	h.keepDirty, h.wrote = dirty, false
+	h.keepDirty, h.wrote, h.blamed = dirty, false, blamed
 	h.timer = time.AfterFunc(lockPoll, f.expire)
 	h.mu.Unlock()
 	return nil
 }
 
 // lockedState reads the attributes of the bricks in m: the size (of the
-// first good one), and whether any is marked Dirty.
-func (f *file) lockedState(ctx context.Context, files []layer.File, m, good replicate.Mask) (size int64, dirty bool, err error) {
+// first good one), whether any is marked Dirty, and the bricks their
+// marks blame.
+func (f *file) lockedState(ctx context.Context, files []layer.File, m, good replicate.Mask) (size int64, dirty bool, blamed replicate.Mask, err error) {
 	attrs := make([]layer.Attr, len(files))
 	errs := make([]error, len(files))
 	var wg sync.WaitGroup
@@ -275,7 +290,7 @@ func (f *file) lockedState(ctx context.Context, files []layer.File, m, good repl
 	}
 	wg.Wait()
 	if err := moved(errs); err != nil {
-		return 0, false, err
+		return 0, false, 0, err
 	}
 	found := false
 	for _, pass := range []replicate.Mask{m & good, m} {
@@ -284,15 +299,16 @@ func (f *file) lockedState(ctx context.Context, files []layer.File, m, good repl
 				continue
 			}
 			dirty = dirty || attrs[i].Pending&layer.Dirty != 0
+			blamed |= replicate.Mask(attrs[i].Pending &^ layer.Dirty)
 			if !found {
 				size, found = int64(attrs[i].Size), true
 			}
 		}
 	}
 	if !found {
-		return 0, false, errors.Join(syscall.EIO, errors.Join(errs...))
+		return 0, false, 0, errors.Join(syscall.EIO, errors.Join(errs...))
 	}
-	return size, dirty, nil
+	return size, dirty, blamed, nil
 }
 
 // expire runs every lockPoll while the lock is held. It releases the lock

@@ -262,15 +262,18 @@ func fetchStripe(ctx context.Context, g Geometry, files []layer.File, m replicat
 // kept the old ones — but the K data chunks are all there and sound, the
 // stripe is those data chunks as they are: each 64 KiB holds the old or
 // the new content, never garbage, and torn says the parity must be made
-// again. Otherwise ErrTooFew.
-func settle(g Geometry, sc *stripeChunks) (version uint64, torn bool, err error) {
+// again. Only the chunks of trusted bricks count so: a brick the others
+// blame for a write it missed holds an older chunk, which is neither
+// (the simulation, disperse2+1-full seed 40: a stale data chunk read as
+// the file). Otherwise ErrTooFew.
+func settle(g Geometry, sc *stripeChunks, trusted replicate.Mask) (version uint64, torn bool, err error) {
 	saved := append([][]byte(nil), sc.chunks...)
 	if v, err := current(g, sc); err == nil {
 		return v, false, nil
 	}
 	copy(sc.chunks, saved)
 	for i := 0; i < g.K; i++ {
-		if sc.chunks[i] == nil {
+		if sc.chunks[i] == nil || !trusted.Has(i) {
 			return 0, false, ErrTooFew
 		}
 	}
@@ -314,13 +317,13 @@ func (f *file) readStripe(ctx context.Context, s int64, locked bool) ([]byte, er
 	// Every brick up may serve: a brick behind on the file (not good)
 	// may still hold the current chunk of this stripe, and only chunks of
 	// the one write that K bricks share are used (see current).
-	files, open, _ := f.Handles()
+	files, open, good := f.Handles()
 	avail := f.d.up()
 	sc, corrupt := fetchStripe(ctx, f.d.g, files, avail, s)
 	if sc.remote {
 		return nil, syscall.EREMOTE // moved by a rebalance: distribute reopens
 	}
-	_, torn, err := settle(f.d.g, &sc)
+	_, torn, err := settle(f.d.g, &sc, good&^f.hold.blamedNow())
 	if !locked && (corrupt != 0 || torn || err != nil) {
 		return nil, errUnsettled
 	}
