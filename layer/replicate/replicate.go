@@ -323,6 +323,14 @@ func (r *Replicate) goodOf(ctx context.Context, marks []string) Mask {
 // carry the marks for this operation (the inode itself, or the parent
 // directories of changed names).
 func (r *Replicate) modify(ctx context.Context, marks []string, fn func(ctx context.Context, i int) error) (outcome, error) {
+	return r.modifyWith(ctx, marks, nil, fn)
+}
+
+// modifyWith is modify, with the answers passed through adjust (if not
+// nil) before they are settled, when the replicas disagree. The replicas
+// whose refusal adjust turned into a success record, as the others did
+// in the request, that the replicas not among targets missed it.
+func (r *Replicate) modifyWith(ctx context.Context, marks []string, adjust func(targets Mask, errs []error, good Mask) Mask, fn func(ctx context.Context, i int) error) (outcome, error) {
 	targets, err := r.writable(ctx)
 	if err != nil {
 		return outcome{}, err
@@ -338,6 +346,11 @@ func (r *Replicate) modify(ctx context.Context, marks []string, fn func(ctx cont
 	if disagree(targets, errs) {
 		// Rare: find out which side holds the current copies.
 		good = r.goodOf(ctx, marks)
+		if adjust != nil {
+			if done := adjust(targets, errs, good); done != 0 && targets != r.all {
+				r.markLosers(ctx, outcome{winners: done, losers: r.all &^ targets}, marks)
+			}
+		}
 	}
 	o := r.settle(targets, errs, good)
 	if o.winners != 0 && o.losers != 0 {
@@ -589,10 +602,40 @@ func (r *Replicate) Link(ctx context.Context, oldpath, newpath string) (layer.At
 // removal runs Unlink or Rmdir. A replica that lacked the name (it was
 // behind) loses to the ones that removed it and is marked for heal.
 func (r *Replicate) removal(ctx context.Context, path string, rm func(l layer.Layer, ctx context.Context) error) error {
-	_, err := r.modify(ctx, []string{parentOf(path)}, func(ctx context.Context, i int) error {
+	_, err := r.modifyWith(ctx, []string{parentOf(path)}, goneAlready, func(ctx context.Context, i int) error {
 		return rm(r.children[i].Layer, ctx)
 	})
 	return err
+}
+
+// goneAlready counts a replica that answered a removal with ENOENT as
+// having done it when another did it and no good copy of the directory
+// refused it: the name is absent there, which is what the removal makes.
+// Such a replica missed the name's creation; with copies of the
+// directory that blame each other (good unknown) the name is listed, and
+// its removal answered ENOENT was a wrong answer (the simulation,
+// replica3x2-full seed 62). When the good copies lack the name, their
+// ENOENT stands: the copies that had it were stale.
+func goneAlready(targets Mask, errs []error, good Mask) Mask {
+	var ok, absent Mask
+	for i, err := range errs {
+		switch {
+		case !targets.Has(i):
+		case err == nil:
+			ok |= Bit(i)
+		case errors.Is(err, syscall.ENOENT):
+			absent |= Bit(i)
+		}
+	}
+	if ok == 0 || absent&good != 0 && ok&good == 0 {
+		return 0
+	}
+	for i := range errs {
+		if absent.Has(i) {
+			errs[i] = nil
+		}
+	}
+	return absent
 }
 
 func (r *Replicate) Unlink(ctx context.Context, path string) error {
