@@ -262,10 +262,11 @@ func fetchStripe(ctx context.Context, g Geometry, files []layer.File, m replicat
 // kept the old ones — but the K data chunks are all there and sound, the
 // stripe is those data chunks as they are: each 64 KiB holds the old or
 // the new content, never garbage, and torn says the parity must be made
-// again. Only the chunks of trusted bricks count so: a brick the others
-// blame for a write it missed holds an older chunk, which is neither
-// (the simulation, disperse2+1-full seed 40: a stale data chunk read as
-// the file). Otherwise ErrTooFew.
+// again. Only the chunks of trusted bricks count so: a read does not
+// trust a brick the others blame, which may hold an older chunk than
+// either (the simulation, disperse2+1-full seed 40: a stale data chunk
+// read as the file, the brick that took the write down). Otherwise
+// ErrTooFew.
 func settle(g Geometry, sc *stripeChunks, trusted replicate.Mask) (version uint64, torn bool, err error) {
 	saved := append([][]byte(nil), sc.chunks...)
 	if v, err := current(g, sc); err == nil {
