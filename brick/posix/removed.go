@@ -37,7 +37,7 @@ func openRemoved(rootfd int) (int, error) {
 // recordRemoval records that name, inode g, left directory dir, if the
 // operation in ctx is one some replicas miss.
 func (s *Store) recordRemoval(ctx context.Context, dir inode, name string, g layer.Gfid) {
-	if layer.TxnFrom(ctx).Pending == 0 || g.IsZero() {
+	if layer.TxnFrom(ctx).Pending&^layer.Dirty == 0 || g.IsZero() { // Dirty blames no replica
 		return
 	}
 	dg, err := dir.gfid(s)

@@ -16,8 +16,8 @@
 // root carries the volume id in trusted.mortar.volume-id (see Mark);
 // distribute's pointer files carry trusted.mortar.linkto. The directory
 // .mortar at the brick root holds mortar's private state (the heal index,
-// HealDir, the gfid index, IDDir, and the removal records, RemovedDir) and is invisible through the Layer:
-// lookups get ENOENT, creations EPERM, listings skip it, except that
+// HealDir, the gfid index, IDDir, and the removal records, RemovedDir)
+// and is invisible through the Layer: lookups get ENOENT, creations EPERM, listings skip it, except that
 // lookups, reading opens and links may name an inode by its id
 // (layer.IDPath, files and directories). Callers may only see and change
 // xattrs of the user. namespace.
