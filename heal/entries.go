@@ -288,6 +288,15 @@ func (h *Healer) place(ctx context.Context, si, s int, path string, p *plan, hin
 	switch {
 	case hint != nil && h.reuse(ctx, si, s, path, want, hint):
 	case h.linkByID(ctx, si, s, path, want):
+	case h.data != nil && want.IsReg() && h.namedElsewhere(ctx, l, want):
+		// The sink holds the file's fragment under a stale name that
+		// the heal of its directory has yet to park (park, removeStale),
+		// possibly at this moment: fewer than K other bricks may hold
+		// the current write, and a fragment made anew would leave the
+		// stripes nothing to be rebuilt from (sim disperse2+1-full seed
+		// 58: the file rebuilt from a stale and an empty fragment).
+		// Linked by its id at a later pass, once parked.
+		return placeHad, fmt.Errorf("%s: %w", path, errNamedElsewhere)
 	case hint == nil && want.IsReg() && want.Nlink > 1:
 		// A hard-linked file the sink lacks, healed on its own (from the
 		// index): its directory's heal makes it, one name linked to the
@@ -358,6 +367,14 @@ func (h *Healer) linkByID(ctx context.Context, si, s int, path string, want laye
 	}
 	h.log.Debug("linked by id", "replica", h.sets[si][s].Name, "path", path, "gfid", want.Gfid)
 	return true
+}
+
+// namedElsewhere reports whether the brick of l holds the inode want
+// (by its id) under some name of its own: want, with one name on the
+// source, has it under a stale one (see linkByID).
+func (h *Healer) namedElsewhere(ctx context.Context, l layer.Layer, want layer.Attr) bool {
+	had, err := l.Lookup(ctx, layer.IDPath(want.Gfid))
+	return err == nil && sameInode(had, want) && had.Nlink > 0 && want.Nlink <= 1
 }
 
 // reuse gives sink s the inode at path by linking or renaming another name

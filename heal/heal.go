@@ -199,6 +199,10 @@ var errNoParent = errors.New("parent directory missing on a sink")
 // errNoSource: a sink needs data that no reachable copy holds.
 var errNoSource = errors.New("no reachable copy of the data")
 
+// errNamedElsewhere: a sink holds the inode to be placed under a stale
+// name another heal is to remove; a later pass links it.
+var errNamedElsewhere = errors.New("the sink holds the inode under a stale name not yet parked")
+
 // errNotQuiet: an inode a client went away from is still changing; a
 // later scan heals it (the marks that bring it back are kept).
 var errNotQuiet = errors.New("changed by a client that went away; not quiet yet")

@@ -740,17 +740,7 @@ func TestNamesAcrossDirectoriesWhileAway(t *testing.T) {
 // made on the sink too and, not exclusive, truncates what it finds there
 // before anyone sees it is another file.
 func TestMovedFileNotLinkedUnderStaleName(t *testing.T) {
-	c := newCluster(t, 3, false)
-	g := layer.NewGfid()
-	want := pattern(5000, 3)
-	c.everywhere(seq(
-		mkdir("/a", layer.NewGfid()),
-		mkdir("/b", layer.NewGfid()),
-		create("/a/f", g, want),
-	))
-	c.without2(func(ctx context.Context, l layer.Layer) error {
-		return l.Rename(ctx, "/a/f", "/b/f", 0)
-	})
+	c, _, want := movedWhileAway(t)
 	h := c.healer(Options{})
 	if err := h.Heal(bg, 0, "/b/f"); err != nil {
 		t.Fatal(err)
@@ -764,4 +754,52 @@ func TestMovedFileNotLinkedUnderStaleName(t *testing.T) {
 	}
 	f.Release(bg)
 	sameBytes(t, "/b/f on the sink after a create over its stale old name", c.content(2, "/b/f"), want)
+}
+
+// The same move, its old directory healed first: the sink's stale name
+// is parked (kept by its id, no name left), and the heal of the new name
+// links that inode instead of copying the data. (A lookup by id counted
+// the index entry as a name, so a parked inode looked named elsewhere and
+// was never linked; a disperse sink's fragment was then made anew, and
+// with fewer than K other fragments of the current write the file could
+// not be rebuilt: sim disperse2+1-full seed 58.)
+func TestParkedFileLinkedByID(t *testing.T) {
+	c, g, want := movedWhileAway(t)
+	h := c.healer(Options{})
+	if err := h.Heal(bg, 0, "/a"); err != nil {
+		t.Fatal(err)
+	}
+	parked, err := c.stores[2].Lookup(bg, layer.IDPath(g))
+	if err != nil || parked.Gfid != g || parked.Nlink != 0 {
+		t.Fatalf("the stale name's inode by its id on the sink: %v, gfid %s nlink %d; want it parked (no name)",
+			err, parked.Gfid, parked.Nlink)
+	}
+	c.counts[2].Reset()
+	if err := h.Heal(bg, 0, "/b/f"); err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.stores[2].Lookup(bg, "/b/f")
+	if err != nil || a.Gfid != g || a.Nlink != 1 {
+		t.Errorf("/b/f on the sink: %v, gfid %s nlink %d; want %s with one name", err, a.Gfid, a.Nlink, g)
+	}
+	if n := c.counts[2].Count("Write"); n != 0 {
+		t.Errorf("%d writes on the sink; linking the parked inode costs none", n)
+	}
+	sameBytes(t, "/b/f on the sink", c.content(2, "/b/f"), want)
+}
+
+// movedWhileAway makes /a/f (gfid g, content want) on three replicas
+// and renames it to /b/f while the third is away.
+func movedWhileAway(t *testing.T) (c *cluster, g layer.Gfid, want []byte) {
+	c = newCluster(t, 3, false)
+	g, want = layer.NewGfid(), pattern(5000, 3)
+	c.everywhere(seq(
+		mkdir("/a", layer.NewGfid()),
+		mkdir("/b", layer.NewGfid()),
+		create("/a/f", g, want),
+	))
+	c.without2(func(ctx context.Context, l layer.Layer) error {
+		return l.Rename(ctx, "/a/f", "/b/f", 0)
+	})
+	return c, g, want
 }

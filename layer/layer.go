@@ -80,7 +80,8 @@ func (g Gfid) Ino() uint64 {
 // wherever its names are (the brick's gfid index): for lookups, opens for
 // reading and, for a file, as the source of a link. It lies in the
 // bricks' hidden directory, which clients never see listed or find by
-// name; a brick without the inode answers ENOENT.
+// name; a brick without the inode answers ENOENT. A non-directory looked
+// up by it has as Nlink the names it has (0 once they are all gone).
 func IDPath(g Gfid) string { return "/.mortar/gfid/" + g.String() }
 
 func (g Gfid) String() string {

@@ -100,6 +100,11 @@ func (s *Store) attrAt(a at) (layer.Attr, error) {
 	if err == nil {
 		attr.Pending, err = self(a, "").pending()
 	}
+	if a.dir == s.idfd && !attr.IsDir() {
+		// Reached by its id: the index entry is not a name, so an
+		// inode whose names are all gone (parked) has none.
+		attr.Nlink = uint32(st.Nlink) - 1
+	}
 	return attr, err
 }
 
