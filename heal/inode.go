@@ -193,13 +193,18 @@ func (h *Healer) plan(j *job, path string, copies []replicate.Copy, distrust rep
 			src = abandonedSource(copies, candidates(copies, v.Present, arbs))
 			p.dirty = src >= 0
 		}
+		good := replicate.Bit(src)
+		if src < 0 && j.choose == nil && h.data != nil {
+			good = h.readable(j.set, copies, v.Present)
+			src = good.First()
+		}
 		if src < 0 {
 			g := copies[v.Present.First()].Attr.Gfid
 			h.noteSplit(j.set, path, g, true)
 			h.log.Debug("split-brain left alone", "path", path)
 			return nil, fmt.Errorf("%s: %w", path, ErrSplitBrain)
 		}
-		p.src, p.good, p.forced = src, replicate.Bit(src), true
+		p.src, p.good, p.forced = src, good, true
 		p.sinks = (v.Present | v.Absent | v.Failed) &^ p.good
 	case v.Good == 0:
 		if errors.Is(v.Err, syscall.ENOENT) && v.Bad != 0 {
@@ -287,6 +292,45 @@ func (h *Healer) sizesDiffer(si int, path string, p *plan, arbs replicate.Mask) 
 		}
 	}
 	h.log.Warn("copies of different sizes with no mark and no majority: left alone", "path", path, "copies", h.names(si, uint64(data)))
+}
+
+// readable returns, for a set whose bricks hold fragments (Options.Data),
+// the present copies of the one regular file that enough of them hold to
+// be read (a quorum: K of a disperse set's bricks), when the others are
+// copies of other inodes: no other version under the name can be read,
+// so none can hold what a client was told it wrote (a client died making
+// or replacing the file on fewer bricks than that). 0 if there is none.
+func (h *Healer) readable(si int, copies []replicate.Copy, present replicate.Mask) replicate.Mask {
+	if h.quorate == nil {
+		return 0
+	}
+	byGfid := map[layer.Gfid]replicate.Mask{}
+	for i, c := range copies {
+		if present.Has(i) {
+			byGfid[c.Attr.Gfid] |= replicate.Bit(i)
+		}
+	}
+	var found replicate.Mask
+	for _, m := range byGfid {
+		if !h.quorate(si, m) {
+			continue
+		}
+		if found != 0 || !sameRegular(copies, m) {
+			return 0
+		}
+		found = m
+	}
+	return found
+}
+
+// sameRegular reports whether the copies in m are all regular files.
+func sameRegular(copies []replicate.Copy, m replicate.Mask) bool {
+	for i, c := range copies {
+		if m.Has(i) && !c.Attr.IsReg() {
+			return false
+		}
+	}
+	return true
 }
 
 // candidates returns the copies a policy may choose from: those present,

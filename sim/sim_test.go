@@ -15,12 +15,33 @@ var shapes = []struct {
 	name  string
 	cfg   Config
 	seeds int // in the default sweep (CI)
+	// found: seeds beyond the default sweep that once failed, run with
+	// it (not when MORTAR_SIM_SEEDS or MORTAR_SIM_FIRST choose seeds).
+	found []int
 }{
-	{"replica3x2", Config{Bricks: 6, Replica: 3}, 10},
-	{"disperse2+1", Config{Bricks: 3, Disperse: 3, Redundancy: 1}, 4},
+	{"replica3x2", Config{Bricks: 6, Replica: 3}, 10, nil},
+	{"disperse2+1", Config{Bricks: 3, Disperse: 3, Redundancy: 1}, 4, []int{11}},
 	// Full disks too (docs/REPLICATION.md, "Simulation").
-	{"replica3x2-full", Config{Bricks: 6, Replica: 3, FullDisks: true}, 4},
-	{"disperse2+1-full", Config{Bricks: 3, Disperse: 3, Redundancy: 1, FullDisks: true}, 4},
+	{"replica3x2-full", Config{Bricks: 6, Replica: 3, FullDisks: true}, 4, nil},
+	{"disperse2+1-full", Config{Bricks: 3, Disperse: 3, Redundancy: 1, FullDisks: true}, 4, []int{32, 52, 58}},
+}
+
+// seedsOf returns the seeds a shape runs: n from first, and the shape's
+// found seeds in the default sweep.
+func seedsOf(first, n int, found []int) []int {
+	var seeds []int
+	for seed := first; seed < first+n; seed++ {
+		seeds = append(seeds, seed)
+	}
+	if os.Getenv("MORTAR_SIM_SEEDS") != "" || os.Getenv("MORTAR_SIM_FIRST") != "" {
+		return seeds
+	}
+	for _, seed := range found {
+		if seed >= first+n {
+			seeds = append(seeds, seed)
+		}
+	}
+	return seeds
 }
 
 // TestSim runs a sweep of seeds on every shape: MORTAR_SIM_SEEDS seeds
@@ -38,7 +59,8 @@ func TestSim(t *testing.T) {
 			total := Report{Ops: map[string]int{}, Faults: map[string]int{}}
 			unmarked := 0
 			var failing []int
-			for seed := first; seed < first+n; seed++ {
+			seeds := seedsOf(first, n, shape.found)
+			for _, seed := range seeds {
 				cfg := shape.cfg
 				cfg.Seed, cfg.Steps, cfg.Dir, cfg.Clients = uint64(seed), steps, t.TempDir(), 3
 				cfg.NoFinish = os.Getenv("MORTAR_SIM_NOFINISH") != ""
@@ -75,7 +97,7 @@ func TestSim(t *testing.T) {
 				total.Failed += rep.Failed
 			}
 			t.Logf("%d seeds of %d steps: operations %s (%d failed as faults allow); faults %s; unmarked differences in %d runs; failing seeds %v",
-				n, steps, counts(total.Ops), total.Failed, counts(total.Faults), unmarked, failing)
+				len(seeds), steps, counts(total.Ops), total.Failed, counts(total.Faults), unmarked, failing)
 		})
 	}
 }
