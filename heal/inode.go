@@ -299,7 +299,11 @@ func (h *Healer) sizesDiffer(si int, path string, p *plan, arbs replicate.Mask) 
 // be read (a quorum: K of a disperse set's bricks), when the others are
 // copies of other inodes: no other version under the name can be read,
 // so none can hold what a client was told it wrote (a client died making
-// or replacing the file on fewer bricks than that). 0 if there is none.
+// or replacing the file on fewer bricks than that). When no version can
+// be read and every copy is empty, nothing is lost whichever is kept:
+// the one most copies share, else the newest (creates that each reached
+// too few bricks, their directory's copies blaming each other: sim
+// disperse2+1-full seed 60). 0 if there is none.
 func (h *Healer) readable(si int, copies []replicate.Copy, present replicate.Mask) replicate.Mask {
 	if h.quorate == nil {
 		return 0
@@ -320,7 +324,22 @@ func (h *Healer) readable(si int, copies []replicate.Copy, present replicate.Mas
 		}
 		found = m
 	}
+	if found == 0 && emptyFiles(copies, present) {
+		if src := abandonedSource(copies, present); src >= 0 {
+			found = byGfid[copies[src].Attr.Gfid]
+		}
+	}
 	return found
+}
+
+// emptyFiles reports whether the copies in m are all empty regular files.
+func emptyFiles(copies []replicate.Copy, m replicate.Mask) bool {
+	for i, c := range copies {
+		if m.Has(i) && c.Attr.Size != 0 {
+			return false
+		}
+	}
+	return m != 0 && sameRegular(copies, m)
 }
 
 // sameRegular reports whether the copies in m are all regular files.

@@ -170,21 +170,8 @@ func TestHealTakesTheFileKBricksHold(t *testing.T) {
 	if err := odd.Unlink(ctx, "/f"); err != nil {
 		t.Fatal(err)
 	}
-	f, _, err := odd.Create(ctx, "/f", layer.CreateIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Flags: syscall.O_WRONLY, Mode: 0o644})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Release(ctx)
-	dh, err := NewDataHealer([][]replicate.Child{g.children}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := heal.New([]heal.Set{g.children}, heal.Options{Data: dh,
-		Quorate: func(_ int, m replicate.Mask) bool { return m.Count() >= 2 }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Heal(ctx, 0, "/f"); err != nil {
+	g.createOn(1, "/f")
+	if err := g.quorateHealer(1).Heal(ctx, 0, "/f"); err != nil {
 		t.Fatalf("heal: %v", err)
 	}
 	want, _ := g.clients[0].Lookup(ctx, "/f")
@@ -193,4 +180,60 @@ func TestHealTakesTheFileKBricksHold(t *testing.T) {
 	}
 	g.kill(0) // the odd brick's fragment is needed now
 	g.readBack("/f", data)
+}
+
+// Creates that each reached one brick of three (the others full or
+// away), with different gfids and no mark on either file: no version can
+// be read, and none holds anything, so heal keeps one (sim
+// disperse2+1-full seed 60: a split-brain left alone).
+func TestHealKeepsOneOfEmptyFilesNoKBricksHold(t *testing.T) {
+	g := newRig(t, 3, 1)
+	ctx := g.ctx
+	g.createOn(0, "/f")
+	g.createOn(1, "/f")
+	h := g.quorateHealer(1)
+	for _, p := range []string{"/f", "/"} {
+		if err := h.Heal(ctx, 0, p); err != nil {
+			t.Fatalf("heal %s: %v", p, err)
+		}
+	}
+	var gfids []layer.Gfid
+	for i, c := range g.clients {
+		a, err := c.Lookup(ctx, "/f")
+		if err != nil || a.Size != 0 {
+			t.Fatalf("/f on brick %d after heal: size %d, %v", i, a.Size, err)
+		}
+		gfids = append(gfids, a.Gfid)
+	}
+	if gfids[0] != gfids[1] || gfids[1] != gfids[2] {
+		t.Fatalf("/f after heal has gfids %v, want one", gfids)
+	}
+	g.readBack("/f", nil)
+}
+
+// createOn creates path, empty, on brick i alone, with a gfid of its own.
+func (g *rig) createOn(i int, path string) {
+	g.t.Helper()
+	f, _, err := g.clients[i].Create(g.ctx, path, layer.CreateIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Flags: syscall.O_WRONLY, Mode: 0o644})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	f.Release(g.ctx)
+}
+
+// quorateHealer returns a healer of the rig's set, of redundancy m, that
+// knows a change needs K bricks.
+func (g *rig) quorateHealer(m int) *heal.Healer {
+	g.t.Helper()
+	dh, err := NewDataHealer([][]replicate.Child{g.children}, m)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	k := len(g.children) - m
+	h, err := heal.New([]heal.Set{g.children}, heal.Options{Data: dh,
+		Quorate: func(_ int, b replicate.Mask) bool { return b.Count() >= k }})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return h
 }
