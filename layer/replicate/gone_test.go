@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"errors"
+	"fmt"
 	"syscall"
 	"testing"
 
@@ -33,5 +34,64 @@ func TestRemovalWhereAReplicaMissedTheCreate(t *testing.T) {
 	}
 	if m := g.pending(1, "/d"); !m.Has(0) {
 		t.Errorf("replica 1's /d blames %b; want replica 0, which missed the removal", m)
+	}
+}
+
+// A rename whose source one replica lacks because it missed the file's
+// creation, the other replica up having done it, the third away, with
+// the copies of the directory blaming each other (so that both count as
+// good): the file exists, and ENOENT would be a wrong answer. The rename
+// stands where it was done, on too few replicas (EIO), and the replica
+// that lacked the source is marked for heal (sim disperse2+1-full seed
+// 64). When that replica recorded the name as removed, its ENOENT
+// stands.
+func TestRenameWhereAReplicaMissedTheCreate(t *testing.T) {
+	for _, removed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("removed=%v", removed), func(t *testing.T) {
+			g := newRig(t, 3, false, Options{})
+			if _, err := g.r.Mkdir(g.ctx, "/d", layer.MkdirIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o755}); err != nil {
+				t.Fatal(err)
+			}
+			if removed {
+				// Made everywhere, then removed while replica 2 was away.
+				if err := g.writeFile("/d/f", []byte("removed while 2 was away")); err != nil {
+					t.Fatal(err)
+				}
+				g.kill(2)
+				if err := g.r.Unlink(g.ctx, "/d/f"); err != nil {
+					t.Fatal(err)
+				}
+				g.revive(2)
+			} else {
+				g.kill(1)
+				if err := g.writeFile("/d/f", []byte("made while 1 was away")); err != nil {
+					t.Fatal(err)
+				}
+				g.revive(1)
+			}
+			// Copies 1 and 2 of /d blame each other.
+			for i, blamed := range map[int]uint64{1: 1 << 2, 2: 1 << 1} {
+				if err := g.bricks[i].Store.MarkPending(g.ctx, "/d", layer.Gfid{}, blamed); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g.kill(0)
+			err := g.r.Rename(g.ctx, "/d/f", "/d/g", 0)
+			if removed {
+				if !errors.Is(err, syscall.ENOENT) {
+					t.Fatalf("rename of a name replica 1 removed: %v, want ENOENT", err)
+				}
+				return
+			}
+			if !errors.Is(err, syscall.EIO) {
+				t.Fatalf("rename with replica 0 away and replica 1 lacking the source: %v, want EIO", err)
+			}
+			if _, err := g.onBrick(2).Lookup(g.ctx, "/d/g"); err != nil {
+				t.Errorf("the renamed file on replica 2: %v", err)
+			}
+			if m := g.pending(2, "/d"); !m.Has(1) {
+				t.Errorf("replica 2's /d blames %b; want replica 1, which lacked the source", m)
+			}
+		})
 	}
 }

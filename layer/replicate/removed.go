@@ -2,9 +2,54 @@ package replicate
 
 import (
 	"context"
+	"errors"
+	"slices"
 
 	"github.com/mortarfs/mortar/layer"
 )
+
+// sourceMissed is a rename's adjuster: a replica that answered ENOENT
+// for the source while another renamed it, in a directory whose copies
+// blame each other (both good, as a merge has it), missed the source's
+// creation unless it recorded the name and inode as removed. Its refusal
+// is then a stale copy's: the rename stands where it was done (EIO if
+// that is too few replicas) and the replica is marked for heal. (It
+// stood, ENOENT, for a file the volume holds: sim disperse2+1-full seed
+// 64, a brick that missed the file's create while full.)
+func (r *Replicate) sourceMissed(ctx context.Context, oldpath, newpath string) adjuster {
+	return func(targets Mask, errs []error, good Mask) (done, stale Mask) {
+		ok, absent := okAndAbsent(targets, errs)
+		if ok == 0 || absent&good == 0 {
+			return 0, 0
+		}
+		moved, err := r.children[ok.First()].Layer.Lookup(ctx, newpath)
+		if err != nil {
+			return 0, 0
+		}
+		dir, name := layer.Split(oldpath)
+		gone := layer.Removal{Name: name, Gfid: moved.Gfid}
+		missed := r.parallel(absent&good, func(i int) error {
+			h, ok := r.children[i].Layer.(layer.HealStore)
+			if !ok {
+				return nil
+			}
+			recs, err := h.Removed(ctx, dir)
+			if err == nil && !slices.Contains(recs, gone) {
+				return errMissed
+			}
+			return nil
+		})
+		for i, err := range missed {
+			if err == errMissed {
+				stale |= Bit(i)
+			}
+		}
+		return 0, stale
+	}
+}
+
+// errMissed marks the replicas sourceMissed finds stale.
+var errMissed = errors.New("missed the creation")
 
 // removedOn reads the removal records of directory path on the copies of
 // m, which listed it as lists say (see Gone). A copy that cannot say

@@ -326,11 +326,17 @@ func (r *Replicate) modify(ctx context.Context, marks []string, fn func(ctx cont
 	return r.modifyWith(ctx, marks, nil, fn)
 }
 
+// adjuster looks at the answers of replicas that disagree before they
+// are settled (see modifyWith): it may turn refusals into successes
+// (done) and say which replicas the good copies wrongly include (stale:
+// their answer is a copy's that is behind).
+type adjuster func(targets Mask, errs []error, good Mask) (done, stale Mask)
+
 // modifyWith is modify, with the answers passed through adjust (if not
 // nil) before they are settled, when the replicas disagree. The replicas
 // whose refusal adjust turned into a success record, as the others did
 // in the request, that the replicas not among targets missed it.
-func (r *Replicate) modifyWith(ctx context.Context, marks []string, adjust func(targets Mask, errs []error, good Mask) Mask, fn func(ctx context.Context, i int) error) (outcome, error) {
+func (r *Replicate) modifyWith(ctx context.Context, marks []string, adjust adjuster, fn func(ctx context.Context, i int) error) (outcome, error) {
 	targets, err := r.writable(ctx)
 	if err != nil {
 		return outcome{}, err
@@ -347,9 +353,11 @@ func (r *Replicate) modifyWith(ctx context.Context, marks []string, adjust func(
 		// Rare: find out which side holds the current copies.
 		good = r.goodOf(ctx, marks)
 		if adjust != nil {
-			if done := adjust(targets, errs, good); done != 0 && targets != r.all {
+			done, stale := adjust(targets, errs, good)
+			if done != 0 && targets != r.all {
 				r.markLosers(ctx, outcome{winners: done, losers: r.all &^ targets}, marks)
 			}
+			good &^= stale
 		}
 	}
 	o := r.settle(targets, errs, good)
@@ -616,8 +624,22 @@ func (r *Replicate) removal(ctx context.Context, path string, rm func(l layer.La
 // its removal answered ENOENT was a wrong answer (the simulation,
 // replica3x2-full seed 62). When the good copies lack the name, their
 // ENOENT stands: the copies that had it were stale.
-func goneAlready(targets Mask, errs []error, good Mask) Mask {
-	var ok, absent Mask
+func goneAlready(targets Mask, errs []error, good Mask) (done, stale Mask) {
+	ok, absent := okAndAbsent(targets, errs)
+	if ok == 0 || absent&good != 0 && ok&good == 0 {
+		return 0, 0
+	}
+	for i := range errs {
+		if absent.Has(i) {
+			errs[i] = nil
+		}
+	}
+	return absent, 0
+}
+
+// okAndAbsent returns the targets that did an operation and those that
+// answered ENOENT.
+func okAndAbsent(targets Mask, errs []error) (ok, absent Mask) {
 	for i, err := range errs {
 		switch {
 		case !targets.Has(i):
@@ -627,15 +649,7 @@ func goneAlready(targets Mask, errs []error, good Mask) Mask {
 			absent |= Bit(i)
 		}
 	}
-	if ok == 0 || absent&good != 0 && ok&good == 0 {
-		return 0
-	}
-	for i := range errs {
-		if absent.Has(i) {
-			errs[i] = nil
-		}
-	}
-	return absent
+	return ok, absent
 }
 
 func (r *Replicate) Unlink(ctx context.Context, path string) error {
@@ -657,7 +671,7 @@ func (r *Replicate) Rename(ctx context.Context, oldpath, newpath string, flags u
 	if p := parentOf(newpath); p != marks[0] {
 		marks = append(marks, p)
 	}
-	_, err := r.modify(ctx, marks, func(ctx context.Context, i int) error {
+	_, err := r.modifyWith(ctx, marks, r.sourceMissed(ctx, oldpath, newpath), func(ctx context.Context, i int) error {
 		return r.children[i].Layer.Rename(ctx, oldpath, newpath, flags)
 	})
 	return err
