@@ -114,7 +114,7 @@ func (h *Healer) healHeld(ctx context.Context, j *job, path string, distrust, wi
 func (h *Healer) healOnce(ctx context.Context, j *job, path string, distrust, within replicate.Mask, hint *dirHint, unsure replicate.Mask) (*plan, error) {
 	copies := h.look(ctx, j.set, path, within)
 	h.looked.Add(1)
-	p, err := h.plan(j, path, copies, distrust)
+	p, err := h.plan(ctx, j, path, copies, distrust)
 	if p != nil {
 		p.unsure = unsure
 	}
@@ -168,7 +168,7 @@ func (h *Healer) holdEntries(ctx context.Context, si int, path string, within re
 
 // plan judges the copies of path and decides the heal; nil means there is
 // nothing to do (or nothing that can be done now).
-func (h *Healer) plan(j *job, path string, copies []replicate.Copy, distrust replicate.Mask) (*plan, error) {
+func (h *Healer) plan(ctx context.Context, j *job, path string, copies []replicate.Copy, distrust replicate.Mask) (*plan, error) {
 	arbs := h.arbs[j.set]
 	p := &plan{copies: copies, v: h.judge(j.set, copies, distrust), data: -1}
 	v := p.v
@@ -195,7 +195,7 @@ func (h *Healer) plan(j *job, path string, copies []replicate.Copy, distrust rep
 		}
 		good := replicate.Bit(src)
 		if src < 0 && j.choose == nil && h.data != nil {
-			good = h.readable(j.set, copies, v.Present)
+			good = h.readable(ctx, j.set, copies, v.Present)
 			src = good.First()
 		}
 		if src < 0 {
@@ -295,17 +295,23 @@ func (h *Healer) sizesDiffer(si int, path string, p *plan, arbs replicate.Mask) 
 }
 
 // readable returns, for a set whose bricks hold fragments (Options.Data),
-// the present copies of the one regular file that enough of them hold to
-// be read (a quorum: K of a disperse set's bricks), when the others are
-// copies of other inodes: no other version under the name can be read,
-// so none can hold what a client was told it wrote (a client died making
-// or replacing the file on fewer bricks than that). When no version can
-// be read and every copy is empty, nothing is lost whichever is kept:
-// the one most copies share, else the newest (creates that each reached
-// too few bricks, their directory's copies blaming each other: sim
-// disperse2+1-full seed 60). 0 if there is none.
-func (h *Healer) readable(si int, copies []replicate.Copy, present replicate.Mask) replicate.Mask {
-	if h.quorate == nil {
+// the present copies of the version of a regular file under path that
+// heal keeps when the copies are of different inodes with nothing to
+// tell them apart (0: none, the split-brain stays):
+//   - the one version enough bricks hold under the name to be read (a
+//     quorum: K of a disperse set's bricks): no other version under the
+//     name can be read, so none can hold what a client was told it wrote
+//     (a client died making or replacing the file on fewer bricks than
+//     that; sim disperse2+1-full seed 52);
+//   - with every brick of the set up, else, the one version K bricks hold
+//     by its id under any name (a rename half done moved it on some
+//     bricks: the others hold it under its old name or parked; seed 64);
+//   - with every brick up and no version K bricks hold, none can ever be
+//     read: an empty one if there is one, else none (creates that each
+//     reached too few bricks: seeds 54, 60). Of several, the one most
+//     copies share, else the newest.
+func (h *Healer) readable(ctx context.Context, si int, copies []replicate.Copy, present replicate.Mask) replicate.Mask {
+	if h.quorate == nil || !sameRegular(copies, present) {
 		return 0
 	}
 	byGfid := map[layer.Gfid]replicate.Mask{}
@@ -314,32 +320,70 @@ func (h *Healer) readable(si int, copies []replicate.Copy, present replicate.Mas
 			byGfid[c.Attr.Gfid] |= replicate.Bit(i)
 		}
 	}
+	if m := h.onlyQuorate(si, byGfid, func(m replicate.Mask) replicate.Mask { return m }); m != 0 || !h.allUp(si) {
+		return m
+	}
+	sure := true
+	if m := h.onlyQuorate(si, byGfid, func(m replicate.Mask) replicate.Mask {
+		held, ok := h.holding(ctx, si, copies[m.First()].Attr)
+		sure = sure && ok
+		return held
+	}); m != 0 || !sure {
+		return m
+	}
+	var empty replicate.Mask
+	for i, c := range copies {
+		if present.Has(i) && c.Attr.Size == 0 {
+			empty |= replicate.Bit(i)
+		}
+	}
+	if src := abandonedSource(copies, empty); src >= 0 {
+		return byGfid[copies[src].Attr.Gfid]
+	}
+	return 0
+}
+
+// onlyQuorate returns the copies of the one version (of byGfid) whose
+// holders make a quorum, 0 if none or several do.
+func (h *Healer) onlyQuorate(si int, byGfid map[layer.Gfid]replicate.Mask, holders func(replicate.Mask) replicate.Mask) replicate.Mask {
 	var found replicate.Mask
 	for _, m := range byGfid {
-		if !h.quorate(si, m) {
+		if !h.quorate(si, holders(m)) {
 			continue
 		}
-		if found != 0 || !sameRegular(copies, m) {
+		if found != 0 {
 			return 0
 		}
 		found = m
 	}
-	if found == 0 && emptyFiles(copies, present) {
-		if src := abandonedSource(copies, present); src >= 0 {
-			found = byGfid[copies[src].Attr.Gfid]
-		}
-	}
 	return found
 }
 
-// emptyFiles reports whether the copies in m are all empty regular files.
-func emptyFiles(copies []replicate.Copy, m replicate.Mask) bool {
-	for i, c := range copies {
-		if m.Has(i) && c.Attr.Size != 0 {
+// holding returns the replicas of set si that hold inode a by its id,
+// under any name or none (layer.IDPath); ok is false if one could not
+// say.
+func (h *Healer) holding(ctx context.Context, si int, a layer.Attr) (m replicate.Mask, ok bool) {
+	ok = true
+	for i, r := range h.sets[si] {
+		b, err := r.Layer.Lookup(ctx, layer.IDPath(a.Gfid))
+		switch {
+		case err == nil && sameInode(a, b):
+			m |= replicate.Bit(i)
+		case err != nil && !errors.Is(err, syscall.ENOENT):
+			ok = false
+		}
+	}
+	return m, ok
+}
+
+// allUp reports whether every replica of set si is up.
+func (h *Healer) allUp(si int) bool {
+	for i := range h.sets[si] {
+		if !h.up(si, i) {
 			return false
 		}
 	}
-	return m != 0 && sameRegular(copies, m)
+	return true
 }
 
 // sameRegular reports whether the copies in m are all regular files.
@@ -349,7 +393,7 @@ func sameRegular(copies []replicate.Copy, m replicate.Mask) bool {
 			return false
 		}
 	}
-	return true
+	return m != 0
 }
 
 // candidates returns the copies a policy may choose from: those present,

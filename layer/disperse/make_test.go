@@ -2,6 +2,7 @@ package disperse
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand"
 	"syscall"
@@ -236,4 +237,33 @@ func (g *rig) quorateHealer(m int) *heal.Healer {
 		g.t.Fatal(err)
 	}
 	return h
+}
+
+// A rename half done: one brick moved the file (written while a third
+// brick was away) onto a name another brick holds a file of its own
+// under. Under the name neither version is on K bricks, but the moved
+// one is, by its id, counting its old name on the other brick: heal
+// keeps that one there (the other can never be read) instead of leaving
+// a split-brain (sim disperse2+1-full seed 64).
+func TestHealKeepsTheVersionKBricksHoldByID(t *testing.T) {
+	g := newRig(t, 3, 1)
+	ctx := g.ctx
+	g.kill(2)
+	g.writeFile("/src", bytes.Repeat([]byte("moved "), 1000))
+	g.revive(2)
+	moved, err := g.clients[0].Lookup(ctx, "/src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.clients[0].Rename(ctx, "/src", "/dst", 0); err != nil {
+		t.Fatal(err)
+	}
+	g.createOn(1, "/dst")
+	err = g.quorateHealer(1).Heal(ctx, 0, "/dst")
+	if errors.Is(err, heal.ErrSplitBrain) {
+		t.Fatalf("heal /dst: %v", err)
+	}
+	if a, err := g.clients[1].Lookup(ctx, "/dst"); err == nil && a.Gfid != moved.Gfid {
+		t.Fatalf("brick 1's /dst after heal: gfid %s, want the moved file's %s or none yet", a.Gfid, moved.Gfid)
+	}
 }
