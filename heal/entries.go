@@ -80,6 +80,8 @@ func (h *Healer) healEntries(ctx context.Context, j *job, path string, p *plan, 
 			d := distrust
 			if held := hint.removedFrom(name); held != 0 {
 				d = held | made // removed on a copy they missed it on
+			} else if held := h.unreadableRemoved(ctx, si, name, hint); held != 0 {
+				d = held | made
 			}
 			g.Go(func() error {
 				return h.healPath(ctx, j, layer.Join(path, name), d, members, hint)
@@ -88,6 +90,47 @@ func (h *Healer) healEntries(ctx context.Context, j *job, path string, p *plan, 
 		errs = append(errs, g.Wait())
 	}
 	return hint.changed, errors.Join(errs...)
+}
+
+// unreadableRemoved returns, on a set whose bricks hold fragments, the
+// copies that hold name in a merged directory where another copy recorded
+// the name as removed with another inode, when no version they hold is
+// held by K bricks under any name (every brick up): no client can have
+// been told that version was made there, and it can never be read. The
+// name goes, as a recorded removal's does. (A brick left with another
+// inode under the name by renames half done brought a removed file back:
+// sim disperse2+1-full seed 54.)
+func (h *Healer) unreadableRemoved(ctx context.Context, si int, name string, d *dirHint) replicate.Mask {
+	if h.data == nil || h.quorate == nil || !d.recordsRemoved(name) || !h.allUp(si) {
+		return 0
+	}
+	var holders replicate.Mask
+	for r, l := range d.lists {
+		e, ok := l[name]
+		if !ok {
+			continue
+		}
+		if !e.Attr.IsReg() {
+			return 0
+		}
+		held, sure := h.holding(ctx, si, e.Attr)
+		if !sure || h.quorate(si, held) {
+			return 0
+		}
+		holders |= replicate.Bit(r)
+	}
+	return holders
+}
+
+// recordsRemoved reports whether a copy recorded name as removed (with
+// any inode).
+func (d *dirHint) recordsRemoved(name string) bool {
+	for rm := range d.gone {
+		if rm.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // dirHint is what a directory heal knows of the directory's copies.

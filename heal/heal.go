@@ -467,8 +467,33 @@ func (h *Healer) healTop(ctx context.Context, j *job, path string) error {
 		dir, _ := layer.Split(path)
 		v := h.judge(j.set, h.look(ctx, j.set, dir, h.all(j.set)), 0)
 		distrust = v.StaleNames()
+		if v.Merge {
+			distrust |= h.removedHere(ctx, j.set, path, v.Good)
+		}
 	}
 	return h.healPath(ctx, j, path, distrust, h.all(j.set), nil)
+}
+
+// removedHere returns the copies that hold path, in a directory whose
+// copies members blame each other (a merge), as a name the others
+// removed (see healEntries): healed on its own, from its own marks, it
+// would otherwise be given back to the copies that removed it.
+func (h *Healer) removedHere(ctx context.Context, si int, path string, members replicate.Mask) replicate.Mask {
+	dir, name := layer.Split(path)
+	hint := &dirHint{lists: make([]map[string]layer.Entry, len(h.sets[si]))}
+	for r, c := range h.look(ctx, si, path, members) {
+		if members.Has(r) {
+			hint.lists[r] = map[string]layer.Entry{}
+			if c.Err == nil {
+				hint.lists[r][name] = layer.Entry{Name: name, Attr: c.Attr}
+			}
+		}
+	}
+	hint.gone = h.removedOn(ctx, si, dir, members, hint)
+	if held := hint.removedFrom(name); held != 0 {
+		return held
+	}
+	return h.unreadableRemoved(ctx, si, name, hint)
 }
 
 // judge judges copies of an inode of set si (replicate.JudgeQuorum).
