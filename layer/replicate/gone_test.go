@@ -95,3 +95,35 @@ func TestRenameWhereAReplicaMissedTheCreate(t *testing.T) {
 		})
 	}
 }
+
+// The same, with the source and the target in two directories and each
+// replica up blamed on one of them: replica 0, which renamed the file,
+// is good for the source's directory, replica 2, which lacks the file,
+// only for the target's. Replica 2's view of the source's directory is
+// stale: its ENOENT does not stand either (sim disperse2+1-full seed 65).
+func TestRenameAcrossDirectoriesEachReplicaBlamedOnOne(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	for _, d := range []string{"/a", "/b"} {
+		if _, err := g.r.Mkdir(g.ctx, d, layer.MkdirIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o755}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.kill(2)
+	if err := g.writeFile("/a/f", []byte("made while 2 was away")); err != nil {
+		t.Fatal(err)
+	}
+	g.revive(2)
+	if err := g.bricks[2].Store.MarkPending(g.ctx, "/b", layer.Gfid{}, 1<<0); err != nil {
+		t.Fatal(err)
+	}
+	g.kill(1)
+	if err := g.r.Rename(g.ctx, "/a/f", "/b/f", 0); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("rename with replica 1 away and replica 2 lacking the source: %v, want EIO", err)
+	}
+	if _, err := g.onBrick(0).Lookup(g.ctx, "/b/f"); err != nil {
+		t.Errorf("the renamed file on replica 0: %v", err)
+	}
+	if m := g.pending(0, "/b"); !m.Has(2) {
+		t.Errorf("replica 0's /b blames %b; want replica 2, which lacked the source", m)
+	}
+}

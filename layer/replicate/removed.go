@@ -9,43 +9,66 @@ import (
 )
 
 // sourceMissed is a rename's adjuster: a replica that answered ENOENT
-// for the source while another renamed it, in a directory whose copies
-// blame each other (both good, as a merge has it), missed the source's
-// creation unless it recorded the name and inode as removed. Its refusal
-// is then a stale copy's: the rename stands where it was done (EIO if
-// that is too few replicas) and the replica is marked for heal. (It
-// stood, ENOENT, for a file the volume holds: sim disperse2+1-full seed
-// 64, a brick that missed the file's create while full.)
+// for the source while another, good for the source's directory, renamed
+// it has a stale view of that directory (the directory's marks blame
+// it), or, where the copies of the directory blame each other (both
+// good, as a merge has it), missed the source's creation unless it
+// recorded the name and inode as removed. Its refusal is then a stale
+// copy's: the rename stands where it was done (EIO if that is too few
+// replicas) and the replica is marked for heal. (It stood, ENOENT, for a
+// file the volume holds: sim disperse2+1-full seeds 64 and 65, a brick
+// that missed the file's create while full; in seed 65 each replica
+// up was blamed on one of the two directories, so none was good for the
+// rename as a whole.)
 func (r *Replicate) sourceMissed(ctx context.Context, oldpath, newpath string) adjuster {
-	return func(targets Mask, errs []error, good Mask) (done, stale Mask) {
+	return func(targets Mask, errs []error, good Mask) (done, judged Mask) {
 		ok, absent := okAndAbsent(targets, errs)
-		if ok == 0 || absent&good == 0 {
-			return 0, 0
-		}
-		moved, err := r.children[ok.First()].Layer.Lookup(ctx, newpath)
-		if err != nil {
-			return 0, 0
-		}
 		dir, name := layer.Split(oldpath)
-		gone := layer.Removal{Name: name, Gfid: moved.Gfid}
-		missed := r.parallel(absent&good, func(i int) error {
-			h, ok := r.children[i].Layer.(layer.HealStore)
-			if !ok {
-				return nil
-			}
-			recs, err := h.Removed(ctx, dir)
-			if err == nil && !slices.Contains(recs, gone) {
-				return errMissed
-			}
-			return nil
-		})
-		for i, err := range missed {
-			if err == errMissed {
-				stale |= Bit(i)
-			}
+		if ok == 0 || absent == 0 {
+			return 0, good
 		}
-		return 0, stale
+		srcGood := r.goodOf(ctx, []string{dir})
+		if ok&srcGood == 0 {
+			return 0, good
+		}
+		stale := absent &^ srcGood
+		if absent&srcGood != 0 {
+			stale |= r.missedCreate(ctx, absent&srcGood, dir, name, ok.First(), newpath)
+		}
+		if stale == 0 {
+			return 0, good
+		}
+		return 0, (good | ok&srcGood) &^ stale
 	}
+}
+
+// missedCreate returns the replicas of m that did not record name, with
+// the inode replica renamed to newpath, as removed from dir: they lack it
+// for having missed its creation.
+func (r *Replicate) missedCreate(ctx context.Context, m Mask, dir, name string, renamed int, newpath string) Mask {
+	moved, err := r.children[renamed].Layer.Lookup(ctx, newpath)
+	if err != nil {
+		return 0
+	}
+	gone := layer.Removal{Name: name, Gfid: moved.Gfid}
+	missed := r.parallel(m, func(i int) error {
+		h, ok := r.children[i].Layer.(layer.HealStore)
+		if !ok {
+			return nil
+		}
+		recs, err := h.Removed(ctx, dir)
+		if err == nil && !slices.Contains(recs, gone) {
+			return errMissed
+		}
+		return nil
+	})
+	var stale Mask
+	for i, err := range missed {
+		if err == errMissed {
+			stale |= Bit(i)
+		}
+	}
+	return stale
 }
 
 // errMissed marks the replicas sourceMissed finds stale.

@@ -328,9 +328,9 @@ func (r *Replicate) modify(ctx context.Context, marks []string, fn func(ctx cont
 
 // adjuster looks at the answers of replicas that disagree before they
 // are settled (see modifyWith): it may turn refusals into successes
-// (done) and say which replicas the good copies wrongly include (stale:
-// their answer is a copy's that is behind).
-type adjuster func(targets Mask, errs []error, good Mask) (done, stale Mask)
+// (done) and say which replicas hold the current copies as far as this
+// operation goes (judged: good unless it knows better).
+type adjuster func(targets Mask, errs []error, good Mask) (done, judged Mask)
 
 // modifyWith is modify, with the answers passed through adjust (if not
 // nil) before they are settled, when the replicas disagree. The replicas
@@ -353,11 +353,11 @@ func (r *Replicate) modifyWith(ctx context.Context, marks []string, adjust adjus
 		// Rare: find out which side holds the current copies.
 		good = r.goodOf(ctx, marks)
 		if adjust != nil {
-			done, stale := adjust(targets, errs, good)
+			var done Mask
+			done, good = adjust(targets, errs, good)
 			if done != 0 && targets != r.all {
 				r.markLosers(ctx, outcome{winners: done, losers: r.all &^ targets}, marks)
 			}
-			good &^= stale
 		}
 	}
 	o := r.settle(targets, errs, good)
@@ -624,17 +624,17 @@ func (r *Replicate) removal(ctx context.Context, path string, rm func(l layer.La
 // its removal answered ENOENT was a wrong answer (the simulation,
 // replica3x2-full seed 62). When the good copies lack the name, their
 // ENOENT stands: the copies that had it were stale.
-func goneAlready(targets Mask, errs []error, good Mask) (done, stale Mask) {
+func goneAlready(targets Mask, errs []error, good Mask) (done, judged Mask) {
 	ok, absent := okAndAbsent(targets, errs)
 	if ok == 0 || absent&good != 0 && ok&good == 0 {
-		return 0, 0
+		return 0, good
 	}
 	for i := range errs {
 		if absent.Has(i) {
 			errs[i] = nil
 		}
 	}
-	return absent, 0
+	return absent, good
 }
 
 // okAndAbsent returns the targets that did an operation and those that
