@@ -97,6 +97,30 @@ func (r *Replicate) removedOn(ctx context.Context, path string, m Mask, lists []
 	})
 }
 
+// removedHolders returns the replicas of m holding path (copies) as an
+// inode another replica recorded as removed from its directory, whose
+// copies blame each other (a merge, which distrusts none): looked up
+// alone, the name would be found there, as a listing does not show it
+// (sim disperse2+1-full seed 73: a file unlinked while one brick was cut
+// off was read back, empty, from that brick).
+func (r *Replicate) removedHolders(ctx context.Context, m Mask, path string, copies []Copy) Mask {
+	dir, name := layer.Split(path)
+	lists := make([][]layer.Entry, len(r.children))
+	for i, c := range copies {
+		if m.Has(i) && c.Err == nil {
+			lists[i] = []layer.Entry{{Name: name, Attr: c.Attr}}
+		}
+	}
+	gone := r.removedOn(ctx, dir, m, lists)
+	var held Mask
+	for i, c := range copies {
+		if m.Has(i) && c.Err == nil && gone[layer.Removal{Name: name, Gfid: c.Attr.Gfid}] {
+			held |= Bit(i)
+		}
+	}
+	return held
+}
+
 // Gone says which names of a directory whose copies blame each other
 // (Verdict.Merge) were removed, not made: recs[i] are copy i's removal
 // records (layer.HealStore.Removed), holds(i, name) whether it holds the

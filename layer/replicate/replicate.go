@@ -469,7 +469,11 @@ func (r *Replicate) verdict(ctx context.Context, m Mask, path string, copies []C
 	v := JudgeQuorum(copies, 0, r.arbiters, r.quorate)
 	if (v.Present != 0 && v.Absent != 0 || differ(copies, v.Present)) && path != "/" {
 		pv := JudgeQuorum(r.lookupAll(ctx, m, parentOf(path)), 0, r.arbiters, r.quorate)
-		if distrust := pv.StaleNames(); distrust != 0 {
+		distrust := pv.StaleNames()
+		if pv.Merge {
+			distrust |= r.removedHolders(ctx, m, path, copies)
+		}
+		if distrust != 0 {
 			v = JudgeQuorum(copies, distrust, r.arbiters, r.quorate)
 		}
 	}
