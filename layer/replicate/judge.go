@@ -134,6 +134,15 @@ func JudgeQuorum(copies []Copy, distrust, arbiters Mask, quorate func(Mask) bool
 		}
 	}
 	if good == 0 {
+		// The trusted copies are all blamed; a distrusted copy of the
+		// same inode that nothing blames holds every change of it (as
+		// below, when some trusted copy is good): its parent's marks
+		// are about names. (Heal took the biggest of copies blamed for
+		// different changes, a truncation lost: sim replica3x2-full
+		// seed 87.)
+		good = sameInodeAs(copies, trusted, v.Present&^v.Blamed&^trusted)
+	}
+	if good == 0 {
 		// Every trusted copy is blamed by another: mutual accusation.
 		// Directories are merged instead (union of names, less those
 		// recorded as removed: Gone), as long as
@@ -190,6 +199,29 @@ func JudgeQuorum(copies []Copy, distrust, arbiters Mask, quorate func(Mask) bool
 	v.Attr = copies[pick.First()].Attr
 	v.Attr.Pending = 0
 	return v
+}
+
+// sameInodeAs returns the copies of cand that are the inode every copy
+// of m is (one gfid and type), 0 if the copies of m are not one inode.
+func sameInodeAs(copies []Copy, m, cand Mask) Mask {
+	if m == 0 || cand == 0 {
+		return 0
+	}
+	ref := copies[m.First()].Attr
+	same := func(i int) bool {
+		a := copies[i].Attr
+		return a.Gfid == ref.Gfid && a.Mode&syscall.S_IFMT == ref.Mode&syscall.S_IFMT
+	}
+	var out Mask
+	for i := range copies {
+		if m.Has(i) && !same(i) {
+			return 0
+		}
+		if cand.Has(i) && same(i) {
+			out |= Bit(i)
+		}
+	}
+	return out
 }
 
 // undominated returns the copies of m that no copy of m blames without
