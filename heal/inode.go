@@ -34,6 +34,11 @@ type plan struct {
 	good   replicate.Mask // the copies healed from
 	sinks  replicate.Mask // the copies to heal
 	forced bool           // a split-brain resolved by policy
+	// cycle: the fragments of one file blame each other in a cycle (each
+	// missed a change others made): none is a source, every one is
+	// checked stripe by stripe against the version K bricks share
+	// (verify), with the size K copies agree on, and the marks go.
+	cycle  bool
 	remove replicate.Mask // copies to delete: the inode is gone on the trusted ones
 	// partial: some sinks cannot be healed now (no copy of the data is
 	// reachable); the heal then ends with errNoSource.
@@ -197,6 +202,11 @@ func (h *Healer) plan(ctx context.Context, j *job, path string, copies []replica
 		if src < 0 && j.choose == nil && h.data != nil {
 			good = h.readable(ctx, j.set, copies, v.Present)
 			src = good.First()
+			if good != 0 && good == v.Present {
+				// One inode on every brick, its fragments blaming each
+				// other in a cycle: see cycle.
+				src, p.cycle = h.agreedSize(j.set, copies, good), true
+			}
 		}
 		if src < 0 {
 			g := copies[v.Present.First()].Attr.Gfid
@@ -248,7 +258,7 @@ func (h *Healer) plan(ctx context.Context, j *job, path string, copies []replica
 	}
 	if a := p.attr(); h.data != nil && a.IsReg() && a.Linkto == "" {
 		// A full heal checks every file's data on every brick (a scrub).
-		p.verify = j.deep
+		p.verify = j.deep || p.cycle
 		for i, c := range copies {
 			if p.good.Has(i) && c.Attr.Pending&layer.Dirty != 0 {
 				p.verify = true
@@ -384,6 +394,23 @@ func (h *Healer) allUp(si int) bool {
 		}
 	}
 	return true
+}
+
+// agreedSize returns a copy of m whose size enough copies of m share to
+// make a quorum, -1 if none.
+func (h *Healer) agreedSize(si int, copies []replicate.Copy, m replicate.Mask) int {
+	bySize := map[uint64]replicate.Mask{}
+	for i, c := range copies {
+		if m.Has(i) {
+			bySize[c.Attr.Size] |= replicate.Bit(i)
+		}
+	}
+	for _, same := range bySize {
+		if h.quorate(si, same) {
+			return same.First()
+		}
+	}
+	return -1
 }
 
 // sameRegular reports whether the copies in m are all regular files.
@@ -625,16 +652,20 @@ func (h *Healer) verify(ctx context.Context, si int, path string, p *plan) error
 		return err
 	}
 	g := p.attr().Gfid
+	mask := uint64(layer.Dirty)
+	if p.cycle {
+		mask |= uint64(p.good) // each was checked against the others
+	}
 	var errs []error
 	for c := range h.sets[si] {
 		if !p.good.Has(c) {
 			continue
 		}
 		a, err := h.sets[si][c].Layer.Lookup(ctx, path)
-		if err != nil || a.Gfid != g || a.Pending&layer.Dirty == 0 {
+		if err != nil || a.Gfid != g || a.Pending&mask == 0 {
 			continue
 		}
-		err = h.stores[si][c].ClearPending(ctx, path, g, layer.Dirty, a.Ctime)
+		err = h.stores[si][c].ClearPending(ctx, path, g, a.Pending&mask, a.Ctime)
 		errs = append(errs, h.logClear(si, c, path, err))
 	}
 	return errors.Join(errs...)
