@@ -216,6 +216,12 @@ func (h *Healer) plan(ctx context.Context, j *job, path string, copies []replica
 		}
 		p.src, p.good, p.forced = src, good, true
 		p.sinks = (v.Present | v.Absent | v.Failed) &^ p.good
+		if p.cycle {
+			// Checked first, marks and all: a brick without the file
+			// gets it once the others agree (settling a sink's heal
+			// would drop the marks of copies not yet checked).
+			p.sinks = 0
+		}
 	case v.Good == 0:
 		if errors.Is(v.Err, syscall.ENOENT) && v.Bad != 0 {
 			p.remove = v.Bad // only distrusted copies still have it
