@@ -380,12 +380,11 @@ func (h *Healer) onlyQuorate(si int, byGfid map[layer.Gfid]replicate.Mask, holde
 // say.
 func (h *Healer) holding(ctx context.Context, si int, a layer.Attr) (m replicate.Mask, ok bool) {
 	ok = true
-	for i, r := range h.sets[si] {
-		b, err := r.Layer.Lookup(ctx, layer.IDPath(a.Gfid))
+	for i, c := range h.look(ctx, si, layer.IDPath(a.Gfid), h.all(si)) {
 		switch {
-		case err == nil && sameInode(a, b):
+		case c.Err == nil && sameInode(a, c.Attr):
 			m |= replicate.Bit(i)
-		case err != nil && !errors.Is(err, syscall.ENOENT):
+		case c.Err != nil && !errors.Is(c.Err, syscall.ENOENT):
 			ok = false
 		}
 	}

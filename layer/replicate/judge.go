@@ -163,14 +163,8 @@ func JudgeQuorum(copies []Copy, distrust, arbiters Mask, quorate func(Mask) bool
 	}
 	// The good copies must agree on identity and type.
 	ref := copies[good.First()].Attr
-	same := func(i int) bool {
-		a := copies[i].Attr
-		return a.Gfid == ref.Gfid && a.Mode&syscall.S_IFMT == ref.Mode&syscall.S_IFMT
-	}
-	for i := range copies {
-		if good.Has(i) && !same(i) {
-			return splitBrain(v)
-		}
+	if sameInodeAs(copies, good, good) != good {
+		return splitBrain(v)
 	}
 	if ref.IsReg() && good&^arbiters == 0 && v.Present&^arbiters != 0 {
 		// Only an arbiter vouches for the content, and it holds none:
@@ -185,11 +179,7 @@ func JudgeQuorum(copies []Copy, distrust, arbiters Mask, quorate func(Mask) bool
 	}
 	// A distrusted copy (its parent is behind) of the same inode is as
 	// good as the others unless the inode itself is blamed.
-	for i := range copies {
-		if v.Present.Has(i) && !v.Blamed.Has(i) && !good.Has(i) && same(i) {
-			good |= Bit(i)
-		}
-	}
+	good |= sameInodeAs(copies, good, v.Present&^v.Blamed&^good)
 	v.Good = good
 	v.Bad = (v.Present | v.Absent | v.Failed) &^ good
 	pick := good
