@@ -25,6 +25,28 @@ func overwrite(p, s string) error {
 	return f.Close()
 }
 
+// walkFinds lists dir, then its subdirectory s1, as a walk does (the
+// mount reads the listing of s2 ahead), then s2, and reports whether that
+// listing has name.
+func walkFinds(dir, name string) bool {
+	for _, d := range []string{dir, filepath.Join(dir, "s1")} {
+		if _, err := os.ReadDir(d); err != nil {
+			return false
+		}
+	}
+	sub, base := filepath.Split(name)
+	entries, err := os.ReadDir(filepath.Join(dir, sub))
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if e.Name() == base {
+			return true
+		}
+	}
+	return false
+}
+
 // cacheCase is a change made through one mount and how another mount
 // tells it has seen it.
 type cacheCase struct {
@@ -63,6 +85,14 @@ func cacheCases() []cacheCase {
 				st, err := os.Stat(filepath.Join(b, "cd"))
 				return err == nil && st.Mode().Perm() == 0o700
 			}},
+		{"new name in a tree being walked", func(a string) error {
+			if err := os.MkdirAll(filepath.Join(a, "lw", "s1"), 0o755); err != nil {
+				return err
+			}
+			return os.Mkdir(filepath.Join(a, "lw", "s2"), 0o755)
+		},
+			func(a string) error { return write(filepath.Join(a, "lw", "s2", "n"), "n") },
+			func(b string) bool { return walkFinds(filepath.Join(b, "lw"), "s2/n") }},
 		{"chmod", func(a string) error { return write(filepath.Join(a, "c"), "c") },
 			func(a string) error { return os.Chmod(filepath.Join(a, "c"), 0o600) },
 			func(b string) bool {

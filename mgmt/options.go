@@ -108,6 +108,8 @@ const (
 	// OptStatPrefetch ("on"/"off") stacks the directory attribute cache
 	// on clients (GlusterFS's switch of md-cache).
 	OptStatPrefetch = volume.OptStatPrefetch
+	// OptReaddirAhead ("on"/"off") stacks readdir-ahead (layer/readdirahead).
+	OptReaddirAhead = volume.OptReaddirAhead
 	// OptMdCacheTimeout is how many seconds a client keeps a directory's
 	// attributes: a change made through another client may be missed for
 	// that long.
@@ -140,14 +142,15 @@ var knownOptions = []Option{
 	{OptQuickRead, "on", "on or off: a small file's content comes with its lookup, so that reading it costs one round trip (not on encrypted volumes; on dispersed ones up to 64 KiB)", oneOf("on", "off")},
 	{OptQuickReadMaxFileSize, strconv.Itoa(quickread.DefaultMaxFileSize), "bytes: the largest file quick-read serves (at most 1048576)", between(1, quickread.FileSizeLimit)},
 	{OptQuickReadCacheTimeout, strconv.FormatFloat(quickread.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a small file's content from a lookup may serve an open (a change through another client may be missed for that long)", seconds(0.01)},
-	{OptClientCache, "on", "on or off: off turns every client cache off at once (quick-read, write-behind, nl-cache, and the kernel's unless their timeouts are set), for measurements", oneOf("on", "off")},
+	{OptClientCache, "on", "on or off: off turns every client cache off at once (quick-read, write-behind, nl-cache, readdir-ahead, and the kernel's unless their timeouts are set), for measurements", oneOf("on", "off")},
 	{OptWriteBehind, "on", "on or off: small sequential writes are acknowledged at once and sent to the bricks aggregated (errors at close or fsync; O_DIRECT, O_SYNC and fsync exact)", oneOf("on", "off")},
 	{OptWriteBehindWindowSize, strconv.Itoa(writebehind.DefaultWindowSize), "bytes a file may keep acknowledged but unsent (at most 16777216)", between(4096, 16<<20)},
 	{OptWriteBehindMaxAge, strconv.FormatFloat(writebehind.DefaultMaxAge.Seconds(), 'f', -1, 64), "seconds acknowledged bytes may wait before they are sent by themselves", seconds(0.01)},
 	{OptCreateBehind, "on", "on or off: a client leases the names of the directories it makes, and a file it creates in one is made with its first bytes and attributes in one round trip when write-behind sends them (another client's access to the directory recalls the lease first; not on encrypted volumes)", oneOf("on", "off")},
 	{OptNlCache, "on", "on or off: a lookup of a name that a directory the client made or listed lacks fails at once, without a round trip", oneOf("on", "off")},
 	{OptStatPrefetch, "on", "on or off: clients keep the attributes of directories (the kernel asks for them again after every name made in one)", oneOf("on", "off")},
-	{OptMdCacheTimeout, strconv.FormatFloat(mdcache.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a client keeps a directory's attributes (a change through another client may be missed for that long)", seconds(0.01)},
+	{OptMdCacheTimeout, strconv.FormatFloat(mdcache.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a client keeps a directory's attributes, and may serve a listing read ahead (a change through another client may be missed for that long)", seconds(0.01)},
+	{OptReaddirAhead, "on", "on or off: while a tree is walked (find, ls -R), clients list its directories in the background before they are asked for; a listing so read serves once, within performance.md-cache-timeout", oneOf("on", "off")},
 	{OptCacheInvalidation, "off", "on or off: bricks tell every mount what other clients change, so that its caches (quick-read, nl-cache, the kernel's) forget it at once rather than at their timeouts", oneOf("on", "off")},
 	{OptLockLeases, "on", "on or off: a client that alone locks a file (fcntl) takes and releases its locks without a round trip until another client asks for one (off, or performance.client-cache off: every lock goes to the bricks)", oneOf("on", "off")},
 	{OptStorageReserve, "1", "space each brick keeps free, refusing new data below it: a percentage of its file system (default 1, at most 1 GiB unless set) or a size such as 10GB; at least 1 MiB (room for heal marks); bricks read it when they start", reserveValue},

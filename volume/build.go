@@ -18,6 +18,7 @@ import (
 	"github.com/mortarfs/mortar/layer/nlcache"
 	"github.com/mortarfs/mortar/layer/protocol"
 	"github.com/mortarfs/mortar/layer/quickread"
+	"github.com/mortarfs/mortar/layer/readdirahead"
 	"github.com/mortarfs/mortar/layer/replicate"
 	"github.com/mortarfs/mortar/layer/writebehind"
 )
@@ -104,6 +105,12 @@ const (
 	// are kept.
 	OptMdCacheTimeout = "performance.md-cache-timeout"
 )
+
+// OptReaddirAhead "on" (the default) or "off" stacks the layer that
+// lists the directories of a tree being walked before they are asked for
+// (layer/readdirahead, GlusterFS's readdir-ahead); a listing it read ahead
+// serves for at most OptMdCacheTimeout.
+const OptReaddirAhead = "performance.readdir-ahead"
 
 // OptCacheInvalidation "on" has the bricks tell every client what other
 // clients change, for its caches to forget at once rather than at their
@@ -234,9 +241,11 @@ func (g *Graph) Connected() bool {
 // may hold), and on top of all the negative-lookup cache (unless
 // performance.nl-cache is off) answers lookups of names a directory it
 // knows lacks, and over it the directory attribute cache (unless
-// performance.stat-prefetch is off) answers lookups of directories:
+// performance.stat-prefetch is off) answers lookups of directories, and
+// over it readdir-ahead (unless performance.readdir-ahead is off) lists
+// the directories of a tree being walked before they are asked for:
 //
-//	mdcache ── nlcache ── writebehind ── quickread | crypt ── distribute ── ...
+//	readdirahead ── mdcache ── nlcache ── writebehind ── quickread | crypt ── distribute ── ...
 //
 // With features.cache-invalidation on, every brick client watches its
 // brick and hands the changes other clients make to the graph's caches
@@ -348,6 +357,11 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 	if spec.Option(OptStatPrefetch, "on") == "on" && spec.ClientCache() && !opts.Ciphertext {
 		md := mdcache.New(g.Top, mdcache.Options{Timeout: spec.DurationOption(OptMdCacheTimeout, mdcache.DefaultTimeout)})
 		g.Top, caches = md, append(caches, md)
+	}
+	if spec.Option(OptReaddirAhead, "on") == "on" && spec.ClientCache() && !opts.Ciphertext {
+		ra := readdirahead.New(g.Top, readdirahead.Options{Timeout: spec.DurationOption(OptMdCacheTimeout, readdirahead.DefaultTimeout)})
+		g.Top, caches = ra, append(caches, ra)
+		g.idle = append([]func(){ra.Close}, g.idle...) // before the layers it lists through
 	}
 	g.caches.Store(&caches)
 	return g, nil

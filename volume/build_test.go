@@ -11,6 +11,7 @@ import (
 	"github.com/mortarfs/mortar/layer/mdcache"
 	"github.com/mortarfs/mortar/layer/nlcache"
 	"github.com/mortarfs/mortar/layer/quickread"
+	"github.com/mortarfs/mortar/layer/readdirahead"
 	"github.com/mortarfs/mortar/layer/writebehind"
 )
 
@@ -18,6 +19,8 @@ import (
 // neither the negative-lookup cache nor quick-read.
 func stackOf(top layer.Layer) string {
 	switch l := top.(type) {
+	case *readdirahead.Layer:
+		return "readdirahead " + stackOf(l.Child)
 	case *mdcache.Layer:
 		return "mdcache " + stackOf(l.Child)
 	case *nlcache.Layer:
@@ -58,8 +61,8 @@ func TestBuildDisperse(t *testing.T) {
 // Quick-read goes on top of distribute unless it is off, the volume is
 // encrypted (it would keep ciphertext), or the graph moves files (Ciphertext: rebalance wants
 // distribute on top). The negative-lookup cache goes on top of them, and
-// the directory attribute cache on top of all, unless they are off or the
-// graph moves files.
+// the directory attribute cache on them, and readdir-ahead on top of all,
+// unless they are off or the graph moves files.
 func TestBuildQuickRead(t *testing.T) {
 	bs := bricks(3)
 	for i := range bs {
@@ -71,13 +74,14 @@ func TestBuildQuickRead(t *testing.T) {
 		opts    BuildOptions
 		want    string
 	}{
-		{"default", nil, BuildOptions{}, "mdcache nlcache writebehind quickread *distribute.Distribute"},
-		{"off", map[string]string{OptQuickRead: "off"}, BuildOptions{}, "mdcache nlcache writebehind *distribute.Distribute"},
-		{"nl-cache off", map[string]string{OptNlCache: "off"}, BuildOptions{}, "mdcache writebehind quickread *distribute.Distribute"},
-		{"stat-prefetch off", map[string]string{OptStatPrefetch: "off"}, BuildOptions{}, "nlcache writebehind quickread *distribute.Distribute"},
-		{"write-behind off", map[string]string{OptWriteBehind: "off"}, BuildOptions{}, "mdcache nlcache writebehind(off) quickread *distribute.Distribute"},
+		{"default", nil, BuildOptions{}, "readdirahead mdcache nlcache writebehind quickread *distribute.Distribute"},
+		{"off", map[string]string{OptQuickRead: "off"}, BuildOptions{}, "readdirahead mdcache nlcache writebehind *distribute.Distribute"},
+		{"nl-cache off", map[string]string{OptNlCache: "off"}, BuildOptions{}, "readdirahead mdcache writebehind quickread *distribute.Distribute"},
+		{"stat-prefetch off", map[string]string{OptStatPrefetch: "off"}, BuildOptions{}, "readdirahead nlcache writebehind quickread *distribute.Distribute"},
+		{"write-behind off", map[string]string{OptWriteBehind: "off"}, BuildOptions{}, "readdirahead mdcache nlcache writebehind(off) quickread *distribute.Distribute"},
+		{"readdir-ahead off", map[string]string{OptReaddirAhead: "off"}, BuildOptions{}, "mdcache nlcache writebehind quickread *distribute.Distribute"},
 		{"client caches off", map[string]string{OptClientCache: "off"}, BuildOptions{}, "writebehind(off) *distribute.Distribute"},
-		{"encrypted", map[string]string{OptEncryption: "on"}, BuildOptions{Key: make([]byte, crypt.KeySize)}, "mdcache nlcache writebehind *crypt.Layer"},
+		{"encrypted", map[string]string{OptEncryption: "on"}, BuildOptions{Key: make([]byte, crypt.KeySize)}, "readdirahead mdcache nlcache writebehind *crypt.Layer"},
 		{"rebalance", nil, BuildOptions{Ciphertext: true}, "*distribute.Distribute"},
 		{"encrypted rebalance", map[string]string{OptEncryption: "on"}, BuildOptions{Ciphertext: true}, "*distribute.Distribute"},
 	} {
@@ -98,7 +102,7 @@ func TestBuildQuickRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := stackOf(g.Top); got != "mdcache nlcache writebehind quickread *distribute.Distribute" {
+	if got := stackOf(g.Top); got != "readdirahead mdcache nlcache writebehind quickread *distribute.Distribute" {
 		t.Errorf("dispersed: top is %s", got)
 	}
 	g.Close()

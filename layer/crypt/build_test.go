@@ -14,6 +14,7 @@ import (
 	"github.com/mortarfs/mortar/layer/distribute"
 	"github.com/mortarfs/mortar/layer/mdcache"
 	"github.com/mortarfs/mortar/layer/nlcache"
+	"github.com/mortarfs/mortar/layer/readdirahead"
 	"github.com/mortarfs/mortar/layer/writebehind"
 	"github.com/mortarfs/mortar/volume"
 )
@@ -53,6 +54,9 @@ func TestVolumeBuild(t *testing.T) {
 	}
 	g := build(volume.BuildOptions{Key: key})
 	under := g.Top
+	if ra, ok := under.(*readdirahead.Layer); ok { // listings, above crypt
+		under = ra.Child
+	}
 	if md, ok := under.(*mdcache.Layer); ok { // directories' attributes only
 		under = md.Child
 	}
