@@ -86,7 +86,7 @@ func (c *conn) pathOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 	case wire.OpReaddir:
 		page, err := c.l.Readdir(ctx, r.Path, r.Cookie, int(min(r.Max, 4096)))
 		if err == nil {
-			e.DirPage(&page)
+			e.DirPage(&page, r.Flags&wire.ReaddirTargets != 0)
 		}
 		return err
 	case wire.OpStatfs:

@@ -140,6 +140,9 @@ func (b *bridge) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.
 		if n == nil {
 			continue // NodeId 0: the kernel looks it up itself
 		}
+		if e.Target != "" && n.typ == syscall.S_IFLNK {
+			n.target.Store(&e.Target)
+		}
 		b.fillEntry(eo, n.ino, &e.Attr)
 	}
 	return fuse.OK

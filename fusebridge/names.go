@@ -65,7 +65,14 @@ func (b *bridge) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out 
 	return b.newInode("link", p, dir, name, a, err, out)
 }
 
+// Readlink answers a symlink's target from its node when a listing
+// brought it (node.target), else asks the layers.
 func (b *bridge) Readlink(cancel <-chan struct{}, in *fuse.InHeader) ([]byte, fuse.Status) {
+	if n := b.nodes.get(in.NodeId); n != nil {
+		if t := n.target.Load(); t != nil {
+			return []byte(*t), fuse.OK
+		}
+	}
 	p, err := b.nodes.pathOf(in.NodeId)
 	if err != nil {
 		return nil, errStatus(err)

@@ -33,6 +33,9 @@ type node struct {
 	// writer is the handle last opened for writing on the node, while
 	// open (see writerOf).
 	writer atomic.Pointer[handle]
+	// target is a symlink's target, once a listing brought it: it never
+	// changes for a gfid, so READLINK of the node needs no round trip.
+	target atomic.Pointer[string]
 }
 
 type link struct {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/layertest"
 )
 
 func attrOf(g layer.Gfid, mode uint32) *layer.Attr {
@@ -318,5 +319,32 @@ func TestWalk(t *testing.T) {
 		if dir, n := tb.walk(c.path); dir != c.dir || n != c.node {
 			t.Errorf("walk %s: dir %v node %v, want %v %v", c.path, dir, n, c.dir, c.node)
 		}
+	}
+}
+
+// A symlink listed with its target (readdirplus, layer.Entry.Target) is
+// read from its node: READLINK costs no round trip, even after the kernel
+// forgot everything and listed again.
+func TestSymlinkTargetFromListing(t *testing.T) {
+	needFuse(t)
+	count := layertest.NewCounting(newStore(t))
+	fs, mnt := mountBridge(t, count, Options{})
+	for i := range 5 {
+		if err := os.Symlink(fmt.Sprint("target-", i), filepath.Join(mnt, fmt.Sprint("l", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitForNodes(t, fs, 1)
+	if _, err := os.ReadDir(mnt); err != nil {
+		t.Fatal(err)
+	}
+	before := count.Count("Readlink")
+	for i := range 5 {
+		if got, err := os.Readlink(filepath.Join(mnt, fmt.Sprint("l", i))); err != nil || got != fmt.Sprint("target-", i) {
+			t.Fatalf("readlink l%d: %q, %v", i, got, err)
+		}
+	}
+	if n := count.Count("Readlink") - before; n != 0 {
+		t.Fatalf("%d readlinks reached the layers after a listing brought the targets", n)
 	}
 }

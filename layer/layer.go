@@ -130,6 +130,11 @@ func (a *Attr) IsReg() bool { return a.Mode&syscall.S_IFMT == syscall.S_IFREG }
 type Entry struct {
 	Name string
 	Attr Attr
+	// Target is a symbolic link's target when the listing brings it
+	// (storage reads it with the entry); "" means unknown: ask Readlink.
+	// A symlink's target never changes, so it is good for as long as
+	// the inode (Attr.Gfid) is.
+	Target string
 }
 
 // DirPage is one page of a directory listing. Next is the cookie to pass to

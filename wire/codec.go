@@ -100,13 +100,18 @@ func (e *Enc) Statfs(s *layer.Statfs) {
 	e.U32(s.NameLen)
 }
 
-func (e *Enc) DirPage(p *layer.DirPage) {
+// DirPage encodes a listing; with targets (ReaddirTargets), each entry's
+// symlink target follows its attributes.
+func (e *Enc) DirPage(p *layer.DirPage, targets bool) {
 	e.U64(p.Next)
 	e.Bool(p.EOF)
 	e.U32(uint32(len(p.Entries)))
 	for i := range p.Entries {
 		e.Str(p.Entries[i].Name)
 		e.Attr(&p.Entries[i].Attr)
+		if targets {
+			e.Str(p.Entries[i].Target)
+		}
 	}
 }
 
@@ -256,7 +261,8 @@ func (d *Dec) Statfs() (s layer.Statfs) {
 // entry count a message can claim before anything is allocated.
 const minEntry = 4 + 16 + 4*4 + 8*3 + 4 + 3*12 + 4
 
-func (d *Dec) DirPage() (p layer.DirPage) {
+// DirPage decodes a listing, encoded with targets or without.
+func (d *Dec) DirPage(targets bool) (p layer.DirPage) {
 	p.Next = d.U64()
 	p.EOF = d.Bool()
 	n := d.U32()
@@ -268,8 +274,11 @@ func (d *Dec) DirPage() (p layer.DirPage) {
 	}
 	p.Entries = make([]layer.Entry, 0, n)
 	for i := uint32(0); i < n && d.Err == nil; i++ {
-		name := d.Str()
-		p.Entries = append(p.Entries, layer.Entry{Name: name, Attr: d.Attr()})
+		e := layer.Entry{Name: d.Str(), Attr: d.Attr()}
+		if targets {
+			e.Target = d.Str()
+		}
+		p.Entries = append(p.Entries, e)
 	}
 	return p
 }

@@ -129,15 +129,16 @@ var respDecoders = map[string]struct {
 	dec func(*Dec) any
 	enc func(*Enc, any)
 }{
-	"attr":    {func(d *Dec) any { return d.Attr() }, func(e *Enc, v any) { a := v.(layer.Attr); e.Attr(&a) }},
-	"dirpage": {func(d *Dec) any { return d.DirPage() }, func(e *Enc, v any) { p := v.(layer.DirPage); e.DirPage(&p) }},
-	"strs":    {func(d *Dec) any { return d.Strs() }, func(e *Enc, v any) { e.Strs(v.([]string)) }},
-	"statfs":  {func(d *Dec) any { return d.Statfs() }, func(e *Enc, v any) { s := v.(layer.Statfs); e.Statfs(&s) }},
-	"lock":    {func(d *Dec) any { return d.Lock() }, func(e *Enc, v any) { e.Lock(v.(layer.Lock)) }},
-	"owner":   {func(d *Dec) any { return d.Owner() }, func(e *Enc, v any) { e.Owner(v.(layer.Owner)) }},
-	"setattr": {func(d *Dec) any { return d.Setattr() }, func(e *Enc, v any) { s := v.(layer.SetattrIn); e.Setattr(&s) }},
-	"bytes":   {func(d *Dec) any { return d.Bytes() }, func(e *Enc, v any) { e.Bytes(v.([]byte)) }},
-	"time":    {func(d *Dec) any { return d.Time() }, func(e *Enc, v any) { e.Time(v.(layer.Timespec)) }},
+	"attr":                 {func(d *Dec) any { return d.Attr() }, func(e *Enc, v any) { a := v.(layer.Attr); e.Attr(&a) }},
+	"dirpage":              {func(d *Dec) any { return d.DirPage(false) }, func(e *Enc, v any) { p := v.(layer.DirPage); e.DirPage(&p, false) }},
+	"dirpage with targets": {func(d *Dec) any { return d.DirPage(true) }, func(e *Enc, v any) { p := v.(layer.DirPage); e.DirPage(&p, true) }},
+	"strs":                 {func(d *Dec) any { return d.Strs() }, func(e *Enc, v any) { e.Strs(v.([]string)) }},
+	"statfs":               {func(d *Dec) any { return d.Statfs() }, func(e *Enc, v any) { s := v.(layer.Statfs); e.Statfs(&s) }},
+	"lock":                 {func(d *Dec) any { return d.Lock() }, func(e *Enc, v any) { e.Lock(v.(layer.Lock)) }},
+	"owner":                {func(d *Dec) any { return d.Owner() }, func(e *Enc, v any) { e.Owner(v.(layer.Owner)) }},
+	"setattr":              {func(d *Dec) any { return d.Setattr() }, func(e *Enc, v any) { s := v.(layer.SetattrIn); e.Setattr(&s) }},
+	"bytes":                {func(d *Dec) any { return d.Bytes() }, func(e *Enc, v any) { e.Bytes(v.([]byte)) }},
+	"time":                 {func(d *Dec) any { return d.Time() }, func(e *Enc, v any) { e.Time(v.(layer.Timespec)) }},
 	"lookupdata": {func(d *Dec) any { a, b := d.LookupData(); return lookupData{a, b} },
 		func(e *Enc, v any) { ld := v.(lookupData); e.LookupData(&ld.attr, ld.data) }},
 }
@@ -166,7 +167,7 @@ func FuzzDecode(f *testing.F) {
 	(&Header{Len: MaxPayload + 1, Kind: KindRequest, Op: OpLookup}).Put(hb[:])
 	f.Add(hb[:])
 	var e Enc
-	e.DirPage(&layer.DirPage{Next: 3, EOF: true, Entries: []layer.Entry{{Name: "a", Attr: layer.Attr{Mode: 0o40755, Linkto: "x"}}}})
+	e.DirPage(&layer.DirPage{Next: 3, EOF: true, Entries: []layer.Entry{{Name: "a", Attr: layer.Attr{Mode: 0o40755, Linkto: "x"}}}}, false)
 	(&Header{Len: uint32(len(e.B)), Kind: KindResponse, Op: OpReaddir}).Put(hb[:])
 	f.Add(append(hb[:], e.B...))
 	for _, data := range [][]byte{nil, {}, []byte("small file\n")} {

@@ -23,14 +23,20 @@ import (
 // without one (an older client's never). Version 10 added OpRemoved,
 // which a healer or a listing of merged directory copies sends; a brick
 // of an earlier version refuses it, and the names are merged as before.
+// Version 11 added a Readdir's Flags (ReaddirTargets): an older client's
+// carry none, and its answers no symlink targets.
 const (
-	Version    = 10
+	Version    = 11
 	MinVersion = 4
 )
 
 // addedSince are the fields at the end of an operation's schema that
 // clients of earlier versions do not send: decoded as zero when absent.
-var addedSince = map[uint8]field{OpSetlk: fFlags, OpMkdir: fFlags, OpDropHealEntry: fPath, OpMake: fSize, OpLookupData: fFlags}
+var addedSince = map[uint8]field{OpSetlk: fFlags, OpMkdir: fFlags, OpDropHealEntry: fPath, OpMake: fSize, OpLookupData: fFlags, OpReaddir: fFlags}
+
+// ReaddirTargets, in a Readdir's Flags, asks for each entry's symlink
+// target (layer.Entry.Target) after its attributes in the answer.
+const ReaddirTargets uint32 = 1
 
 // The handshake: after Magic, the client sends a Handshake request naming
 // the volume and the brick (Proof empty); the brick answers it with
@@ -280,7 +286,7 @@ var schema = [opMax][]field{
 	OpLink:          {fPath, fPath2, fPending},
 	OpCreate:        {fPath, fOwner, fFlags, fMode, fPending},
 	OpOpen:          {fPath, fFlags},
-	OpReaddir:       {fPath, fCookie, fMax},
+	OpReaddir:       {fPath, fCookie, fMax, fFlags}, // Flags: ReaddirTargets
 	OpStatfs:        {fPath},
 	OpGetxattr:      {fPath, fName},
 	OpSetxattr:      {fPath, fName, fValue, fFlags, fPending},

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -86,22 +87,30 @@ func TestDirPageRoundTrip(t *testing.T) {
 	p := layer.DirPage{Next: 5, EOF: true, Entries: []layer.Entry{
 		{Name: "a", Attr: layer.Attr{Mode: 0o100644, Size: 3, Gfid: layer.NewGfid()}},
 		{Name: "b", Attr: layer.Attr{Mode: 0o40755, Linkto: "x"}},
+		{Name: "l", Attr: layer.Attr{Mode: 0o120777, Size: 4}, Target: "a/b/"},
 	}}
-	var e Enc
-	e.DirPage(&p)
-	d := Dec{B: e.B}
-	got := d.DirPage()
-	if err := d.Done(); err != nil || !reflect.DeepEqual(got, p) {
-		t.Fatalf("got %+v, %v", got, err)
-	}
-	// A page claiming more entries than its bytes can hold fails before
-	// allocating them.
-	bad := append([]byte(nil), e.B...)
-	bad[9], bad[10], bad[11], bad[12] = 0xff, 0xff, 0xff, 0x7f
-	d = Dec{B: bad}
-	d.DirPage()
-	if d.Err == nil {
-		t.Fatal("oversized entry count accepted")
+	for _, targets := range []bool{false, true} {
+		var e Enc
+		e.DirPage(&p, targets)
+		d := Dec{B: e.B}
+		got := d.DirPage(targets)
+		want := p
+		if !targets { // not asked for: not sent
+			want.Entries = slices.Clone(p.Entries)
+			want.Entries[2].Target = ""
+		}
+		if err := d.Done(); err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("targets %v: got %+v, %v", targets, got, err)
+		}
+		// A page claiming more entries than its bytes can hold fails
+		// before allocating them.
+		bad := append([]byte(nil), e.B...)
+		bad[9], bad[10], bad[11], bad[12] = 0xff, 0xff, 0xff, 0x7f
+		d = Dec{B: bad}
+		d.DirPage(targets)
+		if d.Err == nil {
+			t.Fatal("oversized entry count accepted")
+		}
 	}
 }
 

@@ -21,7 +21,7 @@ const (
 const defaultMax = 1024
 
 // Readdir lists one page of the directory at path with each entry's
-// attributes. It keeps no state between calls: cookie is the d_off the
+// attributes, and a symlink's target. It keeps no state between calls: cookie is the d_off the
 // brick's file system gave for the last entry of the previous page.
 func (s *Store) Readdir(ctx context.Context, path string, cookie uint64, limit int) (layer.DirPage, error) {
 	fd, err := s.openDir(path)
@@ -80,6 +80,9 @@ func (s *Store) parseDirents(fd int, buf []byte, atRoot bool, limit int, page *l
 		if err == nil {
 			e.Attr, err = s.fillAt(fd, e.Name, &st)
 		}
+		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			e.Target, err = targetOf(fd, e.Name, &st)
+		}
 		if err == unix.ENOENT {
 			continue // removed since getdents
 		}
@@ -89,6 +92,24 @@ func (s *Store) parseDirents(fd int, buf []byte, atRoot bool, limit int, page *l
 		page.Entries = append(page.Entries, e)
 	}
 	return nil
+}
+
+// targetOf returns the target of the symlink name in dir whose stat is
+// st, or "" if the name no longer is that inode (a client replaced it
+// since): a target goes with its inode's gfid, and is kept as long.
+func targetOf(dir int, name string, st *unix.Stat_t) (string, error) {
+	target, err := readlinkAt(dir, name)
+	if err == unix.ENOENT {
+		return "", err // removed since: not listed
+	}
+	if err != nil {
+		return "", nil // replaced by a file since
+	}
+	var again unix.Stat_t
+	if err := unix.Fstatat(dir, name, &again, unix.AT_SYMLINK_NOFOLLOW); err != nil || again.Ino != st.Ino {
+		return "", nil
+	}
+	return target, nil
 }
 
 func skipName(name []byte, atRoot bool) bool {

@@ -197,9 +197,14 @@ func (s *Store) Readlink(ctx context.Context, path string) (string, error) {
 		return "", err
 	}
 	defer a.close()
+	return readlinkAt(a.dir, a.name)
+}
+
+// readlinkAt returns the target of the symlink name in directory dir.
+func readlinkAt(dir int, name string) (string, error) {
 	for size := 256; ; size *= 4 {
 		buf := make([]byte, size)
-		n, err := unix.Readlinkat(a.dir, a.name, buf)
+		n, err := unix.Readlinkat(dir, name, buf)
 		if err != nil {
 			return "", err
 		}

@@ -396,6 +396,29 @@ func TestLookupData(t *testing.T) {
 	}
 }
 
+// A listing brings symlinks' targets (wire.ReaddirTargets); other
+// entries have none.
+func TestReaddirTargets(t *testing.T) {
+	b := newTestBrick(t)
+	c := b.client(t, Config{})
+	ctx := context.Background()
+	writeFile(t, c, "/f", "f").Release(ctx)
+	if _, err := c.Symlink(ctx, "/l", layer.SymlinkIn{Target: "../some/where", Owner: layer.Owner{Gfid: layer.NewGfid()}}); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := layer.ReadDirAll(ctx, c, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range entries {
+		got[e.Name] = e.Target
+	}
+	if len(got) != 2 || got["l"] != "../some/where" || got["f"] != "" {
+		t.Fatalf("listing's targets: %q", got)
+	}
+}
+
 // A client that closes cleanly says goodbye, and its replicated brick
 // marks nothing; one whose connection is cut leaves the directories it
 // changed marked Dirty for the healer (brick/abandoned.go).

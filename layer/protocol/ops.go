@@ -162,11 +162,11 @@ func (c *Client) open(ctx context.Context, path string, flags uint32) (*session,
 }
 
 func (c *Client) Readdir(ctx context.Context, path string, cookie uint64, max int) (layer.DirPage, error) {
-	d, err := c.call(ctx, &wire.Request{Op: wire.OpReaddir, Path: path, Cookie: cookie, Max: uint32(max)})
+	d, err := c.call(ctx, &wire.Request{Op: wire.OpReaddir, Path: path, Cookie: cookie, Max: uint32(max), Flags: wire.ReaddirTargets})
 	if err != nil {
 		return layer.DirPage{}, err
 	}
-	p := d.DirPage()
+	p := d.DirPage(true)
 	return p, decoded(d)
 }
 
