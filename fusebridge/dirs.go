@@ -141,7 +141,8 @@ func (b *bridge) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.
 			continue // NodeId 0: the kernel looks it up itself
 		}
 		if e.Target != "" && n.typ == syscall.S_IFLNK {
-			n.target.Store(&e.Target)
+			t := e.Target // not a pointer into the listing, which it would keep
+			n.target.Store(&t)
 		}
 		b.fillEntry(eo, n.ino, &e.Attr)
 	}

@@ -96,7 +96,8 @@ func (s *Store) parseDirents(fd int, buf []byte, atRoot bool, limit int, page *l
 
 // targetOf returns the target of the symlink name in dir whose stat is
 // st, or "" if the name no longer is that inode (a client replaced it
-// since): a target goes with its inode's gfid, and is kept as long.
+// since; an inode number may come back at once, its change time not): a
+// target goes with its inode's gfid, and is kept as long.
 func targetOf(dir int, name string, st *unix.Stat_t) (string, error) {
 	target, err := readlinkAt(dir, name)
 	if err == unix.ENOENT {
@@ -106,7 +107,7 @@ func targetOf(dir int, name string, st *unix.Stat_t) (string, error) {
 		return "", nil // replaced by a file since
 	}
 	var again unix.Stat_t
-	if err := unix.Fstatat(dir, name, &again, unix.AT_SYMLINK_NOFOLLOW); err != nil || again.Ino != st.Ino {
+	if err := unix.Fstatat(dir, name, &again, unix.AT_SYMLINK_NOFOLLOW); err != nil || again.Ino != st.Ino || again.Ctim != st.Ctim {
 		return "", nil
 	}
 	return target, nil

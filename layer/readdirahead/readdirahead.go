@@ -9,11 +9,12 @@
 // A walk is under way when a directory is listed while its parent's
 // listing is fresh (less than Timeout old). The layer then lists, in the
 // background and at most Parallel at once, the subdirectories the listing
-// shows and its siblings (the parent's other subdirectories) that were not
-// listed lately. A listing of such a directory (from offset 0) that comes
-// while the one read ahead is under way waits for it; one read ahead is
-// served once, and only if it is younger than Timeout: a listing of a
-// directory nobody walks costs nothing but its own round trip.
+// shows and its siblings (the parent's other subdirectories) that this walk
+// has not listed yet, at most perWalk more per listing. A listing of such a
+// directory (from offset 0) that comes while the one read ahead is under
+// way waits for it; one read ahead is served once, and only if it is
+// younger than Timeout; older ones are dropped. A directory listed while
+// its parent's listing is not fresh starts nothing.
 //
 // # How fresh
 //
@@ -22,9 +23,11 @@
 // the bound the kernel's attribute and entry caches already put on every
 // name (with features.cache-invalidation, a notice forgets the directory
 // at once). Changes made through this layer are never missed: a name made,
-// removed, renamed or changed forgets the listings of its directory (and,
-// for a directory, those of the tree below it) when it ends, whether the
-// listing is kept or still being read; a write, a truncation or an
+// removed, renamed or changed forgets the listings of its directory and of
+// the directory above (whose listing shows the directory's times and link
+// count), and for a directory those of the tree below it, when it ends,
+// whether the listing is kept, still being read, or awaited; a write, a
+// truncation or an
 // attribute change through an open file forgets every listing (the file
 // may have been renamed since it was opened). Listings that lack a brick
 // that is down (DirPage.Missing) are never kept.
@@ -54,6 +57,7 @@ const (
 	maxEntries    = 1 << 16
 	maxListing    = 10000
 	maxListed     = 4096
+	perWalk       = 16
 	fetchDeadline = 30 * time.Second
 )
 
@@ -71,9 +75,11 @@ type Options struct {
 // Layer reads listings ahead over its child.
 type Layer struct {
 	layer.Base
-	opts Options
-	sem  chan struct{}
-	wg   sync.WaitGroup
+	opts   Options
+	sem    chan struct{}
+	wg     sync.WaitGroup
+	ctx    context.Context // of the listings read ahead; Close cancels it
+	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	ahead   map[string]*pending // listings read ahead, by directory
@@ -89,14 +95,14 @@ type listed struct {
 	subdirs []string
 }
 
-// pending is a listing read ahead: queued, under way or kept.
+// pending is a listing read ahead: queued, under way or kept. Only one
+// in the map may be served; a change drops it from the map.
 type pending struct {
 	done    chan struct{} // closed once the listing ended (or never started)
 	started bool
-	stale   bool // a change overlapped it
 	at      time.Time
 	page    layer.DirPage
-	ok      bool // it may be served
+	ok      bool // it came whole, and its entries are counted
 }
 
 var (
@@ -116,15 +122,18 @@ func New(child layer.Layer, opts Options) *Layer {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	return &Layer{Base: layer.Base{Child: child}, opts: opts, sem: make(chan struct{}, opts.Parallel),
-		ahead: map[string]*pending{}, listed: map[string]listed{}}
+		ctx: ctx, cancel: cancel, ahead: map[string]*pending{}, listed: map[string]listed{}}
 }
 
-// Close stops reading ahead and waits for the listings under way.
+// Close stops reading ahead, cancels the listings under way and waits
+// for them.
 func (l *Layer) Close() {
 	l.mu.Lock()
 	l.closed = true
 	l.mu.Unlock()
+	l.cancel()
 	l.wg.Wait()
 }
 
@@ -148,11 +157,12 @@ func (l *Layer) Readdir(ctx context.Context, path string, cookie uint64, max int
 }
 
 // take removes path's listing read ahead and returns it if it may be
-// served, waiting for it if it is under way; a queued one is dropped.
+// served, waiting for it if it is under way (it stays where a change can
+// forget it meanwhile); a queued one is dropped.
 func (l *Layer) take(ctx context.Context, path string) (layer.DirPage, bool) {
 	l.mu.Lock()
 	p := l.ahead[path]
-	if p != nil {
+	if p != nil && !p.started {
 		l.drop(path, p)
 	}
 	l.mu.Unlock()
@@ -166,25 +176,23 @@ func (l *Layer) take(ctx context.Context, path string) (layer.DirPage, bool) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !p.ok || p.stale || l.opts.Now().Sub(p.at) >= l.opts.Timeout {
+	if l.ahead[path] != p { // forgotten, or taken by another listing
 		return layer.DirPage{}, false
 	}
-	return p.page, true
+	ok := p.ok && l.opts.Now().Sub(p.at) < l.opts.Timeout
+	l.drop(path, p)
+	return p.page, ok
 }
 
-// drop removes p, path's listing, from the map; l.mu is held.
+// drop removes p, path's listing, from the map: whatever it brings or
+// holds is never served (a listing under way, or awaited, is served only
+// from the map); l.mu is held.
 func (l *Layer) drop(path string, p *pending) {
 	delete(l.ahead, path)
 	if p.ok {
 		l.entries -= len(p.page.Entries)
+		p.ok = false
 	}
-}
-
-// stale drops p, path's listing, which a change may have made stale (if
-// it is under way, whatever it brings); l.mu is held.
-func (l *Layer) stale(path string, p *pending) {
-	l.drop(path, p)
-	p.stale = true
 }
 
 // walked notes that path was listed with entries, and if its parent was
@@ -206,11 +214,23 @@ func (l *Layer) walked(path string, entries []layer.Entry) {
 	if !walking || l.closed {
 		return
 	}
+	l.expire(now)
+	budget := perWalk
 	for _, name := range subdirs {
-		l.readAhead(layer.Join(path, name), now)
+		l.readAhead(layer.Join(path, name), now, &budget)
 	}
 	for _, name := range up.subdirs {
-		l.readAhead(layer.Join(parent, name), up.at)
+		l.readAhead(layer.Join(parent, name), up.at, &budget)
+	}
+}
+
+// expire drops the listings read ahead that are too old to serve; l.mu
+// is held.
+func (l *Layer) expire(now time.Time) {
+	for d, p := range l.ahead {
+		if p.started && now.Sub(p.at) >= l.opts.Timeout {
+			l.drop(d, p)
+		}
 	}
 }
 
@@ -228,14 +248,15 @@ func (l *Layer) note(path string, d listed) {
 
 // readAhead queues a listing of path unless one is pending or path was
 // listed after since (its parent's listing: this walk has been there),
-// room allowing; l.mu is held.
-func (l *Layer) readAhead(path string, since time.Time) {
-	if _, ok := l.ahead[path]; ok || len(l.ahead) >= maxAhead || l.entries >= maxEntries {
+// room and budget allowing; l.mu is held.
+func (l *Layer) readAhead(path string, since time.Time, budget *int) {
+	if _, ok := l.ahead[path]; ok || *budget <= 0 || len(l.ahead) >= maxAhead || l.entries >= maxEntries {
 		return
 	}
 	if d, ok := l.listed[path]; ok && !d.at.Before(since) {
 		return
 	}
+	*budget--
 	p := &pending{done: make(chan struct{})}
 	l.ahead[path] = p
 	l.wg.Add(1)
@@ -256,32 +277,32 @@ func (l *Layer) fetch(path string, p *pending) {
 	}
 	p.started, p.at = true, l.opts.Now()
 	l.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), fetchDeadline)
+	ctx, cancel := context.WithTimeout(l.ctx, fetchDeadline)
 	defer cancel()
 	page, err := l.Child.Readdir(ctx, path, 0, maxListing)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	p.page = page
-	p.ok = err == nil && page.EOF && page.Missing == nil && len(page.Entries) <= maxListing && !p.stale
-	switch {
-	case p.ok:
-		l.entries += len(page.Entries)
-	case l.ahead[path] == p:
-		l.drop(path, p)
+	if l.ahead[path] != p {
+		return // forgotten meanwhile
 	}
+	if err != nil || !page.EOF || page.Missing != nil || len(page.Entries) > maxListing {
+		l.drop(path, p)
+		return
+	}
+	p.page, p.ok = page, true
+	l.entries += len(page.Entries)
 }
 
-// forget drops the listings of the directory of each path, and of the
-// trees at the paths that are directories; l.mu is held.
+// forget drops the listings of the directory of each path and of the
+// directory above it, and of the trees at the paths that are directories;
+// l.mu is held.
 func (l *Layer) forget(paths ...string) {
 	for _, path := range paths {
 		parent, _ := layer.Split(path)
-		if p := l.ahead[parent]; p != nil {
-			l.stale(parent, p)
-		}
+		grand, _ := layer.Split(parent)
 		for d, p := range l.ahead {
-			if under(d, path) {
-				l.stale(d, p)
+			if d == parent || d == grand || under(d, path) {
+				l.drop(d, p)
 			}
 		}
 	}
@@ -295,7 +316,7 @@ func under(d, path string) bool {
 // forgetAll drops every listing; l.mu is held.
 func (l *Layer) forgetAll() {
 	for d, p := range l.ahead {
-		l.stale(d, p)
+		l.drop(d, p)
 	}
 }
 

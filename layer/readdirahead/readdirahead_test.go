@@ -39,22 +39,25 @@ func newRig(t *testing.T) *rig {
 	return r
 }
 
-// gate holds the listings of one directory until opened.
+// gate holds the next listing of one directory until opened, before or
+// after the child lists it.
 type gate struct {
 	layer.Base
 	mu      sync.Mutex
 	asked   map[string]int // listings of each directory
 	path    string
+	after   bool
 	entered chan struct{}
 	open    chan struct{}
 }
 
-// hold makes listings of path wait until the returned function is called;
-// entered is closed when one is waiting.
-func (g *gate) hold(path string) (entered <-chan struct{}, release func()) {
+// hold makes the next listing of path wait, before the child lists it
+// (after: once it has), until the returned function is called; entered
+// is closed when it waits.
+func (g *gate) hold(path string, after bool) (entered <-chan struct{}, release func()) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.path, g.entered, g.open = path, make(chan struct{}), make(chan struct{})
+	g.path, g.after, g.entered, g.open = path, after, make(chan struct{}), make(chan struct{})
 	open := g.open
 	return g.entered, func() { close(open) }
 }
@@ -65,17 +68,26 @@ func (g *gate) Readdir(ctx context.Context, path string, cookie uint64, max int)
 		g.asked = map[string]int{}
 	}
 	g.asked[path]++
-	held := path == g.path
+	held, after := path == g.path, g.after
 	entered, open := g.entered, g.open
 	if held {
 		g.path = ""
 	}
 	g.mu.Unlock()
-	if held {
-		close(entered)
-		<-open
+	wait := func() {
+		if held {
+			close(entered)
+			<-open
+		}
 	}
-	return g.Child.Readdir(ctx, path, cookie, max)
+	if !after {
+		wait()
+	}
+	page, err := g.Child.Readdir(ctx, path, cookie, max)
+	if after {
+		wait()
+	}
+	return page, err
 }
 
 func (r *rig) ok(err error) {
@@ -133,6 +145,23 @@ func (r *rig) listPage(path string) (layer.DirPage, bool) {
 // settle waits for the listings read ahead to end.
 func (r *rig) settle() { r.l.wg.Wait() }
 
+// kept is the count of entries the layer holds in listings read ahead,
+// which must be what its kept listings hold.
+func (r *rig) kept() int {
+	r.l.mu.Lock()
+	defer r.l.mu.Unlock()
+	n := 0
+	for _, p := range r.l.ahead {
+		if p.ok {
+			n += len(p.page.Entries)
+		}
+	}
+	if n != r.l.entries {
+		r.t.Fatalf("the layer counts %d entries read ahead; its listings hold %d", r.l.entries, n)
+	}
+	return n
+}
+
 // walkTree makes /t/{a,b,c}, /t/a/{x,y} and a file /t/b/f, then lists
 // / and /t, as a walk does: /t's subdirectories are read ahead.
 func (r *rig) walkTree() {
@@ -161,6 +190,11 @@ func TestWalkServesListingsReadAhead(t *testing.T) {
 	// Served once: the next listing asks.
 	if _, went := r.list("/t/a"); !went {
 		t.Fatal("a listing read ahead served twice")
+	}
+	r.list("/t/c")
+	r.settle()
+	if n := r.kept(); n != 0 { // /t/a/x and /t/a/y, read ahead when /t/a was listed, are empty
+		t.Fatalf("%d entries kept, want 0", n)
 	}
 }
 
@@ -196,16 +230,13 @@ func TestOwnChangesForgetListings(t *testing.T) {
 		{"unlink", "/t/b", func(r *rig) { r.ok(r.l.Unlink(bg, "/t/b/f")) }, nil},
 		{"rename in", "/t/c", func(r *rig) { r.ok(r.l.Rename(bg, "/t/b/f", "/t/c/g", 0)) }, []string{"g"}},
 		{"rename out", "/t/b", func(r *rig) { r.ok(r.l.Rename(bg, "/t/b/f", "/t/c/g", 0)) }, nil},
-		{"rename of the tree", "/t/a", func(r *rig) { r.ok(r.l.Rename(bg, "/t/a", "/t/c/a", 0)) }, []string{"b", "c"}},
+		{"rename of a directory", "/t/c", func(r *rig) { r.ok(r.l.Rename(bg, "/t/a", "/t/c/a", 0)) }, []string{"a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t)
 			r.walkTree()
 			tc.do(r)
 			dir := tc.dir
-			if tc.name == "rename of the tree" {
-				dir = "/t"
-			}
 			names, went := r.list(dir)
 			if !went || !slices.Equal(names, tc.want) {
 				t.Fatalf("%s after %s: %v (asked the child: %v), want %v from the child", dir, tc.name, names, went, tc.want)
@@ -217,11 +248,49 @@ func TestOwnChangesForgetListings(t *testing.T) {
 func TestRenamedTreeForgotten(t *testing.T) {
 	r := newRig(t)
 	r.walkTree()
+	r.list("/t/a") // reads /t/a/x and /t/a/y ahead
+	r.settle()
 	r.ok(r.l.Rename(bg, "/t", "/u", 0))
-	r.mkdirs(r.l, "/t", "/t/a")
-	r.mkdirs(r.under, "/t/a/new")
-	if names, went := r.list("/t/a"); !went || !slices.Equal(names, []string{"new"}) {
-		t.Fatalf("/t/a after its tree was renamed away and made anew: %v (asked: %v)", names, went)
+	// Another client makes the tree anew: the layer is not told.
+	r.mkdirs(r.under, "/t", "/t/a", "/t/a/x")
+	r.ok(r.create(r.under, "/t/a/x/new").Release(bg))
+	if names, went := r.list("/t/a/x"); !went || !slices.Equal(names, []string{"new"}) {
+		t.Fatalf("/t/a/x after the tree it was read ahead in was renamed away: %v (asked: %v)", names, went)
+	}
+}
+
+// A name made in a directory changes the directory's times and link
+// count, which its parent's listing shows: that listing goes too.
+func TestChangeForgetsTheListingAbove(t *testing.T) {
+	r := newRig(t)
+	r.mkdirs(r.under, "/s", "/t", "/t/a")
+	r.list("/")
+	r.list("/s") // reads /t ahead, a sibling
+	r.settle()
+	r.mkdirs(r.l, "/t/a/z")
+	page, went := r.listPage("/t")
+	if !went || len(page.Entries) != 1 || page.Entries[0].Attr.Nlink != 3 {
+		t.Fatalf("/t after a mkdir in /t/a: %+v (asked: %v), want /t/a with 3 links from the child", page.Entries, went)
+	}
+}
+
+// Listings read ahead that nobody takes are dropped once too old: they
+// neither stay nor block the next walk.
+func TestUntakenListingsExpire(t *testing.T) {
+	r := newRig(t)
+	r.walkTree()
+	if r.kept() == 0 {
+		t.Fatal("nothing read ahead")
+	}
+	r.clock.Advance(2 * time.Second)
+	r.list("/")
+	r.list("/t")
+	r.settle()
+	if n := r.asked("/t/b"); n != 2 {
+		t.Fatalf("/t/b listed %d times by the child, want twice (read ahead again after the first expired)", n)
+	}
+	if _, went := r.list("/t/b"); went {
+		t.Fatal("/t/b not served from its second listing read ahead")
 	}
 }
 
@@ -229,13 +298,14 @@ func TestRenamedTreeForgotten(t *testing.T) {
 // listing: every listing read ahead is forgotten.
 func TestWriteForgetsListings(t *testing.T) {
 	r := newRig(t)
-	r.walkTree()
+	r.mkdirs(r.under, "/t", "/t/b")
+	r.ok(r.create(r.under, "/t/b/f").Release(bg))
 	f, err := r.l.Open(bg, "/t/b/f", syscall.O_WRONLY)
 	r.ok(err)
 	defer f.Release(bg)
-	if _, went := r.list("/t/c"); went {
-		t.Fatal("an open for writing forgot a listing of another directory")
-	}
+	r.list("/")
+	r.list("/t") // reads /t/b ahead, after the open
+	r.settle()
 	_, err = f.Write(bg, []byte("hello"), 0)
 	r.ok(err)
 	page, went := r.listPage("/t/b")
@@ -249,7 +319,7 @@ func TestWriteForgetsListings(t *testing.T) {
 func TestChangeDuringReadAhead(t *testing.T) {
 	r := newRig(t)
 	r.mkdirs(r.under, "/t", "/t/a", "/t/a/d")
-	entered, release := r.gate.hold("/t/a")
+	entered, release := r.gate.hold("/t/a", true) // listed before the create, delivered after
 	r.list("/")
 	r.list("/t")
 	<-entered
@@ -259,13 +329,14 @@ func TestChangeDuringReadAhead(t *testing.T) {
 	if !went || !slices.Equal(names, []string{"d", "n"}) {
 		t.Fatalf("/t/a: %v (asked the child: %v), want [d n] from the child", names, went)
 	}
+	r.kept()
 }
 
 // A listing under way when asked for is waited for and served.
 func TestListingUnderWayIsWaitedFor(t *testing.T) {
 	r := newRig(t)
 	r.mkdirs(r.under, "/t", "/t/a", "/t/a/d")
-	entered, release := r.gate.hold("/t/a")
+	entered, release := r.gate.hold("/t/a", false)
 	r.list("/")
 	r.list("/t")
 	<-entered
@@ -279,9 +350,11 @@ func TestListingUnderWayIsWaitedFor(t *testing.T) {
 	}()
 	release()
 	<-done
-	if n := r.asked("/t/a"); n != 1 {
+	if n := r.asked("/t/a"); n != 1 { // whether the listing waited or found it done
 		t.Fatalf("child listed /t/a %d times, want once", n)
 	}
+	r.settle()
+	r.kept()
 }
 
 func TestForgetTakesNotices(t *testing.T) {
