@@ -102,19 +102,21 @@ func (n *Node) isRunning(vr *volumeRun, id string) bool {
 // that it keeps from then on.
 func (n *Node) startBrick(vr *volumeRun, v *VolumeState, b BrickState) error {
 	n.writeAuth(v)
+	n.writeReserve(v)
 	proc, err := n.runner.start(BrickConfig{
-		Volume:     v.Name,
-		VolumeID:   v.ID,
-		BrickID:    b.ID,
-		Path:       b.Path,
-		Arbiter:    b.Arbiter,
-		Disperse:   v.Type == volume.Disperse,
-		Replicated: v.Type == volume.Replicate,
-		Listen:     net.JoinHostPort(n.brickHost, strconv.Itoa(b.Port)),
-		TLS:        n.tls,
-		AuthFile:   n.authFile(b.ID),
-		Reserve:    v.Options[OptStorageReserve],
-		Logger:     n.log.With("volume", v.Name, "brick", b.Name()),
+		Volume:      v.Name,
+		VolumeID:    v.ID,
+		BrickID:     b.ID,
+		Path:        b.Path,
+		Arbiter:     b.Arbiter,
+		Disperse:    v.Type == volume.Disperse,
+		Replicated:  v.Type == volume.Replicate,
+		Listen:      net.JoinHostPort(n.brickHost, strconv.Itoa(b.Port)),
+		TLS:         n.tls,
+		AuthFile:    n.authFile(b.ID),
+		Reserve:     v.Options[OptStorageReserve],
+		ReserveFile: n.reserveFile(b.ID),
+		Logger:      n.log.With("volume", v.Name, "brick", b.Name()),
 	})
 	if err == nil {
 		if port := portOf(proc.addr()); port != b.Port {

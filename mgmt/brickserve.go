@@ -56,8 +56,11 @@ type BrickConfig struct {
 	Auth     tlsconf.AuthRules
 	AuthFile string
 	// Reserve is the volume's storage.reserve ("": the default; see
-	// posix.ParseReserve).
-	Reserve string
+	// posix.ParseReserve). ReserveFile, when set, holds it too, read
+	// again at every Recheck, so that a change applies while the brick
+	// runs; a missing file changes nothing.
+	Reserve     string
+	ReserveFile string
 	// MaxConnsPerClient bounds the connections one client may hold open
 	// (0: brick.DefaultMaxConnsPerClient; < 0: no bound).
 	MaxConnsPerClient int
@@ -156,8 +159,32 @@ func (b *ServedBrick) Addr() string { return b.ln.Addr().String() }
 func (b *ServedBrick) SetAuth(r tlsconf.AuthRules) { b.srv.SetAuth(b.cfg.VolumeID, r) }
 
 // Recheck applies the brick's current access rules to the connections it
-// has, closing those they now refuse (brick.Server.Recheck).
-func (b *ServedBrick) Recheck() { b.srv.Recheck() }
+// has, closing those they now refuse (brick.Server.Recheck), and the
+// reserve ReserveFile holds.
+func (b *ServedBrick) Recheck() {
+	b.srv.Recheck()
+	b.reloadReserve()
+}
+
+// reloadReserve applies the reserve in ReserveFile, if there is one.
+func (b *ServedBrick) reloadReserve() {
+	if b.cfg.ReserveFile == "" {
+		return
+	}
+	data, err := os.ReadFile(b.cfg.ReserveFile)
+	if err != nil {
+		return // none written yet: the reserve the brick started with
+	}
+	var r posix.Reserve // "": the default
+	if v := strings.TrimSpace(string(data)); v != "" {
+		if r, err = posix.ParseReserve(v); err != nil {
+			b.cfg.Logger.Warn("storage.reserve not applied", "value", v, "err", err)
+			return
+		}
+	}
+	b.store.ApplyReserve(r)
+	b.cfg.Logger.Info("storage.reserve applied", "value", string(data))
+}
 
 // Serve accepts clients until Close.
 func (b *ServedBrick) Serve() error {

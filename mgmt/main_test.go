@@ -49,6 +49,8 @@ func testBrickMain(args []string) error {
 	fs.StringVar(&allow, "auth-allow", "", "")
 	fs.StringVar(&reject, "auth-reject", "", "")
 	fs.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", 0, "")
+	fs.StringVar(&cfg.Reserve, "reserve", "", "")
+	fs.StringVar(&cfg.ReserveFile, "reserve-file", "", "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -354,7 +354,8 @@ func (n *Node) reconcile() {
 		for _, name := range st.VolumeNames() {
 			v := st.Volumes[name]
 			ids[v.ID] = true
-			n.writeAuth(v) // auth.allow or auth.reject may have changed
+			n.writeAuth(v)    // auth.allow or auth.reject may have changed
+			n.writeReserve(v) // or storage.reserve
 			if v.Status != StatusStarted || !slices.ContainsFunc(v.Bricks, func(b BrickState) bool { return b.Node == n.id }) {
 				continue
 			}

@@ -3,6 +3,7 @@ package mgmt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -396,7 +397,8 @@ func TestSecurityOptions(t *testing.T) {
 // storage.reserve takes a percentage or a size and refuses anything else;
 // its bricks read it when they start: at 100 % a brick refuses every new
 // file with ENOSPC, and back at the default (after a restart of the
-// volume) it takes them again.
+// volume) it takes them again. A change while the bricks run applies to
+// them too, both ways.
 func TestStorageReserve(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
@@ -412,12 +414,16 @@ func TestStorageReserve(t *testing.T) {
 	if _, err := c.Set(ctx, "gv0", OptStorageReserve, "100"); err != nil {
 		t.Fatal(err)
 	}
+	made := 0
 	create := func() error {
 		spec, err := c.Spec(ctx, "gv0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, _, err := brickClient(t, spec, 0).Create(ctx, "/f", layer.CreateIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Flags: syscall.O_RDWR | syscall.O_CREAT, Mode: 0o644})
+		pc := brickClient(t, spec, 0)
+		defer pc.Close() // a new client each time: one would hold a connection per call
+		made++           // a new name: opening one that exists takes no space
+		f, _, err := pc.Create(ctx, fmt.Sprint("/f", made), layer.CreateIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Flags: syscall.O_RDWR | syscall.O_CREAT, Mode: 0o644})
 		if err == nil {
 			f.Release(ctx)
 		}
@@ -441,4 +447,17 @@ func TestStorageReserve(t *testing.T) {
 	if err := create(); err != nil {
 		t.Fatalf("create once the reserve is 1MB: %v", err)
 	}
+	if _, err := c.Set(ctx, "gv0", OptStorageReserve, "100"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "a running brick refusing new files at a reserve of 100%", func() error {
+		if err := create(); !errors.Is(err, syscall.ENOSPC) {
+			return fmt.Errorf("create: %v, want ENOSPC", err)
+		}
+		return nil
+	})
+	if _, err := c.Set(ctx, "gv0", OptStorageReserve, "1MB"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "a running brick taking new files again at a reserve of 1MB", create)
 }

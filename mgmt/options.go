@@ -120,8 +120,8 @@ const (
 	// OptStorageReserve is the space each brick keeps free for what
 	// records the volume's state (marks, heal and gfid index entries): a
 	// percentage of its file system or a size (posix.ParseReserve). Below
-	// it a brick refuses new data with ENOSPC. Bricks read it when they
-	// start.
+	// it a brick refuses new data with ENOSPC. Running bricks apply a
+	// change (the node writes it where they read it, and rechecks them).
 	OptStorageReserve = "storage.reserve"
 )
 
@@ -153,7 +153,7 @@ var knownOptions = []Option{
 	{OptReaddirAhead, "on", "on or off: while a tree is walked (find, ls -R), clients list its directories in the background before they are asked for; a listing so read serves once, within performance.md-cache-timeout", oneOf("on", "off")},
 	{OptCacheInvalidation, "off", "on or off: bricks tell every mount what other clients change, so that its caches (quick-read, nl-cache, the kernel's) forget it at once rather than at their timeouts", oneOf("on", "off")},
 	{OptLockLeases, "on", "on or off: a client that alone locks a file (fcntl) takes and releases its locks without a round trip until another client asks for one (off, or performance.client-cache off: every lock goes to the bricks)", oneOf("on", "off")},
-	{OptStorageReserve, "1", "space each brick keeps free, refusing new data below it: a percentage of its file system (default 1, at most 1 GiB unless set) or a size such as 10GB; at least 1 MiB (room for heal marks); bricks read it when they start", reserveValue},
+	{OptStorageReserve, "1", "space each brick keeps free, refusing new data below it: a percentage of its file system (default 1, at most 1 GiB unless set) or a size such as 10GB; at least 1 MiB (room for heal marks); running bricks apply a change at once", reserveValue},
 	{OptNlCacheTimeout, strconv.FormatFloat(nlcache.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a client trusts what it knows of a directory's names (a name made through another client may be missed for that long)", seconds(0.01)},
 }
 

@@ -50,6 +50,9 @@ func BrickArgs(cfg BrickConfig, logLevel string) []string {
 	if cfg.Reserve != "" {
 		args = append(args, "--reserve="+cfg.Reserve)
 	}
+	if cfg.ReserveFile != "" {
+		args = append(args, "--reserve-file="+cfg.ReserveFile)
+	}
 	dir, name := cfg.TLSDir, cfg.TLSName
 	if cfg.TLS != nil && dir == "" && name == "" {
 		dir, name = cfg.TLS.Dir(), cfg.TLS.Name()

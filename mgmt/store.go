@@ -28,12 +28,17 @@ func writeJSONAtomic(path string, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}
-	data = append(data, '\n')
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	return writeFileAtomic(path, append(data, '\n'))
+}
+
+// writeFileAtomic replaces path with data so that a crash leaves either
+// the old or the new file, never a torn one.
+func writeFileAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*") // 0600; writers may overlap
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	tmp := f.Name()
 	_, err = f.Write(data)
 	if err == nil {
 		err = f.Sync()

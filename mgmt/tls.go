@@ -132,6 +132,37 @@ func (n *Node) writeAuth(v *VolumeState) {
 	}
 }
 
+// reserveFile is where this node keeps the storage.reserve of its brick
+// id, which the brick applies again when rechecked.
+func (n *Node) reserveFile(id string) string {
+	return filepath.Join(n.dir, "auth", id+".reserve")
+}
+
+// writeReserve writes v's storage.reserve for this node's bricks of it,
+// where it differs from what is there, and has the running ones apply
+// it.
+func (n *Node) writeReserve(v *VolumeState) {
+	want := v.Options[OptStorageReserve]
+	for _, b := range v.Bricks {
+		if b.Node != n.id {
+			continue
+		}
+		path := n.reserveFile(b.ID)
+		if old, err := os.ReadFile(path); err == nil && string(old) == want {
+			continue
+		}
+		err := os.MkdirAll(filepath.Dir(path), 0o700)
+		if err == nil {
+			err = writeFileAtomic(path, []byte(want))
+		}
+		if err != nil {
+			n.log.Error("writing a brick's storage.reserve failed", "brick", b.Name(), "err", err)
+			continue
+		}
+		n.recheckBrick(v.ID, b.ID)
+	}
+}
+
 // sameRules reports whether a and b are the same rules.
 func sameRules(a, b tlsconf.AuthRules) bool {
 	return slices.Equal(a.Allow, b.Allow) && slices.Equal(a.Reject, b.Reject) && a.Secret == b.Secret

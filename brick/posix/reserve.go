@@ -67,8 +67,9 @@ func (r Reserve) of(total uint64) uint64 {
 	return max(uint64(float64(total)*r.Percent/100), minReserve)
 }
 
-// initReserve sets the brick's reserve from its file system's size.
-func (s *Store) initReserve(r Reserve) {
+// ApplyReserve sets the brick's reserve to r, of its file system's size
+// (the volume's storage.reserve changed while the brick runs).
+func (s *Store) ApplyReserve(r Reserve) {
 	var st unix.Statfs_t
 	if unix.Fstatfs(s.rootfd, &st) == nil {
 		s.reserve.Store(r.of(st.Blocks * uint64(st.Bsize)))

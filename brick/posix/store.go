@@ -175,7 +175,7 @@ func New(root string, opts Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
-	s.initReserve(opts.Reserve)
+	s.ApplyReserve(opts.Reserve)
 	s.mig.freezeTimeout = opts.FreezeTimeout
 	if s.mig.freezeTimeout <= 0 {
 		s.mig.freezeTimeout = DefaultFreezeTimeout
