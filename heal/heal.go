@@ -467,7 +467,7 @@ func (h *Healer) healTop(ctx context.Context, j *job, path string) error {
 		dir, _ := layer.Split(path)
 		v := h.judge(j.set, h.look(ctx, j.set, dir, h.all(j.set)), 0)
 		distrust = v.StaleNames()
-		if v.Merge && h.data != nil {
+		if v.Merge {
 			distrust |= h.removedHere(ctx, j.set, path, v.Good)
 		}
 	}
@@ -477,10 +477,9 @@ func (h *Healer) healTop(ctx context.Context, j *job, path string) error {
 // removedHere returns the copies that hold path, in a directory whose
 // copies members blame each other (a merge), as a name the others
 // removed (see healEntries): healed on its own, from its own marks, it
-// would otherwise be given back to the copies that removed it. Only for
-// sets whose bricks hold fragments for now: on replicated sets the
-// copies left then went to the abandoned-file pick, which brought
-// another removed file back (sim replica3x2-full seed 62).
+// would otherwise be given back to the copies that removed it. (A split
+// of such a name between versions goes to the abandoned-file pick among
+// the copies not distrusted: see trusted.)
 func (h *Healer) removedHere(ctx context.Context, si int, path string, members replicate.Mask) replicate.Mask {
 	dir, name := layer.Split(path)
 	hint := &dirHint{lists: make([]map[string]layer.Entry, len(h.sets[si]))}

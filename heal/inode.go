@@ -195,7 +195,7 @@ func (h *Healer) plan(ctx context.Context, j *job, path string, copies []replica
 				}
 				return nil, nil // a later scan looks again
 			}
-			src = abandonedSource(copies, candidates(copies, v.Present, arbs))
+			src = abandonedSource(copies, trusted(copies, v.Present, distrust, arbs))
 			p.dirty = src >= 0
 		}
 		good := replicate.Bit(src)
@@ -426,6 +426,16 @@ func sameRegular(copies []replicate.Copy, m replicate.Mask) bool {
 		}
 	}
 	return m != 0
+}
+
+// trusted is candidates among the copies not distrusted (their directory
+// blames them, or recorded the removal of the inode they hold), if any:
+// a version a copy kept by missing its removal must not come back.
+func trusted(copies []replicate.Copy, present, distrust, arbs replicate.Mask) replicate.Mask {
+	if present&^distrust != 0 {
+		return candidates(copies, present&^distrust, arbs)
+	}
+	return candidates(copies, present, arbs)
 }
 
 // candidates returns the copies a policy may choose from: those present,

@@ -210,3 +210,28 @@ func TestMergeLeavesOutTheCopyOthersAreAheadOf(t *testing.T) {
 		}
 	}
 }
+
+// A name one copy of a directory removed while another missed it, the
+// directory's copies blaming each other, and the file on the copy that
+// missed the removal carrying a mark of its own: healed from its own
+// index entry, the file must not be given back to the copies that
+// removed it (before, the name was judged with no copy distrusted, as a
+// merge has none, and came back; sim disperse2+1-full seed 54).
+func TestFileUnderMergedDirectoryStaysRemoved(t *testing.T) {
+	c := newCluster(t, 3, false)
+	g := layer.NewGfid()
+	c.everywhere(seq(mkdir("/d", layer.NewGfid()), create("/d/f", g, []byte("removed while 2 was away"))))
+	c.without2(seq(removeTree("/d/f"), create("/d/new", layer.NewGfid(), []byte("made while 2 was away"))))
+	c.on([]int{2}, seq(create("/d/mine", layer.NewGfid(), []byte("made on 2 alone")), write("/d/f", []byte("a write only 2 took"), 0)))
+	h := c.healer(Options{})
+	if err := h.Heal(bg, 0, "/d/f"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range c.stores {
+		if _, err := c.stores[i].Lookup(bg, "/d/f"); !errors.Is(err, syscall.ENOENT) {
+			t.Errorf("/d/f on copy %d after its heal: %v, want ENOENT", i, err)
+		}
+	}
+	scan(h)
+	c.healthy()
+}

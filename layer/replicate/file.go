@@ -3,6 +3,7 @@ package replicate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"sync"
 	"syscall"
@@ -87,7 +88,7 @@ func (r *Replicate) CreateEach(ctx context.Context, path string, in layer.Create
 	// when it believed the name absent).
 	trunc := in.Flags&syscall.O_TRUNC != 0 && in.Flags&syscall.O_EXCL == 0
 	in.Flags &^= syscall.O_TRUNC
-	f, a, err := r.createEach(ctx, path, in, each)
+	f, a, made, err := r.createEach(ctx, path, in, each)
 	if err != nil {
 		return nil, a, err
 	}
@@ -96,12 +97,25 @@ func (r *Replicate) CreateEach(ctx context.Context, path string, in layer.Create
 	}
 	if a, err = f.Setattr(ctx, layer.SetattrIn{Valid: layer.SetSize}); err != nil {
 		f.Release(context.WithoutCancel(ctx))
-		return nil, layer.Attr{}, err
+		return nil, layer.Attr{}, madeThen(err, made)
 	}
 	return f, a, nil
 }
 
-func (r *Replicate) createEach(ctx context.Context, path string, in layer.CreateIn, each func(i int, in *layer.CreateIn)) (*file, layer.Attr, error) {
+// madeThen is the error of a create whose truncation failed: if copies
+// that had no file under the name got one (made), a quorum lost in
+// between is EIO (the operation was partly done), not EROFS (which says
+// nothing was changed).
+func madeThen(err error, made bool) error {
+	if made && errors.Is(err, syscall.EROFS) {
+		return fmt.Errorf("created on some bricks, then could not truncate: %w", syscall.EIO)
+	}
+	return err
+}
+
+// createEach creates path on every replica up, and reports whether some
+// replica made a new file (rather than opening one that was there).
+func (r *Replicate) createEach(ctx context.Context, path string, in layer.CreateIn, each func(i int, in *layer.CreateIn)) (*file, layer.Attr, bool, error) {
 	files := make([]layer.File, len(r.children))
 	copies := make([]Copy, len(r.children))
 	marks := []string{parentOf(path)}
@@ -120,9 +134,11 @@ func (r *Replicate) createEach(ctx context.Context, path string, in layer.Create
 	})
 	if err != nil {
 		releaseAll(files)
-		return nil, layer.Attr{}, err
+		return nil, layer.Attr{}, false, err
 	}
+	made := false
 	for i := range files {
+		made = made || o.winners.Has(i) && copies[i].Attr.Gfid == in.Owner.Gfid
 		if !o.winners.Has(i) && files[i] != nil {
 			files[i].Release(context.WithoutCancel(ctx))
 			files[i] = nil
@@ -139,7 +155,7 @@ func (r *Replicate) createEach(ctx context.Context, path string, in layer.Create
 	}
 	f := &file{r: r, path: path, flags: in.Flags, key: pathKey(path), files: files, open: open, good: v.Good, checked: time.Now()}
 	f.attr = r.attrOf(attrsOf(copies), from)
-	return f, f.attr, nil
+	return f, f.attr, made, nil
 }
 
 // strangers releases and returns the replicas whose opened copy is another
