@@ -2,6 +2,7 @@ package readdirahead
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"syscall"
@@ -390,5 +391,71 @@ func TestSecondWalkReadsAheadAgain(t *testing.T) {
 	r.settle()
 	if names, went := r.list("/t/a"); went || !slices.Equal(names, []string{"x", "y"}) {
 		t.Fatalf("/t/a in a second walk: %v, asked the child: %v; want [x y] from memory", names, went)
+	}
+}
+
+// Walks going on all the time (reading ahead) while one goroutine makes
+// and removes names through the layer: a listing after each change shows
+// it, whatever was read ahead before or during the change.
+func TestOwnChangesUnderConcurrentWalks(t *testing.T) {
+	s := testbrick.NewStore(t, testVolume)
+	l := New(s, Options{Timeout: time.Minute}) // listings never expire here
+	t.Cleanup(l.Close)
+	dirs := []string{"/w", "/w/a", "/w/b", "/w/c", "/w/a/x", "/w/a/y", "/w/b/z"}
+	for _, d := range dirs {
+		if _, err := s.Mkdir(bg, d, layer.MkdirIn{Mode: 0o755, Owner: layer.Owner{Gfid: layer.NewGfid()}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	var walkers sync.WaitGroup
+	for range 2 {
+		walkers.Add(1)
+		go func() {
+			defer walkers.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				for _, d := range append([]string{"/"}, dirs...) {
+					if _, err := l.Readdir(bg, d, 0, 0); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	t.Cleanup(func() { // before the layer and the store close
+		close(done)
+		walkers.Wait()
+	})
+	has := func(dir, name string) bool {
+		page, err := l.Readdir(bg, dir, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(page.Entries, func(e layer.Entry) bool { return e.Name == name })
+	}
+	for i := range 300 {
+		dir := dirs[i%len(dirs)]
+		name := fmt.Sprint("f", i)
+		p := layer.Join(dir, name)
+		f, _, err := l.Create(bg, p, layer.CreateIn{Mode: 0o644, Flags: syscall.O_RDWR | syscall.O_EXCL, Owner: layer.Owner{Gfid: layer.NewGfid()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Release(bg)
+		if !has(dir, name) {
+			t.Fatalf("step %d: %s lacks %s, just made through the layer", i, dir, name)
+		}
+		if err := l.Unlink(bg, p); err != nil {
+			t.Fatal(err)
+		}
+		if has(dir, name) {
+			t.Fatalf("step %d: %s lists %s, just removed through the layer", i, dir, name)
+		}
 	}
 }
