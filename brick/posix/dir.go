@@ -21,8 +21,9 @@ const (
 const defaultMax = 1024
 
 // Readdir lists one page of the directory at path with each entry's
-// attributes, and a symlink's target. It keeps no state between calls: cookie is the d_off the
-// brick's file system gave for the last entry of the previous page.
+// attributes, and a symlink's target. It keeps no state between calls:
+// cookie is the d_off the brick's file system gave for the last entry of
+// the previous page.
 func (s *Store) Readdir(ctx context.Context, path string, cookie uint64, limit int) (layer.DirPage, error) {
 	fd, err := s.openDir(path)
 	if err != nil {
