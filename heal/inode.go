@@ -429,10 +429,11 @@ func sameRegular(copies []replicate.Copy, m replicate.Mask) bool {
 }
 
 // trusted is candidates among the copies not distrusted (their directory
-// blames them, or recorded the removal of the inode they hold), if any:
-// a version a copy kept by missing its removal must not come back.
+// blames them, or recorded the removal of the inode they hold), if a data
+// copy is among them: a version a copy kept by missing its removal must
+// not come back (and an arbiter holds no data to heal from).
 func trusted(copies []replicate.Copy, present, distrust, arbs replicate.Mask) replicate.Mask {
-	if present&^distrust != 0 {
+	if present&^distrust&^arbs != 0 {
 		return candidates(copies, present&^distrust, arbs)
 	}
 	return candidates(copies, present, arbs)
