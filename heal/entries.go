@@ -314,6 +314,14 @@ func (h *Healer) place(ctx context.Context, si, s int, path string, p *plan, hin
 	case c.Err == nil:
 		h.log.Debug("replacing another inode", "replica", h.sets[si][s].Name, "path", path,
 			"gfid", c.Attr.Gfid, "with", want.Gfid)
+		// The inode replaced may live on under another name on the
+		// good copies (renamed away while the sink was away, and
+		// another made under its old name): parked, its fragment or
+		// copy is linked there instead of rebuilt (sim disperse2+1
+		// seed 24: the sink's fragment was the only other current one).
+		if h.park(ctx, si, s, path, p) {
+			break
+		}
 		if err := removeAll(ctx, l, path, c.Attr); err != nil {
 			return placeHad, err
 		}

@@ -803,3 +803,32 @@ func movedWhileAway(t *testing.T) (c *cluster, g layer.Gfid, want []byte) {
 	})
 	return c, g, want
 }
+
+// A file renamed in its directory while a replica was away, and another
+// made under its old name: the sink's copy under the old name is the
+// renamed inode, which the heal must park (keep by its id), not remove,
+// and link under the new name. (Removed, a disperse sink's fragment was
+// made anew, and with the other bricks holding one current and one stale
+// fragment the file was rebuilt from the stale one: sim disperse2+1
+// seed 24.)
+func TestReplacedNameKeptForItsNewName(t *testing.T) {
+	c := newCluster(t, 3, false)
+	g, want := layer.NewGfid(), pattern(5000, 4)
+	c.everywhere(seq(mkdir("/a", layer.NewGfid()), create("/a/f", g, want)))
+	c.without2(seq(
+		func(ctx context.Context, l layer.Layer) error { return l.Rename(ctx, "/a/f", "/a/g", 0) },
+		create("/a/f", layer.NewGfid(), nil),
+	))
+	h := c.healer(Options{})
+	c.counts[2].Reset()
+	c.scanSettled(h)
+	c.healthy()
+	if n := c.counts[2].Count("Write"); n != 0 {
+		t.Errorf("%d writes on the sink; the renamed file's inode is kept, linked under its new name", n)
+	}
+	a, err := c.stores[2].Lookup(bg, "/a/g")
+	if err != nil || a.Gfid != g || a.Nlink != 1 {
+		t.Errorf("/a/g on the sink: %v, gfid %s nlink %d; want %s with one name", err, a.Gfid, a.Nlink, g)
+	}
+	sameBytes(t, "/a/g on the sink", c.content(2, "/a/g"), want)
+}

@@ -698,10 +698,10 @@ func (h *Healer) logClear(si, c int, path string, err error) error {
 }
 
 // park removes the stale name path of a non-directory from sink s but
-// keeps its inode by its id (layer.IDPath) when a copy p does not remove
-// still holds that inode (under another name: it was renamed, or a link
-// removed), so that the heal of its other name links it there instead of
-// copying it. It reports whether it did.
+// keeps its inode by its id (layer.IDPath) when another copy p does not
+// remove still holds that inode (under another name: it was renamed, or a
+// link removed), so that the heal of its other name links it there
+// instead of copying it. It reports whether it did.
 func (h *Healer) park(ctx context.Context, si, s int, path string, p *plan) bool {
 	a := p.copies[s].Attr
 	if a.IsDir() {
@@ -709,7 +709,7 @@ func (h *Healer) park(ctx context.Context, si, s int, path string, p *plan) bool
 	}
 	held := false
 	for c := range h.sets[si] {
-		if p.remove.Has(c) || p.copies[c].Err != nil && !errors.Is(p.copies[c].Err, syscall.ENOENT) {
+		if c == s || p.remove.Has(c) || p.copies[c].Err != nil && !errors.Is(p.copies[c].Err, syscall.ENOENT) {
 			continue
 		}
 		if b, err := h.sets[si][c].Layer.Lookup(ctx, layer.IDPath(a.Gfid)); err == nil && sameInode(a, b) {

@@ -2,6 +2,7 @@ package disperse
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand"
 	"syscall"
@@ -156,4 +157,41 @@ func openAll(t *testing.T, g *rig) []layer.File {
 		files[i] = f
 	}
 	return files
+}
+
+// A sink whose fragment the heal of its name made anew holds a hole
+// where the file has data: with one other current fragment reachable,
+// the stripe cannot be rebuilt, and the healer must say so rather than
+// take the hole for a data chunk of a torn stripe (sim disperse2+1 seed
+// 45: the file rebuilt from zeros and its one reachable current chunk).
+func TestHealNewFragmentIsNoSource(t *testing.T) {
+	g := newRig(t, 3, 1)
+	ctx := g.ctx
+	data := bytes.Repeat([]byte("mortar "), 800)
+	g.writeFile("/f", data)
+	a, err := g.clients[1].Lookup(ctx, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Brick 0's fragment made anew (empty), brick 2 out of reach.
+	if err := g.clients[0].Unlink(ctx, "/f"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.clients[0].Mknod(ctx, "/f", layer.MknodIn{Owner: layer.Owner{Gfid: a.Gfid}, Mode: syscall.S_IFREG | 0o644}); err != nil {
+		t.Fatal(err)
+	}
+	g.kill(2)
+	dh, err := NewDataHealer([][]replicate.Child{g.children}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dh.HealData(ctx, 0, "/f", a.Gfid, replicate.Bit(1), replicate.Bit(0), uint64(len(data))); !errors.Is(err, heal.ErrNoSource) {
+		t.Fatalf("healing a new fragment from one current one: %v, want ErrNoSource", err)
+	}
+	g.revive(2)
+	if _, err := dh.HealData(ctx, 0, "/f", a.Gfid, replicate.Bit(1)|replicate.Bit(2), replicate.Bit(0), uint64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	g.kill(1)
+	g.readBack("/f", data)
 }
