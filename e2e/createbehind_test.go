@@ -118,6 +118,37 @@ func createBehindTwoMounts(t *testing.T, nbricks int, keywords []string) {
 		t.Fatalf("the tree b sees differs from the one a untarred:\n%s", got)
 	}
 
+	// Removals answered before they are sent (unlink-behind, in a
+	// directory a made and still leases): b's listing right after sees
+	// them done, and so do the bricks once rm -rf has removed the tree
+	// (its rmdirs wait for them). tar sets a directory's times last:
+	// a keeps the lease across that.
+	if err := os.Mkdir(filepath.Join(a, "rm"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := os.WriteFile(filepath.Join(a, "rm", fmt.Sprint("f", i)), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 15 {
+		if err := os.Remove(filepath.Join(a, "rm", fmt.Sprint("f", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ents, err := os.ReadDir(filepath.Join(b, "rm")); err != nil || len(ents) != 5 {
+		t.Fatalf("b lists %d names in rm/ after a removed 15 of 20: %v", len(ents), err)
+	}
+	sh(t, a, "mkdir u && tar xf "+tarball+" -C u && rm -rf u")
+	for _, br := range bricks {
+		if _, err := os.Lstat(filepath.Join(br, "u")); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("after rm -rf on a, brick %s still has u: %v", br, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(b, "u")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("b after a's rm -rf of u: %v", err)
+	}
+
 	// fsync of a directory: an empty file made in it (no O_EXCL, still
 	// open, nothing written: a close would not send it) is on the bricks.
 	if err := os.Mkdir(filepath.Join(a, "sync"), 0o755); err != nil {

@@ -101,6 +101,10 @@ const (
 	// directory they made at once, and make the file with its first
 	// bytes in one round trip.
 	OptCreateBehind = volume.OptCreateBehind
+	// OptUnlinkBehind ("on"/"off") lets clients answer the removal of a
+	// name they made in a directory they lease at once, and send it in
+	// the background.
+	OptUnlinkBehind = volume.OptUnlinkBehind
 	// OptCacheInvalidation ("on"/"off") has the bricks tell every mount
 	// what other clients change, for its caches (quick-read, nl-cache,
 	// the kernel's) to forget at once instead of at their timeouts.
@@ -147,6 +151,7 @@ var knownOptions = []Option{
 	{OptWriteBehindWindowSize, strconv.Itoa(writebehind.DefaultWindowSize), "bytes a file may keep acknowledged but unsent (at most 16777216)", between(4096, 16<<20)},
 	{OptWriteBehindMaxAge, strconv.FormatFloat(writebehind.DefaultMaxAge.Seconds(), 'f', -1, 64), "seconds acknowledged bytes may wait before they are sent by themselves", seconds(0.01)},
 	{OptCreateBehind, "on", "on or off: a client leases the names of the directories it makes, and a file it creates in one is made with its first bytes and attributes in one round trip when write-behind sends them (another client's access to the directory recalls the lease first; not on encrypted volumes)", oneOf("on", "off")},
+	{OptUnlinkBehind, "on", "on or off: with create-behind, a client answers the removal of a name it made in a directory it leases at once and sends it in the background, several at a time (every other operation of the mount waits for them first; a removal that fails is reported by the next fsync of a directory)", oneOf("on", "off")},
 	{OptNlCache, "on", "on or off: a lookup of a name that a directory the client made or listed lacks fails at once, without a round trip", oneOf("on", "off")},
 	{OptStatPrefetch, "on", "on or off: clients keep the attributes of directories (the kernel asks for them again after every name made in one)", oneOf("on", "off")},
 	{OptMdCacheTimeout, strconv.FormatFloat(mdcache.DefaultTimeout.Seconds(), 'f', -1, 64), "seconds a client keeps a directory's attributes, and may serve a listing read ahead (a change through another client may be missed for that long)", seconds(0.01)},

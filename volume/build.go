@@ -94,6 +94,12 @@ const (
 	// write-behind sends them (layer/writebehind, create.go). mortar's
 	// own: GlusterFS has no such thing.
 	OptCreateBehind = "performance.create-behind"
+	// OptUnlinkBehind "on" (the default) has clients answer the removal
+	// of a name they made in a directory whose names they lease at once,
+	// and send it in the background (layer/writebehind, removals.go);
+	// with create-behind off there are no leases, and it does nothing.
+	// mortar's own.
+	OptUnlinkBehind = "performance.unlink-behind"
 )
 
 // The volume options of the directory attribute cache (layer/mdcache),
@@ -348,7 +354,8 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 		size, _ := strconv.Atoi(spec.Option(OptWriteBehindWindowSize, ""))
 		age := spec.DurationOption(OptWriteBehindMaxAge, writebehind.DefaultMaxAge)
 		g.Top = writebehind.New(g.Top, writebehind.Options{WindowSize: size, MaxAge: age,
-			Off: !writesBehind(spec), Windows: g.windows, CreateBehind: createBehind})
+			Off: !writesBehind(spec), Windows: g.windows, CreateBehind: createBehind,
+			UnlinkBehind: createBehind && spec.Option(OptUnlinkBehind, "on") == "on"})
 	}
 	if spec.Option(OptNlCache, "on") == "on" && spec.ClientCache() && !opts.Ciphertext {
 		nl := nlcache.New(g.Top, nlcache.Options{Timeout: spec.DurationOption(OptNlCacheTimeout, nlcache.DefaultTimeout)})
@@ -414,6 +421,7 @@ func toRanges(l *Layout) []distribute.Range {
 
 // Close releases every connection of the graph.
 func (g *Graph) Close() error {
+	g.windows.AwaitRemovals() // sent through this graph's clients, maybe
 	for _, wait := range g.idle {
 		wait() // disperse clears the dirty marks of files just released
 	}

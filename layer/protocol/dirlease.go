@@ -193,9 +193,45 @@ func (s *session) givesUp(req *wire.Request) {
 	case wire.OpRename:
 		s.giveUp(req.Path, true)
 		s.giveUp(req.Path2, false)
-	case wire.OpRmdir, wire.OpSetattr, wire.OpSetxattr, wire.OpRemovexattr:
+	case wire.OpSetattr:
+		s.flushDir(req.Path)
+	case wire.OpRmdir, wire.OpSetxattr, wire.OpRemovexattr:
 		s.giveUp(req.Path, false)
 	}
+}
+
+// flushDir sends, before the client's own attribute change of a
+// directory it holds the lease of, what it held back there (a create
+// sent after a change of the directory's times would move them again);
+// the lease is kept (setattr updates what it knows of the directory).
+func (s *session) flushDir(path string) {
+	s.mu.Lock()
+	l := s.dirs[path]
+	s.mu.Unlock()
+	if l != nil && s.onRecall != nil {
+		s.onRecall(path)
+	}
+}
+
+// setattr changes the attributes of path, and those the session knows
+// of the directory at path if it holds its lease (its mode and group
+// decide a new inode's group; see layer.NameLeaser.OwnsName). A change
+// that fails ends the lease (named).
+func (c *Client) setattr(ctx context.Context, path string, in layer.SetattrIn) (layer.Attr, error) {
+	a, err := c.attrCall(ctx, &wire.Request{Op: wire.OpSetattr, Path: path, Setattr: in})
+	if err == nil && c.cfg.DirLeases {
+		c.mu.Lock()
+		s := c.cur
+		c.mu.Unlock()
+		if s != nil {
+			s.mu.Lock()
+			if l := s.dirs[path]; l != nil {
+				l.attr = a
+			}
+			s.mu.Unlock()
+		}
+	}
+	return a, err
 }
 
 // named keeps the session's leases true to what req, an operation on
@@ -224,8 +260,12 @@ func (s *session) named(req *wire.Request, err error) {
 		s.name(req.Path2, true, err)
 		s.endUnder(req.Path, true)
 		s.endUnder(req.Path2, false)
-	case wire.OpSetattr, wire.OpSetxattr, wire.OpRemovexattr:
-		s.endUnder(req.Path, false) // its mode or group may have changed
+	case wire.OpSetattr:
+		if err != nil {
+			s.endUnder(req.Path, false) // its mode or group may have changed
+		}
+	case wire.OpSetxattr, wire.OpRemovexattr:
+		s.endUnder(req.Path, false) // an ACL may have changed what a new inode gets
 	}
 }
 

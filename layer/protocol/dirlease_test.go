@@ -347,3 +347,37 @@ func TestDirLeaseHandedBackBeforeOwnRename(t *testing.T) {
 		t.Fatal("owns names after renaming the directory")
 	}
 }
+
+// The holder's own attribute change of a leased directory (tar and cp -a
+// set a directory's times, mode and owner after its content) keeps the
+// lease: what was held back there is sent first (a create after the
+// change would move the times again), and the directory's mode and group
+// the lease answers with are the new ones. A change that fails ends it.
+func TestDirLeaseKeptAcrossOwnSetattr(t *testing.T) {
+	ctx := context.Background()
+	b := newTestBrick(t)
+	r := newRecalls()
+	c := leaseClient(t, b, r)
+	mkdir(t, c, "/d")
+	set := layer.SetattrIn{Valid: layer.SetMode | layer.SetGid | layer.SetMtime, Mode: 0o2770, Gid: 4242,
+		Mtime: layer.Timespec{Sec: 1234567}}
+	if _, err := c.Setattr(ctx, "/d", set); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.got(); !slices.Equal(got, []string{"/d"}) {
+		t.Fatalf("held-back names sent before the change: %v, want [/d]", got)
+	}
+	dir, ok := c.OwnsName("/d/x")
+	if !ok {
+		t.Fatal("the lease was given up at the holder's own setattr")
+	}
+	if dir.Mode&0o7777 != 0o2770 || dir.Gid != 4242 {
+		t.Fatalf("the lease's directory: mode %o gid %d, want 2770 and 4242", dir.Mode&0o7777, dir.Gid)
+	}
+	if _, err := c.Setattr(ctx, "/d", layer.SetattrIn{Valid: layer.SetSize, Size: 1}); err == nil {
+		t.Fatal("truncating a directory succeeded")
+	}
+	if owns(c, "/d/x") {
+		t.Fatal("still owns names after a failed setattr of the directory")
+	}
+}

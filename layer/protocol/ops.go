@@ -66,7 +66,7 @@ func (c *Client) lookupData(ctx context.Context, path string, limit int, flags u
 }
 
 func (c *Client) Setattr(ctx context.Context, path string, in layer.SetattrIn) (layer.Attr, error) {
-	return c.attrCall(ctx, &wire.Request{Op: wire.OpSetattr, Path: path, Setattr: in})
+	return c.setattr(ctx, path, in)
 }
 
 func (c *Client) Mknod(ctx context.Context, path string, in layer.MknodIn) (layer.Attr, error) {

@@ -147,11 +147,14 @@ func (f *file) emptyCreate() bool {
 }
 
 // Recall sends the creates held back in dir, a directory whose lease a
-// brick recalls (protocol.Config.OnRecall), each with its window: it
-// returns once they are on the bricks (or failed: their files' errors).
-// A create held as the lease was recalled is among them: holdCreate
-// records it under w.mu, which Recall takes before it looks.
+// brick recalls (protocol.Config.OnRecall), each with its window, and
+// waits for the removals under way there (removals.go): it returns once
+// they are on the bricks (or failed: their files' errors). A create held
+// or a removal answered as the lease was recalled is among them:
+// holdCreate and removeBehind record them under w.mu, which Recall takes
+// before it looks.
 func (w *Windows) Recall(dir string) {
+	w.awaitRemovals(func(r *removal) bool { return parentOf(r.path) == dir })
 	w.mu.Lock()
 	files := make([]*file, 0, len(w.pending))
 	for f := range w.pending {
@@ -178,11 +181,15 @@ func parentOf(path string) string {
 	return dir
 }
 
-// Sync sends every window and create held back (layer.Syncer), and
-// reports the error of a create that failed (which stays with its file
-// too).
+// Sync sends every window and create held back and waits for the
+// removals under way (layer.Syncer); it reports the error of a removal
+// that failed since the last Sync, else of a create that failed (which
+// stays with its file too).
 func (l *Layer) Sync(ctx context.Context) error {
 	l.done(l.begin(ctx))
+	if err := l.w.takeRemoveErr(); err != nil {
+		return err
+	}
 	l.w.mu.Lock()
 	defer l.w.mu.Unlock()
 	for f := range l.w.open {

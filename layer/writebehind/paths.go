@@ -35,11 +35,6 @@ func (l *Layer) Symlink(ctx context.Context, path string, in layer.SymlinkIn) (l
 	return l.Child.Symlink(ctx, path, in)
 }
 
-func (l *Layer) Unlink(ctx context.Context, path string) error {
-	defer l.done(l.begin(ctx))
-	return l.Child.Unlink(ctx, path)
-}
-
 func (l *Layer) Rmdir(ctx context.Context, path string) error {
 	defer l.done(l.begin(ctx))
 	return l.Child.Rmdir(ctx, path)

@@ -13,7 +13,10 @@
 //
 // Attribute changes of a file created through the layer (mode, owner,
 // times: what tar and cp -a do to every file) wait with its window the
-// same way (attrs.go).
+// same way (attrs.go). Where the child leases a directory's names
+// (layer.NameLeaser), a create there is answered at once and made with
+// its window (create.go), and the removal of a name the client made
+// there is answered at once and sent in the background (removals.go).
 //
 // # When the bricks get it
 //
@@ -94,6 +97,10 @@ type Options struct {
 	// (create.go); the graph must hand the child's recalls to
 	// Windows.Recall.
 	CreateBehind bool
+	// UnlinkBehind sends the removals of names the child made under a
+	// lease in the background (removals.go); as CreateBehind, the graph
+	// must hand the child's recalls to Windows.Recall.
+	UnlinkBehind bool
 }
 
 // Layer keeps the windows of its files.
@@ -103,6 +110,7 @@ type Layer struct {
 	maxAge       time.Duration
 	w            *Windows
 	createBehind bool
+	unlinkBehind bool
 }
 
 // Windows are the files whose windows hold data, of one layer or of
@@ -118,6 +126,12 @@ type Windows struct {
 	pending map[*file]struct{}
 	count   atomic.Int32       // len(pending): 0 is the fast path
 	open    map[*file]struct{} // every file not released, for failed
+	// removals are the unlinks under way in the background (at most
+	// maxRemovals: slots), removeErr the error of one that failed since
+	// Sync last reported one (removals.go).
+	removals  map[*removal]struct{}
+	removeErr error
+	slots     chan struct{}
 }
 
 // NewWindows returns windows holding at most maxBytes (0: the default).
@@ -125,7 +139,8 @@ func NewWindows(maxBytes int) *Windows {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
-	return &Windows{max: int64(maxBytes), pending: map[*file]struct{}{}, open: map[*file]struct{}{}}
+	return &Windows{max: int64(maxBytes), pending: map[*file]struct{}{}, open: map[*file]struct{}{},
+		removals: map[*removal]struct{}{}, slots: make(chan struct{}, maxRemovals)}
 }
 
 // New returns the layer over child.
@@ -143,7 +158,7 @@ func New(child layer.Layer, opts Options) *Layer {
 		opts.Windows = NewWindows(0)
 	}
 	return &Layer{Base: layer.Base{Child: child}, window: opts.WindowSize, maxAge: opts.MaxAge, w: opts.Windows,
-		createBehind: opts.CreateBehind && !opts.Off}
+		createBehind: opts.CreateBehind && !opts.Off, unlinkBehind: opts.UnlinkBehind && !opts.Off}
 }
 
 // flushAll sends every window; their errors stay with their files.
@@ -255,11 +270,13 @@ func (w *Windows) room(n int) bool {
 func (l *Layer) Off() bool { return l.window == 0 }
 
 // begin starts an operation of the layer: it moves the generation
-// (attrs.go) and sends every window of the layer's Windows. It returns
-// the generation it moved to, for end.
+// (attrs.go), sends every window of the layer's Windows and waits for
+// the removals under way (removals.go). It returns the generation it
+// moved to, for end.
 func (l *Layer) begin(ctx context.Context) uint64 {
 	gen := l.w.gen.Add(1)
 	l.w.flushAll(ctx)
+	l.w.AwaitRemovals()
 	return gen
 }
 

@@ -1,0 +1,126 @@
+package volume
+
+import (
+	"errors"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// madeTree has client l make /d with n files in it (closed), under the
+// directory's lease.
+func madeTree(t *testing.T, l layer.Layer, n int) {
+	t.Helper()
+	if _, err := l.Mkdir(cbCtx, "/d", layer.MkdirIn{Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := create(t, l, "/d/f"+strconv.Itoa(i), "x").Release(cbCtx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// failUnlinks makes b's removals of files fail with err.
+func failUnlinks(b *cbBrick, err error) {
+	b.fault.Fail("Unlink", err)
+	b.fault.Fail("UnlinkData", err)
+}
+
+// The removal of a name the client made under a lease is answered
+// before the bricks have done it: one they fail is answered all the
+// same, and then the name is still there, the rmdir of its directory
+// fails with ENOTEMPTY, and the next Sync reports the failure once.
+func TestUnlinkBehindFailureReportedLater(t *testing.T) {
+	spec, bricks := createBehindVolume(t, Replicate, 3)
+	a := client(t, spec)
+	madeTree(t, a, 1)
+	for _, b := range bricks {
+		failUnlinks(b, syscall.EIO)
+	}
+	if err := a.Unlink(cbCtx, "/d/f0"); err != nil {
+		t.Fatalf("unlink in a leased directory: %v; want it answered before it is sent", err)
+	}
+	if err := a.Rmdir(cbCtx, "/d"); !errors.Is(err, syscall.ENOTEMPTY) {
+		t.Fatalf("rmdir after a removal that failed: %v, want ENOTEMPTY", err)
+	}
+	if _, err := a.Lookup(cbCtx, "/d/f0"); err != nil {
+		t.Fatalf("the name whose removal failed: %v, want it still there", err)
+	}
+	if err := layer.Sync(cbCtx, a); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Sync after a removal that failed: %v, want EIO", err)
+	}
+	if err := layer.Sync(cbCtx, a); err != nil {
+		t.Fatalf("a second Sync: %v, want the failure reported once", err)
+	}
+	for _, b := range bricks {
+		b.fault.Clear()
+	}
+	if err := a.Unlink(cbCtx, "/d/f0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Rmdir(cbCtx, "/d"); err != nil {
+		t.Fatalf("rmdir once the removal went through: %v", err)
+	}
+}
+
+// What the client does after removals answered early sees them done:
+// a lookup, a create of the same name, a listing, an rmdir; and another
+// client's access to the directory (which recalls the lease) too.
+func TestUnlinkBehindSeenAfterwards(t *testing.T) {
+	spec, bricks := createBehindVolume(t, Replicate, 3)
+	a, b := client(t, spec), client(t, spec)
+	const n = 50
+	madeTree(t, a, n)
+	for i := range n / 2 {
+		if err := a.Unlink(cbCtx, "/d/f"+strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Lookup(cbCtx, "/d/f0"); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("lookup of a name removed: %v", err)
+	}
+	if err := create(t, a, "/d/f1", "again").Release(cbCtx); err != nil {
+		t.Fatalf("create of a name just removed: %v", err)
+	}
+	for i := n / 2; i < n; i++ {
+		if err := a.Unlink(cbCtx, "/d/f"+strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ents, err := layer.ReadDirAll(cbCtx, b, "/d")
+	if err != nil || len(ents) != 1 || ents[0].Name != "f1" {
+		t.Fatalf("the other client lists %d names (%v), want f1 alone", len(ents), err)
+	}
+	for _, br := range bricks {
+		if got := br.count.Count("Unlink") + br.count.Count("UnlinkData"); got != n {
+			t.Errorf("a brick got %d unlinks, want %d", got, n)
+		}
+	}
+	// A name the client did not make (the lease went back at the other
+	// client's listing) is removed at once: its error is the unlink's.
+	if err := a.Unlink(cbCtx, "/d/missing"); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("unlink of a missing name: %v", err)
+	}
+	if err := a.Unlink(cbCtx, "/d/f1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Rmdir(cbCtx, "/d"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With performance.unlink-behind off, every removal goes at once.
+func TestUnlinkBehindOff(t *testing.T) {
+	spec, bricks := createBehindVolume(t, Replicate, 3)
+	spec.Options[OptUnlinkBehind] = "off"
+	a := client(t, spec)
+	madeTree(t, a, 1)
+	failUnlinks(bricks[0], syscall.EIO)
+	failUnlinks(bricks[1], syscall.EIO)
+	if err := a.Unlink(cbCtx, "/d/f0"); err == nil {
+		t.Fatal("unlink failing on two of three bricks answered success with unlink-behind off")
+	}
+}
