@@ -199,3 +199,33 @@ func TestVolumeFollowsSpec(t *testing.T) {
 		t.Fatalf("read after the change: %q, %v", data, err)
 	}
 }
+
+// Remove of an empty directory, and RemoveAll of a tree, both made by
+// this volume handle (their parents leased at mkdir): an unlink of a
+// directory must say EISDIR for Remove to rmdir it (found by review of
+// unlink-behind, which answered it nil).
+func TestRemoveDirUnderLease(t *testing.T) {
+	ctx := context.Background()
+	vol := openVolume(t)
+	if err := vol.MkdirAll(ctx, "top/a/b", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := vol.WriteFile(ctx, "top/a/b/f", []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := vol.RemoveAll(ctx, "top"); err != nil {
+		t.Fatalf("RemoveAll of a tree the handle made: %v", err)
+	}
+	if _, err := vol.Stat(ctx, "top"); err == nil {
+		t.Fatal("top still there after RemoveAll")
+	}
+	if err := vol.MkdirAll(ctx, "e/sub", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := vol.Remove(ctx, "e/sub"); err != nil {
+		t.Fatal(err)
+	}
+	if ents, err := vol.ReadDir(ctx, "e"); err != nil || len(ents) != 0 {
+		t.Fatalf("e lists %d names after Remove(e/sub): %v", len(ents), err)
+	}
+}

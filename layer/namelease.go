@@ -32,8 +32,10 @@ type NameLeaser interface {
 	// path. It returns the directory's attributes as the client knows
 	// them (its mode and group decide a new inode's group).
 	OwnsName(path string) (dir Attr, ok bool)
-	// MadeName reports whether this client made path in a directory
-	// whose names it still leases (from every brick that holds path):
+	// MadeName reports whether this client made path, a non-directory
+	// (a file, symlink, device... made or linked there, not moved in by
+	// a rename), in a directory whose names it still leases (from every
+	// brick that holds path):
 	// nobody else can look path up, open, change or remove it until the
 	// client has handed the lease back, so what the client knows of the
 	// file it made is what the bricks hold.

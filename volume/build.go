@@ -355,7 +355,7 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 		age := spec.DurationOption(OptWriteBehindMaxAge, writebehind.DefaultMaxAge)
 		g.Top = writebehind.New(g.Top, writebehind.Options{WindowSize: size, MaxAge: age,
 			Off: !writesBehind(spec), Windows: g.windows, CreateBehind: createBehind,
-			UnlinkBehind: createBehind && spec.Option(OptUnlinkBehind, "on") == "on"})
+			UnlinkBehind: createBehind && spec.Option(OptUnlinkBehind, "on") == "on", Changed: g.changed})
 	}
 	if spec.Option(OptNlCache, "on") == "on" && spec.ClientCache() && !opts.Ciphertext {
 		nl := nlcache.New(g.Top, nlcache.Options{Timeout: spec.DurationOption(OptNlCacheTimeout, nlcache.DefaultTimeout)})

@@ -124,3 +124,78 @@ func TestUnlinkBehindOff(t *testing.T) {
 		t.Fatal("unlink failing on two of three bricks answered success with unlink-behind off")
 	}
 }
+
+// Unlink of a directory fails with EISDIR, also of one the client made
+// in a leased directory (client.Volume.Remove falls back to Rmdir on
+// EISDIR: answered nil, it removed nothing; found by review).
+func TestUnlinkBehindNotForDirectories(t *testing.T) {
+	spec, _ := createBehindVolume(t, Replicate, 3)
+	a := client(t, spec)
+	if _, err := a.Mkdir(cbCtx, "/d", layer.MkdirIn{Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Mkdir(cbCtx, "/d/sub", layer.MkdirIn{Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Unlink(cbCtx, "/d/sub"); !errors.Is(err, syscall.EISDIR) {
+		t.Fatalf("unlink of a directory made under the lease: %v, want EISDIR", err)
+	}
+	if err := layer.Sync(cbCtx, a); err != nil {
+		t.Fatalf("Sync after: %v", err)
+	}
+	if err := a.Rmdir(cbCtx, "/d/sub"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Rmdir(cbCtx, "/d"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A removal that fails leaves the name, and the caches above write-behind
+// (nl-cache), told it was removed, forget that: it is found again.
+func TestUnlinkBehindFailureForgottenByCaches(t *testing.T) {
+	spec, bricks := createBehindVolume(t, Replicate, 3)
+	a := client(t, spec)
+	madeTree(t, a, 1)
+	for _, b := range bricks {
+		failUnlinks(b, syscall.EIO)
+	}
+	if err := a.Unlink(cbCtx, "/d/f0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := layer.Sync(cbCtx, a); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Sync: %v", err)
+	}
+	ents, _ := layer.ReadDirAll(cbCtx, a, "/d")
+	_, lerr := a.Lookup(cbCtx, "/d/f0")
+	t.Logf("listing after the failed removal: %d names; lookup: %v", len(ents), lerr)
+	if lerr != nil {
+		t.Errorf("lookup of the name whose removal failed (it is on the bricks and listed): %v", lerr)
+	}
+}
+
+// Readlink waits for the removals under way, as every operation does.
+func TestUnlinkBehindReadlink(t *testing.T) {
+	spec, _ := createBehindVolume(t, Replicate, 3)
+	a := client(t, spec)
+	if _, err := a.Mkdir(cbCtx, "/d", layer.MkdirIn{Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	stale := 0
+	for i := range 50 {
+		p := "/d/s" + strconv.Itoa(i)
+		if _, err := a.Symlink(cbCtx, p, layer.SymlinkIn{Target: "t"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Unlink(cbCtx, p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Readlink(cbCtx, p); err == nil {
+			stale++
+		}
+	}
+	t.Logf("readlink right after unlink found the symlink %d of 50 times", stale)
+	if stale > 0 {
+		t.Errorf("readlink of a removed symlink succeeded %d times", stale)
+	}
+}

@@ -22,11 +22,14 @@ import (
 
 // dirLease is a directory lease the session holds.
 type dirLease struct {
-	id    uint64
-	path  string
-	attr  layer.Attr          // the directory's, from its mkdir
-	names map[string]struct{} // made in it through the session since
-	used  time.Time           // when OwnsName last said yes (or it was granted)
+	id   uint64
+	path string
+	attr layer.Attr // the directory's, from its mkdir
+	// names are those made in it through the session since: true for
+	// a non-directory made with its kind known (not moved in by a
+	// rename), which MadeName answers for.
+	names map[string]bool
+	used  time.Time // when OwnsName last said yes (or it was granted)
 }
 
 // A session keeps at most maxHeldDirs leases, giving back the one used
@@ -54,12 +57,11 @@ func (c *Client) OwnsName(path string) (layer.Attr, bool) {
 	return dir, ok
 }
 
-// MadeName reports whether the client made path in a directory it holds
-// the lease of (layer.NameLeaser).
+// MadeName reports whether the client made path, not a directory, in a
+// directory it holds the lease of (layer.NameLeaser).
 func (c *Client) MadeName(path string) bool {
 	return c.withLease(path, func(l *dirLease, name string) bool {
-		_, made := l.names[name]
-		return made
+		return l.names[name]
 	})
 }
 
@@ -121,7 +123,7 @@ func (s *session) leased(id uint64, path string, a layer.Attr) {
 	delete(s.dirRecalled, id)
 	var evict *dirLease
 	if !gone && s.err == nil {
-		l := &dirLease{id: id, path: path, attr: a, names: map[string]struct{}{}, used: time.Now()}
+		l := &dirLease{id: id, path: path, attr: a, names: map[string]bool{}, used: time.Now()}
 		if old := s.dirs[path]; old != nil {
 			delete(s.dirByID, old.id)
 		}
@@ -246,18 +248,20 @@ func (s *session) named(req *wire.Request, err error) {
 		return
 	}
 	switch req.Op {
-	case wire.OpCreate, wire.OpMake, wire.OpMknod, wire.OpMkdir, wire.OpSymlink:
-		s.name(req.Path, true, err)
+	case wire.OpCreate, wire.OpMake, wire.OpMknod, wire.OpSymlink:
+		s.name(req.Path, madeFile, err)
+	case wire.OpMkdir:
+		s.name(req.Path, madeOther, err)
 	case wire.OpLink:
-		s.name(req.Path2, true, err)
+		s.name(req.Path2, madeFile, err)
 	case wire.OpUnlink, wire.OpUnlinkData:
-		s.name(req.Path, false, err)
+		s.name(req.Path, removed, err)
 	case wire.OpRmdir:
-		s.name(req.Path, false, err)
+		s.name(req.Path, removed, err)
 		s.endUnder(req.Path, false)
 	case wire.OpRename:
-		s.name(req.Path, false, err)
-		s.name(req.Path2, true, err)
+		s.name(req.Path, removed, err)
+		s.name(req.Path2, madeOther, err) // a file or a directory
 		s.endUnder(req.Path, true)
 		s.endUnder(req.Path2, false)
 	case wire.OpSetattr:
@@ -269,17 +273,24 @@ func (s *session) named(req *wire.Request, err error) {
 	}
 }
 
-// name records that path's name was made (or removed) in its leased
+// How an operation changed a name (session.name).
+const (
+	removed   = iota
+	madeFile  // a non-directory
+	madeOther // a directory, or a name of either kind
+)
+
+// name records that path's name was made (how) or removed in its leased
 // directory, or ends the lease if the operation failed. s.mu is held.
-func (s *session) name(path string, made bool, err error) {
+func (s *session) name(path string, how int, err error) {
 	dir, name := layer.Split(path)
 	l := s.dirs[dir]
 	switch {
 	case l == nil:
 	case err != nil:
 		s.endLocked(l)
-	case made:
-		l.names[name] = struct{}{}
+	case how != removed:
+		l.names[name] = how == madeFile
 		if len(l.names) > maxLeaseNames {
 			s.forgetLocked(l)
 			go s.handBack(l)

@@ -50,6 +50,11 @@ func (l *Layer) Link(ctx context.Context, oldpath, newpath string) (layer.Attr, 
 	return l.Child.Link(ctx, oldpath, newpath)
 }
 
+func (l *Layer) Readlink(ctx context.Context, path string) (string, error) {
+	defer l.done(l.begin(ctx))
+	return l.Child.Readlink(ctx, path)
+}
+
 func (l *Layer) Readdir(ctx context.Context, path string, cookie uint64, max int) (layer.DirPage, error) {
 	defer l.done(l.begin(ctx))
 	return l.Child.Readdir(ctx, path, cookie, max)

@@ -6,10 +6,11 @@ import (
 	"github.com/mortarfs/mortar/layer"
 )
 
-// Unlink-behind: an unlink of a name the child made in a directory whose
-// names it leases (layer.NameLeaser.MadeName: the client made the name
-// and nobody else can look it up, change or remove it until the client
-// hands the lease back) is answered at once and sent in the background,
+// Unlink-behind: an unlink of a non-directory the child made in a
+// directory whose names it leases (layer.NameLeaser.MadeName: the client
+// made the name and nobody else can look it up, change or remove it until
+// the client hands the lease back) is answered at once and sent in the
+// background,
 // up to maxRemovals at a time. So `rm -rf` of a tree the mount made
 // (a build's output, an unpacked archive) pays for its removals in
 // parallel, not one round trip after another.
@@ -21,9 +22,15 @@ import (
 // removal of its own name. A recall of the directory's lease (another
 // client wants a name in it) waits for the removals in it before the
 // lease goes back. A removal that fails (a brick down, a full disk) is
-// lost as a failed write is: the name is back, an rmdir of its directory
-// then fails with ENOTEMPTY, and the next Sync (fsync of a directory,
-// syncfs) reports the error once. The layers below log it.
+// lost as a failed write is: the name is back (Options.Changed tells the
+// caches above, which were told it went), an rmdir of its directory then
+// fails with ENOTEMPTY, and the next Sync (fsync of a directory, syncfs)
+// reports the error once. The layers below log it.
+//
+// Known limit: a connection to a brick lost between the answer and the
+// send ends the lease on that brick; the removal then goes on the next
+// connection, and would remove a file another client made under the name
+// in that window (after this client's unlink had returned).
 
 // maxRemovals bounds the removals under way at once.
 const maxRemovals = 32
@@ -35,17 +42,18 @@ type removal struct {
 }
 
 // removeBehind sends an unlink of path in the background if the child
-// made the name under a lease, and reports whether it did.
+// made the name under a lease and no removal of it is under way, and
+// reports whether it did.
 func (l *Layer) removeBehind(ctx context.Context, path string) bool {
 	nl, ok := l.Child.(layer.NameLeaser)
-	if !l.unlinkBehind || !ok {
+	if !l.unlinkBehind || !ok || !nl.MadeName(path) {
 		return false
 	}
 	l.w.slots <- struct{}{}
-	// Under the windows' lock, so that a recall of the lease (Recall)
-	// that comes after MadeName says yes finds the removal.
+	// Asked again under the windows' lock, so that a recall of the lease
+	// (Recall) that comes after MadeName says yes finds the removal.
 	l.w.mu.Lock()
-	if !nl.MadeName(path) {
+	if !nl.MadeName(path) || l.w.removing(path) {
 		l.w.mu.Unlock()
 		<-l.w.slots
 		return false
@@ -62,9 +70,24 @@ func (l *Layer) removeBehind(ctx context.Context, path string) bool {
 			l.w.removeErr = err
 		}
 		l.w.mu.Unlock()
+		if err != nil && l.changed != nil {
+			// The name is back: the caches above, told it was gone,
+			// must forget that.
+			l.changed(layer.Change{Path: path, Entry: true})
+		}
 		close(r.done)
 	}()
 	return true
+}
+
+// removing reports whether a removal of path is under way. w.mu is held.
+func (w *Windows) removing(path string) bool {
+	for r := range w.removals {
+		if r.path == path {
+			return true
+		}
+	}
+	return false
 }
 
 // awaitRemovals returns once the removals under way that which picks

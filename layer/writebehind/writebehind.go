@@ -101,6 +101,9 @@ type Options struct {
 	// lease in the background (removals.go); as CreateBehind, the graph
 	// must hand the child's recalls to Windows.Recall.
 	UnlinkBehind bool
+	// Changed is told of a name whose removal, answered before it was
+	// sent, failed: the caches above the layer must forget that it went.
+	Changed func(layer.Change)
 }
 
 // Layer keeps the windows of its files.
@@ -111,6 +114,7 @@ type Layer struct {
 	w            *Windows
 	createBehind bool
 	unlinkBehind bool
+	changed      func(layer.Change)
 }
 
 // Windows are the files whose windows hold data, of one layer or of
@@ -158,7 +162,7 @@ func New(child layer.Layer, opts Options) *Layer {
 		opts.Windows = NewWindows(0)
 	}
 	return &Layer{Base: layer.Base{Child: child}, window: opts.WindowSize, maxAge: opts.MaxAge, w: opts.Windows,
-		createBehind: opts.CreateBehind && !opts.Off, unlinkBehind: opts.UnlinkBehind && !opts.Off}
+		createBehind: opts.CreateBehind && !opts.Off, unlinkBehind: opts.UnlinkBehind && !opts.Off, changed: opts.Changed}
 }
 
 // flushAll sends every window; their errors stay with their files.
