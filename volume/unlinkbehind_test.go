@@ -199,3 +199,26 @@ func TestUnlinkBehindReadlink(t *testing.T) {
 		t.Errorf("readlink of a removed symlink succeeded %d times", stale)
 	}
 }
+
+// tar x and cp -a set a directory's times after its content: the lease
+// stays, so the removals of what they made there still go behind (a
+// removal the bricks fail is answered all the same).
+func TestUnlinkBehindAfterOwnSetattr(t *testing.T) {
+	spec, bricks := createBehindVolume(t, Replicate, 3)
+	a := client(t, spec)
+	madeTree(t, a, 1)
+	set := layer.SetattrIn{Valid: layer.SetMode | layer.SetAtime | layer.SetMtime, Mode: 0o750,
+		Atime: layer.Timespec{Sec: 1000}, Mtime: layer.Timespec{Sec: 2000}}
+	if _, err := a.Setattr(cbCtx, "/d", set); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bricks {
+		failUnlinks(b, syscall.EIO)
+	}
+	if err := a.Unlink(cbCtx, "/d/f0"); err != nil {
+		t.Fatalf("unlink after the directory's own setattr: %v; want it answered before it is sent", err)
+	}
+	if err := layer.Sync(cbCtx, a); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Sync: %v, want the removal's EIO", err)
+	}
+}
