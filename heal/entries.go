@@ -348,6 +348,10 @@ func (h *Healer) place(ctx context.Context, si, s int, path string, p *plan, hin
 		// 58: the file rebuilt from a stale and an empty fragment).
 		// Linked by its id at a later pass, once parked.
 		return placeHad, fmt.Errorf("%s: %w", path, errNamedElsewhere)
+	case h.data != nil && want.IsReg() && h.linkByID(ctx, si, s, path, want):
+		// Parked since linkByID looked, by the heal of its stale name
+		// running beside this one (a fragment made anew instead would
+		// leave the parked one to the orphan sweep).
 	case hint == nil && want.IsReg() && want.Nlink > 1:
 		// A hard-linked file the sink lacks, healed on its own (from the
 		// index): its directory's heal makes it, one name linked to the

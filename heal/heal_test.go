@@ -806,11 +806,11 @@ func movedWhileAway(t *testing.T) (c *cluster, g layer.Gfid, want []byte) {
 
 // A file renamed in its directory while a replica was away, and another
 // made under its old name: the sink's copy under the old name is the
-// renamed inode, which the heal must park (keep by its id), not remove,
-// and link under the new name. (Removed, a disperse sink's fragment was
-// made anew, and with the other bricks holding one current and one stale
-// fragment the file was rebuilt from the stale one: sim disperse2+1
-// seed 24.)
+// renamed inode, which the heal of that name must park (keep by its id),
+// not remove, for the heal of the new name to link. (Removed, a disperse
+// sink's fragment was made anew, and with the other bricks holding one
+// current and one stale fragment the file was rebuilt from the stale one:
+// sim disperse2+1 seed 24.)
 func TestReplacedNameKeptForItsNewName(t *testing.T) {
 	c := newCluster(t, 3, false)
 	g, want := layer.NewGfid(), pattern(5000, 4)
@@ -820,11 +820,18 @@ func TestReplacedNameKeptForItsNewName(t *testing.T) {
 		create("/a/f", layer.NewGfid(), nil),
 	))
 	h := c.healer(Options{})
+	if err := h.Heal(bg, 0, "/a/f"); err != nil {
+		t.Fatal(err)
+	}
+	parked, err := c.stores[2].Lookup(bg, layer.IDPath(g))
+	if err != nil || parked.Gfid != g || parked.Nlink != 0 {
+		t.Fatalf("the replaced inode by its id on the sink: %v, gfid %s nlink %d; want it parked", err, parked.Gfid, parked.Nlink)
+	}
 	c.counts[2].Reset()
 	c.scanSettled(h)
 	c.healthy()
 	if n := c.counts[2].Count("Write"); n != 0 {
-		t.Errorf("%d writes on the sink; the renamed file's inode is kept, linked under its new name", n)
+		t.Errorf("%d writes on the sink; the parked inode is linked under its new name", n)
 	}
 	a, err := c.stores[2].Lookup(bg, "/a/g")
 	if err != nil || a.Gfid != g || a.Nlink != 1 {

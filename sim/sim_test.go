@@ -20,7 +20,7 @@ var shapes = []struct {
 	found []int
 }{
 	{"replica3x2", Config{Bricks: 6, Replica: 3}, 10, nil},
-	{"disperse2+1", Config{Bricks: 3, Disperse: 3, Redundancy: 1}, 4, []int{11, 24, 45}},
+	{"disperse2+1", Config{Bricks: 3, Disperse: 3, Redundancy: 1}, 4, []int{11, 24, 45, 74}},
 	// Full disks too (docs/REPLICATION.md, "Simulation").
 	{"replica3x2-full", Config{Bricks: 6, Replica: 3, FullDisks: true}, 4, []int{62, 87}},
 	{"disperse2+1-full", Config{Bricks: 3, Disperse: 3, Redundancy: 1, FullDisks: true}, 4, []int{32, 52, 54, 58, 60, 64, 65, 73, 87}},

@@ -472,6 +472,16 @@ func (r *Replicate) verdict(ctx context.Context, m Mask, path string, copies []C
 		distrust := pv.StaleNames()
 		if pv.Merge {
 			distrust |= r.removedHolders(ctx, m, path, copies)
+			if distrust == 0 && v.Present != 0 && v.Absent != 0 && v.Down != 0 {
+				// The parent's copies blame each other, the name is on
+				// some of those up only, and none of them recorded its
+				// removal: a replica down may have (the name then
+				// removed, not made), or not. Merged, a removed file
+				// came back (sim disperse2+1 seed 74): undecided until
+				// that replica is back or heal has merged the copies.
+				v.Err = fmt.Errorf("%s: on some copies only, a copy that may have removed it down: %w", path, syscall.EIO)
+				return v
+			}
 		}
 		if distrust != 0 {
 			v = JudgeQuorum(copies, distrust, r.arbiters, r.quorate)
