@@ -158,3 +158,38 @@ func TestLookupOfANameRemovedUnderAMergedDirectory(t *testing.T) {
 		t.Fatalf("replica 1 should still hold the stale name: %v", err)
 	}
 }
+
+// The same, but the removal recorded on the replica that is down: the
+// two up blame each other, one holds the name and neither recorded its
+// removal. The name may have been removed (as here) or made: the lookup
+// cannot tell, and answers EIO rather than bring a removed file back
+// (sim disperse2+1 seed 74).
+func TestLookupUndecidedWhileTheRemovalRecordIsDown(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	if _, err := g.r.Mkdir(g.ctx, "/d", layer.MkdirIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.writeFile("/d/f", []byte("removed while 1 was away")); err != nil {
+		t.Fatal(err)
+	}
+	// Replica 2 removes it (recorded, 1 blamed); replica 0 never had
+	// it (removed there too, without a record: it missed the create);
+	// 0 and 1 blame each other. Then 2 is away.
+	t1 := layer.WithTxn(g.ctx, layer.Txn{Pending: 1 << 1})
+	if err := g.bricks[2].Store.Unlink(t1, "/d/f"); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.bricks[0].Store.Unlink(g.ctx, "/d/f"); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.bricks[0].Store.MarkPending(g.ctx, "/d", layer.Gfid{}, 1<<1); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.bricks[1].Store.MarkPending(g.ctx, "/d", layer.Gfid{}, 1<<0); err != nil {
+		t.Fatal(err)
+	}
+	g.kill(2)
+	if a, err := g.r.Lookup(g.ctx, "/d/f"); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("lookup of /d/f: %v (gfid %s), want EIO", err, a.Gfid)
+	}
+}
