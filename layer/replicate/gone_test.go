@@ -193,3 +193,30 @@ func TestLookupUndecidedWhileTheRemovalRecordIsDown(t *testing.T) {
 		t.Fatalf("lookup of /d/f: %v (gfid %s), want EIO", err, a.Gfid)
 	}
 }
+
+// A create that is not exclusive, over a name one replica holds alone
+// (a create of a client that died reached it only) while another lacks
+// it and nothing blames either: the replicas would open the one and make
+// a new inode on the other, and the writes go to both, one file under
+// two gfids that heal cannot join (sim disperse2+1 seed 11). The create
+// fails with EIO instead, partly done.
+func TestCreateOverANameOneReplicaHoldsAlone(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	if _, err := g.r.Mkdir(g.ctx, "/d", layer.MkdirIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.onBrick(1).Mknod(g.ctx, "/d/f", layer.MknodIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: syscall.S_IFREG | 0o644}); err != nil {
+		t.Fatal(err)
+	}
+	g.kill(2)
+	f, _, err := g.r.Create(g.ctx, "/d/f", layer.CreateIn{Flags: syscall.O_WRONLY | syscall.O_TRUNC, Mode: 0o644})
+	if err == nil {
+		f.Release(g.ctx)
+		a0, _ := g.onBrick(0).Lookup(g.ctx, "/d/f")
+		a1, _ := g.onBrick(1).Lookup(g.ctx, "/d/f")
+		t.Fatalf("create over a name one replica holds alone: succeeded, gfids %s and %s", a0.Gfid, a1.Gfid)
+	}
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("create: %v, want EIO", err)
+	}
+}
