@@ -133,13 +133,7 @@ func TestRenameAcrossDirectoriesEachReplicaBlamedOnOne(t *testing.T) {
 // shows it, not found on the replica that missed the removal (sim
 // disperse2+1-full seed 73 read such a file back, empty).
 func TestLookupOfANameRemovedUnderAMergedDirectory(t *testing.T) {
-	g := newRig(t, 3, false, Options{})
-	if _, err := g.r.Mkdir(g.ctx, "/d", layer.MkdirIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o755}); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.writeFile("/d/f", []byte("removed while 1 was away")); err != nil {
-		t.Fatal(err)
-	}
+	g := dirWithFile(t)
 	// Replica 0 removes it while 1 misses it (recorded, with 1 blamed),
 	// replica 1 blames 0 for something else; replica 2 is away, so that
 	// the blame on either side counts and the copies are merged.
@@ -165,13 +159,7 @@ func TestLookupOfANameRemovedUnderAMergedDirectory(t *testing.T) {
 // cannot tell, and answers EIO rather than bring a removed file back
 // (sim disperse2+1 seed 74).
 func TestLookupUndecidedWhileTheRemovalRecordIsDown(t *testing.T) {
-	g := newRig(t, 3, false, Options{})
-	if _, err := g.r.Mkdir(g.ctx, "/d", layer.MkdirIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o755}); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.writeFile("/d/f", []byte("removed while 1 was away")); err != nil {
-		t.Fatal(err)
-	}
+	g := dirWithFile(t)
 	// Replica 2 removes it (recorded, 1 blamed); replica 0 never had
 	// it (removed there too, without a record: it missed the create);
 	// 0 and 1 blame each other. Then 2 is away.
@@ -202,9 +190,7 @@ func TestLookupUndecidedWhileTheRemovalRecordIsDown(t *testing.T) {
 // fails with EIO instead, partly done.
 func TestCreateOverANameOneReplicaHoldsAlone(t *testing.T) {
 	g := newRig(t, 3, false, Options{})
-	if _, err := g.r.Mkdir(g.ctx, "/d", layer.MkdirIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o755}); err != nil {
-		t.Fatal(err)
-	}
+	g.mkdirD()
 	if _, err := g.onBrick(1).Mknod(g.ctx, "/d/f", layer.MknodIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: syscall.S_IFREG | 0o644}); err != nil {
 		t.Fatal(err)
 	}
@@ -218,5 +204,23 @@ func TestCreateOverANameOneReplicaHoldsAlone(t *testing.T) {
 	}
 	if !errors.Is(err, syscall.EIO) {
 		t.Fatalf("create: %v, want EIO", err)
+	}
+}
+
+// dirWithFile is a rig of 3 replicas holding /d and a file /d/f.
+func dirWithFile(t *testing.T) *rig {
+	g := newRig(t, 3, false, Options{})
+	g.mkdirD()
+	if err := g.writeFile("/d/f", []byte("removed while 1 was away")); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// mkdirD makes the directory /d through the set.
+func (g *rig) mkdirD() {
+	g.t.Helper()
+	if _, err := g.r.Mkdir(g.ctx, "/d", layer.MkdirIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o755}); err != nil {
+		g.t.Fatal(err)
 	}
 }
