@@ -275,13 +275,19 @@ func (l *Layer) Rmdir(ctx context.Context, path string) error {
 // (a subdirectory when links is -1): its times become this client's
 // clock (no later than they were: they never go back), as the removal
 // answers none of the brick's. A removal that failed for another reason
-// than the name missing forgets the directory.
+// than the name missing forgets the directory. An unlinked name was no
+// directory, so nothing was kept below it: rm -rf does not walk every
+// directory kept for every file it removes.
 func (l *Layer) removed(path string, err error, links int) {
 	parent, _ := layer.Split(path)
 	now := l.opts.Now()
 	t := layer.Timespec{Sec: now.Unix(), Nsec: uint32(now.Nanosecond())}
 	l.end(func() {
-		l.forgetTree(path)
+		if links < 0 {
+			l.forgetTree(path)
+		} else {
+			delete(l.dirs, path)
+		}
 		k, ok := l.dirs[parent]
 		switch {
 		case !ok || errors.Is(err, syscall.ENOENT):
