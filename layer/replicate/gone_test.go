@@ -3,6 +3,7 @@ package replicate
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -222,5 +223,79 @@ func (g *rig) mkdirD() {
 	g.t.Helper()
 	if _, err := g.r.Mkdir(g.ctx, "/d", layer.MkdirIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o755}); err != nil {
 		g.t.Fatal(err)
+	}
+}
+
+// Two clients removing one name at once each get there first on some
+// replicas and find it gone on the others: exactly one of them succeeds
+// (the lowest replica that answered decides), as on a local file system,
+// and no copy is marked. Each test plays one client, the other's removal
+// having landed already on the replicas in other.
+func TestRemovalRacingAnotherClient(t *testing.T) {
+	for _, tc := range []struct {
+		other []int
+		want  error
+	}{
+		{[]int{1}, nil},            // ours was first on replica 0
+		{[]int{0}, syscall.ENOENT}, // the other's was
+		{[]int{0, 2}, syscall.ENOENT},
+		{[]int{1, 2}, nil},
+	} {
+		g := dirWithFile(t)
+		for _, i := range tc.other {
+			if err := g.onBrick(i).Unlink(g.ctx, "/d/f"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := g.r.Unlink(g.ctx, "/d/f")
+		if !errors.Is(err, tc.want) && !(err == nil && tc.want == nil) {
+			t.Errorf("other client first on %v: unlink %v, want %v", tc.other, err, tc.want)
+		}
+		for i := 0; i < 3; i++ {
+			if _, err := g.onBrick(i).Lookup(g.ctx, "/d/f"); !errors.Is(err, syscall.ENOENT) {
+				t.Errorf("other client first on %v: replica %d still has /d/f (%v)", tc.other, i, err)
+			}
+			if m := g.pending(i, "/d"); m != 0 {
+				t.Errorf("other client first on %v: replica %d's /d blames %b", tc.other, i, m)
+			}
+		}
+	}
+}
+
+// Two clients (two replicate layers over the same bricks) remove the same
+// names at once: each name is removed by exactly one of them.
+func TestConcurrentRemovalsOneWins(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	g.mkdirD()
+	var children []Child
+	for i, c := range g.set.Clients {
+		children = append(children, Child{Name: g.set.Name(i), Layer: c, Up: c.Connected})
+	}
+	other, err := New(children, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const files = 100
+	for n := 0; n < files; n++ {
+		if err := g.writeFile(fmt.Sprintf("/d/f%d", n), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for n := 0; n < files; n++ {
+		p := fmt.Sprintf("/d/f%d", n)
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for c, r := range []*Replicate{g.r, other} {
+			wg.Go(func() { errs[c] = r.Unlink(g.ctx, p) })
+		}
+		wg.Wait()
+		if (errs[0] == nil) == (errs[1] == nil) {
+			t.Fatalf("%s removed by two clients at once: %v and %v, want one success", p, errs[0], errs[1])
+		}
+		for _, err := range errs {
+			if err != nil && !errors.Is(err, syscall.ENOENT) {
+				t.Fatalf("%s: %v", p, err)
+			}
+		}
 	}
 }

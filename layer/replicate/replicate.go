@@ -622,12 +622,54 @@ func (r *Replicate) Link(ctx context.Context, oldpath, newpath string) (layer.At
 }
 
 // removal runs Unlink or Rmdir. A replica that lacked the name (it was
-// behind) loses to the ones that removed it and is marked for heal.
+// behind) loses to the ones that removed it and is marked for heal; when
+// no copy of the directory is behind, the name was there on every
+// replica and another client's removal took it from some first (raced).
 func (r *Replicate) removal(ctx context.Context, path string, rm func(l layer.Layer, ctx context.Context) error) error {
-	_, err := r.modifyWith(ctx, []string{parentOf(path)}, goneAlready, func(ctx context.Context, i int) error {
+	parent := parentOf(path)
+	adjust := func(targets Mask, errs []error, good Mask) (done, judged Mask) {
+		if ok, absent := okAndAbsent(targets, errs); ok|absent == targets && r.inStep(ctx, parent) {
+			return raced(errs, ok, absent), good
+		}
+		return goneAlready(targets, errs, good)
+	}
+	_, err := r.modifyWith(ctx, []string{parent}, adjust, func(ctx context.Context, i int) error {
 		return rm(r.children[i].Layer, ctx)
 	})
 	return err
+}
+
+// inStep reports whether the copies of directory dir agree: none blames
+// another, so every replica up holds the same names.
+func (r *Replicate) inStep(ctx context.Context, dir string) bool {
+	v, _, err := r.judge(ctx, dir)
+	return err == nil && v.Err == nil && v.Blamed == 0 && !v.Merge && !v.SplitBrain
+}
+
+// raced settles the removal of a name two clients removed at once, each
+// first on some replicas (ok) and second on the others (absent): the
+// lowest replica that answered decides, so that of two such removals
+// exactly one succeeds, the other ENOENT, as on a local file system
+// (each replica took the name away once; without a rule both succeeded).
+// Either way the name is gone on every replica: the answers are made
+// alike, and nothing is marked.
+func raced(errs []error, ok, absent Mask) (done Mask) {
+	first := 0
+	for !(ok | absent).Has(first) {
+		first++
+	}
+	for i := range errs {
+		switch {
+		case ok.Has(first) && absent.Has(i):
+			errs[i] = nil
+		case absent.Has(first) && ok.Has(i):
+			errs[i] = syscall.ENOENT
+		}
+	}
+	if ok.Has(first) {
+		return absent
+	}
+	return 0
 }
 
 // goneAlready counts a replica that answered a removal with ENOENT as
