@@ -167,6 +167,7 @@ func (c *conn) request(h wire.Header) error {
 	if buf != nil {
 		req.Data = buf
 	}
+	req.KeepUndo = h.Flags&wire.FlagKeepUndo != 0
 	if setlk {
 		var ok bool
 		if done, ok = c.admitSetlk(req, size); !ok {
@@ -302,7 +303,7 @@ func (c *conn) run(ctx context.Context, h wire.Header, req *wire.Request, retire
 		}
 	}()
 	resp := wire.Header{Kind: wire.KindResponse, Op: h.Op, ID: h.ID}
-	if req.Op == wire.OpRead {
+	if req.Op == wire.OpRead || req.Op == wire.OpReadUndo {
 		return c.runRead(ctx, resp, req, retire)
 	}
 	var e wire.Enc
@@ -355,7 +356,11 @@ func (c *conn) runRead(ctx context.Context, resp wire.Header, req *wire.Request,
 	if err == nil {
 		buf = wire.GetBuf(int(req.Len))
 		err = c.guard(req.Op, "", &panicked, func() (err error) {
-			n, err = f.Read(ctx, buf, req.Off)
+			if req.Op == wire.OpReadUndo {
+				n, err = layer.ReadUndo(ctx, f, buf, req.Off)
+			} else {
+				n, err = f.Read(ctx, buf, req.Off)
+			}
 			if err == nil && (n < 0 || n > len(buf)) {
 				err = fmt.Errorf("read returned %d bytes for a %d-byte buffer: %w", n, len(buf), syscall.EIO)
 			}

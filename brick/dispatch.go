@@ -16,8 +16,8 @@ func (c *conn) dispatch(ctx context.Context, r *wire.Request, e *wire.Enc) (err 
 	if isHealOp(r.Op) {
 		return c.healOp(ctx, r, e)
 	}
-	if r.Pending != 0 || r.Size != 0 {
-		t := layer.Txn{Pending: r.Pending}
+	if r.Pending != 0 || r.Size != 0 || r.KeepUndo {
+		t := layer.Txn{Pending: r.Pending, KeepUndo: r.KeepUndo}
 		if r.Size != 0 {
 			t.SetSize, t.Size = true, r.Size-1
 		}
@@ -297,7 +297,7 @@ func (h leaseHolder) Revoke() {
 }
 
 func isFileOp(op uint8) bool {
-	return op >= wire.OpRead && op <= wire.OpRelease || op == wire.OpLeaseReturn || op == wire.OpWriteGap
+	return op >= wire.OpRead && op <= wire.OpRelease || op == wire.OpLeaseReturn || op == wire.OpWriteGap || op == wire.OpReadUndo
 }
 
 func isXattrOp(op uint8) bool { return op >= wire.OpGetxattr && op <= wire.OpRemovexattr }

@@ -29,6 +29,10 @@ type Txn struct {
 	// to Size exactly (the fragment's own length is not the file's size).
 	SetSize bool
 	Size    uint64
+	// KeepUndo asks a disperse brick, with a write, to keep what the
+	// write replaces first, until the inode's Dirty mark goes
+	// (layer.UndoReader).
+	KeepUndo bool
 }
 
 // Dirty is a pending mark that blames no replica: the copies may differ

@@ -10,7 +10,7 @@
 //	offset 0  u32 Len     payload length (≤ MaxPayload)
 //	       4  u8  Kind    Request, Response, Cancel, Ping, Pong, Notify, Recall, RecallDir
 //	       5  u8  Op      operation (requests and responses)
-//	       6  u16 Flags   FlagNoReply (requests), else zero
+//	       6  u16 Flags   FlagNoReply, FlagKeepUndo (requests), else zero
 //	       8  u64 ID      request id, echoed in the response
 //	      16  u32 Errno   0 or the operation's errno (responses)
 //	      20  u32 -       reserved, zero
@@ -72,6 +72,11 @@ const (
 // none and the brick sends none (a release that nothing waits on).
 const FlagNoReply = 1
 
+// FlagKeepUndo, on a Write or WriteGap request (version 12), asks a
+// disperse brick to keep what the write replaces (layer.Txn.KeepUndo;
+// Request.KeepUndo).
+const FlagKeepUndo = 2
+
 // Header is a decoded frame header.
 type Header struct {
 	Len   uint32
@@ -114,7 +119,7 @@ func ParseHeader(b []byte) (Header, error) {
 	}
 	flags := uint16(0) // the flags a kind may carry
 	if h.Kind == KindRequest {
-		flags = FlagNoReply
+		flags = FlagNoReply | FlagKeepUndo
 	}
 	if h.Flags&^flags != 0 || binary.LittleEndian.Uint32(b[20:]) != 0 {
 		return h, fmt.Errorf("wire: reserved header bits set")

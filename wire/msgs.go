@@ -24,9 +24,11 @@ import (
 // which a healer or a listing of merged directory copies sends; a brick
 // of an earlier version refuses it, and the names are merged as before.
 // Version 11 added a Readdir's Flags (ReaddirTargets): an older client's
-// carry none, and its answers no symlink targets.
+// carry none, and its answers no symlink targets. Version 12 added
+// FlagKeepUndo and OpReadUndo (layer.UndoReader), which only version 12
+// clients send.
 const (
-	Version    = 11
+	Version    = 12
 	MinVersion = 4
 )
 
@@ -104,6 +106,7 @@ const (
 	OpWriteGap
 	OpGoodbye
 	OpRemoved
+	OpReadUndo
 	opMax
 )
 
@@ -112,7 +115,7 @@ var opNames = [...]string{"", "handshake", "lookup", "setattr", "mknod", "mkdir"
 	"getxattr", "setxattr", "listxattr", "removexattr", "read", "write", "fgetattr",
 	"fsetattr", "fsync", "fallocate", "flush", "getlk", "setlk", "release",
 	"healindex", "markpending", "clearpending", "drophealentry", "entrylk", "lookupdata", "watch", "unlinkdata",
-	"leasereturn", "make", "dirleasereturn", "writegap", "goodbye", "removed"}
+	"leasereturn", "make", "dirleasereturn", "writegap", "goodbye", "removed", "readundo"}
 
 // OpName names an operation for logs and metrics.
 func OpName(op uint8) string {
@@ -167,6 +170,9 @@ type Request struct {
 	// see DataFollows), and the content of a file made in one go (OpMake,
 	// where it is).
 	Data []byte
+	// KeepUndo is a write's FlagKeepUndo (the frame header's, not part of
+	// its schema).
+	KeepUndo bool
 }
 
 // Flags of OpEntrylk: a healer holds a directory's names still on a
@@ -326,6 +332,9 @@ var schema = [opMax][]field{
 	// (layer.HealStore.Removed; version 10); answer: their count (u32),
 	// then each one's gfid and name.
 	OpRemoved: {fPath},
+	// OpReadUndo reads the open file's undo copy (layer.UndoReader;
+	// version 12), answered as OpRead.
+	OpReadUndo: {fFh, fOff, fLen},
 }
 
 // Encode appends the request's schema fields (not Data) to e.

@@ -128,11 +128,12 @@ func TestHeaderChecks(t *testing.T) {
 		t.Fatalf("a request for no answer: got %+v, %v", got, err)
 	}
 	for name, mutate := range map[string]func(*[HeaderSize]byte){
-		"oversized":       func(b *[HeaderSize]byte) { b[3] = 0xff },
-		"kind":            func(b *[HeaderSize]byte) { b[4] = 99 },
-		"flags":           func(b *[HeaderSize]byte) { b[6] = 2 },
-		"no-reply answer": func(b *[HeaderSize]byte) { b[4], b[6] = KindResponse, FlagNoReply },
-		"reserved":        func(b *[HeaderSize]byte) { b[21] = 1 },
+		"oversized":        func(b *[HeaderSize]byte) { b[3] = 0xff },
+		"kind":             func(b *[HeaderSize]byte) { b[4] = 99 },
+		"flags":            func(b *[HeaderSize]byte) { b[6] = 4 },
+		"keep-undo answer": func(b *[HeaderSize]byte) { b[4], b[6] = KindResponse, FlagKeepUndo },
+		"no-reply answer":  func(b *[HeaderSize]byte) { b[4], b[6] = KindResponse, FlagNoReply },
+		"reserved":         func(b *[HeaderSize]byte) { b[21] = 1 },
 	} {
 		c := b
 		mutate(&c)

@@ -317,21 +317,7 @@ func (f *file) Read(ctx context.Context, p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer f.mig.leave()
-	n := 0
-	for n < len(p) {
-		m, err := f.io(unix.Pread, p[n:], off+int64(n))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return n, err
-		}
-		if m == 0 {
-			break
-		}
-		n += m
-	}
-	return n, nil
+	return readFull(func(p []byte, off int64) (int, error) { return f.io(unix.Pread, p, off) }, p, off)
 }
 
 // ino names the open file for pending marks.
@@ -340,7 +326,7 @@ func (f *file) ino() inode { return inode{fd: f.fd, path: f.path} }
 // Write writes all of p at off (at the end of file with O_APPEND). An
 // arbiter brick drops the data.
 func (f *file) Write(ctx context.Context, p []byte, off int64) (int, error) {
-	return f.write(ctx, len(p), func() (int, error) { return f.pwriteAll(p, off) })
+	return f.write(ctx, len(p), []span{{off, int64(len(p))}}, func() (int, error) { return f.pwriteAll(p, off) })
 }
 
 // WriteGap writes p[:gap.At] at off and p[gap.At:] past the gap, in one
@@ -349,7 +335,8 @@ func (f *file) WriteGap(ctx context.Context, p []byte, off int64, gap layer.Gap)
 	if int(gap.At) > len(p) {
 		return 0, unix.EINVAL
 	}
-	return f.write(ctx, len(p), func() (int, error) {
+	spans := []span{{off, int64(gap.At)}, {off + int64(gap.At) + int64(gap.Len), int64(len(p)) - int64(gap.At)}}
+	return f.write(ctx, len(p), spans, func() (int, error) {
 		n, err := f.pwriteAll(p[:gap.At], off)
 		if err != nil {
 			return n, err
@@ -359,11 +346,13 @@ func (f *file) WriteGap(ctx context.Context, p []byte, off int64, gap layer.Gap)
 	})
 }
 
-// write runs do, a write of n bytes, with the inode marked for the Txn in
-// ctx, and records the file size a disperse write carries. An arbiter
-// brick drops the data. A write of no bytes takes no room: below the
-// reserve it still records its marks (replicate's Missed marks so).
-func (f *file) write(ctx context.Context, n int, do func() (int, error)) (int, error) {
+// write runs do, a write of n bytes over spans, with the inode marked for
+// the Txn in ctx, keeping what the spans held first where the write asks
+// for it (undo.go), and records the file size a disperse write carries.
+// An arbiter brick drops the data. A write of no bytes takes no room:
+// below the reserve it still records its marks (replicate's Missed marks
+// so).
+func (f *file) write(ctx context.Context, n int, spans []span, do func() (int, error)) (int, error) {
 	if !f.s.arbiter && n > 0 { // refused before anything is marked
 		if err := f.s.roomy(); err != nil {
 			return 0, err
@@ -380,6 +369,11 @@ func (f *file) write(ctx context.Context, n int, do func() (int, error)) (int, e
 	defer unlock()
 	if f.s.arbiter {
 		return n, nil
+	}
+	if f.keepsUndo(ctx) {
+		if err := f.saveUndo(spans...); err != nil {
+			return 0, err
+		}
 	}
 	w, err := do()
 	if err != nil {

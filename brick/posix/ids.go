@@ -103,7 +103,7 @@ func (s *Store) idLink(path string, g layer.Gfid) error {
 	return unix.Renameat(s.idfd, tmp, s.idfd, name)
 }
 
-// idDrop removes the index entry of g if it is inode ino's and no name of
+// idDrop removes the index entry of g (and its undo copy) if it is inode ino's and no name of
 // that inode is left. Callers call it after removing a name of an inode
 // that had at most one other name besides the entry.
 func (s *Store) idDrop(g layer.Gfid, ino uint64) {
@@ -121,6 +121,7 @@ func (s *Store) idDrop(g layer.Gfid, ino uint64) {
 	if err := unix.Unlinkat(s.idfd, name, 0); err != nil && err != unix.ENOENT {
 		s.log.Warn("gfid index entry not removed", "brick", s.root, "gfid", g, "err", err)
 	}
+	s.dropUndo(g) // the inode is gone with its last name
 }
 
 // gone is what a removal needs to know of the inode a name held, to drop
@@ -391,7 +392,7 @@ func (s *Store) dropOrphans() (int, error) {
 			}
 		}
 	}
-	return n, nil
+	return n, s.dropOrphanUndo()
 }
 
 // checkIDsAtStart runs CheckIDs on a brick that has never been indexed

@@ -424,11 +424,15 @@ func (s *Store) ClearPending(ctx context.Context, path string, g layer.Gfid, mas
 	if err != nil {
 		return err
 	}
-	if left := m &^ mask; left != 0 {
-		return ino.setPending(left)
-	}
-	if err := ino.setPending(0); err != nil {
+	left := m &^ mask
+	if err := ino.setPending(left); err != nil || left != 0 {
+		if err == nil && left&layer.Dirty == 0 && m&layer.Dirty != 0 {
+			s.dropUndo(g) // what its writes replaced is no longer needed
+		}
 		return err
+	}
+	if m&layer.Dirty != 0 {
+		s.dropUndo(g)
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		s.dropRemovals(g)

@@ -406,7 +406,7 @@ func (f *file) writeStripes(ctx context.Context, ws []StripeWrite, size int64, r
 	defer putBufs(bufs)
 	// Dirty: should this client die before every brick has the write,
 	// the healer checks the stripes agree (cleared at release).
-	t := layer.Txn{Pending: uint64(f.d.all()&^targets) | layer.Dirty, SetSize: raise, Size: uint64(size)}
+	t := layer.Txn{Pending: uint64(f.d.all()&^targets) | layer.Dirty, SetSize: raise, Size: uint64(size), KeepUndo: f.d.g.Tears()}
 	f.hold.noteWrite()
 	wctx := layer.WithTxn(ctx, t)
 	errs := make([]error, f.d.g.N())

@@ -42,7 +42,7 @@ func (f *file) writeKnown(ctx context.Context, s int64, p []byte, off, size int6
 		return false, err
 	}
 	f.hold.noteWrite()
-	wctx := layer.WithTxn(ctx, layer.Txn{Pending: layer.Dirty, SetSize: true, Size: uint64(newSize)})
+	wctx := layer.WithTxn(ctx, layer.Txn{Pending: layer.Dirty, SetSize: true, Size: uint64(newSize), KeepUndo: f.d.g.Tears()})
 	errs := writeRecords(wctx, files, bufs, s*Record, kw.lo, kw.sends)
 	if err := f.settleWrite(ctx, errs, f.d.all()); err != nil || errors.Join(errs...) != nil {
 		f.forget()

@@ -116,6 +116,11 @@ func (f *file) WriteGap(ctx context.Context, p []byte, off int64, gap layer.Gap)
 	return layer.WriteGap(ctx, f.File, p, off, gap)
 }
 
+// ReadUndo passes a read of the undo copy on (layer.UndoReader).
+func (f *file) ReadUndo(ctx context.Context, p []byte, off int64) (int, error) {
+	return layer.ReadUndo(ctx, f.File, p, off)
+}
+
 // normalize checks lk and turns its open end into math.MaxUint64.
 func normalize(lk layer.Lock) (layer.Lock, error) {
 	switch lk.Type {

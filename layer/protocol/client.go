@@ -372,10 +372,11 @@ func (c *Client) roundTrip(ctx context.Context, s *session, req *wire.Request, d
 	if txn.SetSize {
 		req.Size = txn.Size + 1
 	}
+	req.KeepUndo = req.KeepUndo || txn.KeepUndo && (req.Op == wire.OpWrite || req.Op == wire.OpWriteGap)
 	var e wire.Enc
 	req.Encode(&e)
 	cl := &call{dest: dest, done: make(chan struct{})}
-	id, err := s.send(cl, req.Op, e.B, data)
+	id, err := s.send(cl, req, e.B, data)
 	if err != nil {
 		return nil, err
 	}

@@ -90,10 +90,20 @@ func (f *file) do(ctx context.Context, req *wire.Request, data, dest []byte, ret
 }
 
 func (f *file) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	return f.read(ctx, wire.OpRead, p, off)
+}
+
+// ReadUndo reads the file's undo copy on the brick (layer.UndoReader).
+func (f *file) ReadUndo(ctx context.Context, p []byte, off int64) (int, error) {
+	return f.read(ctx, wire.OpReadUndo, p, off)
+}
+
+// read reads p at off with op, OpRead or OpReadUndo.
+func (f *file) read(ctx context.Context, op uint8, p []byte, off int64) (int, error) {
 	done := 0
 	for done < len(p) {
 		chunk := p[done:min(len(p), done+wire.MaxIO)]
-		req := &wire.Request{Op: wire.OpRead, Off: off + int64(done), Len: int64(len(chunk))}
+		req := &wire.Request{Op: op, Off: off + int64(done), Len: int64(len(chunk))}
 		cl, err := f.do(ctx, req, nil, chunk, true)
 		if err != nil {
 			return done, err

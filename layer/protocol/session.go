@@ -157,7 +157,7 @@ func (s *session) idle() bool {
 }
 
 // send registers c and sends its request frame.
-func (s *session) send(c *call, op uint8, body []byte, data []byte) (uint64, error) {
+func (s *session) send(c *call, req *wire.Request, body []byte, data []byte) (uint64, error) {
 	id := s.nextID.Add(1)
 	s.mu.Lock()
 	if s.err != nil {
@@ -166,7 +166,10 @@ func (s *session) send(c *call, op uint8, body []byte, data []byte) (uint64, err
 	}
 	s.pending[id] = c
 	s.mu.Unlock()
-	h := wire.Header{Kind: wire.KindRequest, Op: op, ID: id}
+	h := wire.Header{Kind: wire.KindRequest, Op: req.Op, ID: id}
+	if req.KeepUndo {
+		h.Flags |= wire.FlagKeepUndo
+	}
 	if err := s.w.Send(h, body, data); err != nil {
 		s.fail(err)
 		return 0, syscall.ENOTCONN

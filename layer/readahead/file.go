@@ -123,6 +123,12 @@ func (f *file) WriteGap(ctx context.Context, p []byte, off int64, gap layer.Gap)
 	return n, err
 }
 
+// ReadUndo passes a read of the undo copy on (layer.UndoReader), past
+// the read-ahead: the copy is not the file.
+func (f *file) ReadUndo(ctx context.Context, p []byte, off int64) (int, error) {
+	return layer.ReadUndo(ctx, f.File, p, off)
+}
+
 func (f *file) Setattr(ctx context.Context, in layer.SetattrIn) (layer.Attr, error) {
 	a, err := f.File.Setattr(ctx, in)
 	if in.Valid&layer.SetSize != 0 {

@@ -1,0 +1,103 @@
+package disperse
+
+import (
+	"context"
+
+	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/layer/replicate"
+)
+
+// A write that a dying client sent to more than M but fewer than K bricks
+// (3 of 6 on 4 + 2) leaves a stripe with no version on K bricks: torn.
+// Each brick kept what its writes replaced in the inode's undo copy
+// (layer.UndoReader; every write under the writers' lock carries the
+// Dirty mark, which asks for it), so the healer can put the stripe back
+// as it was before that write, whole, rather than keep each data chunk
+// as it is (old or new per 64 KiB).
+
+// revert replaces in sc, for stripe s, the records of the bricks that
+// took a write no K bricks share by what their undo copies say the
+// records were before it, if that makes one version whole on K bricks
+// (the one needing the fewest bricks put back); it returns those bricks,
+// whose records must be written. Nothing when the stripe is not torn or
+// the copies cannot make it whole. A record is never put back to a hole:
+// a brick keeps no copy of what a write past the fragment's end made
+// (nothing was there), nor of anything once the Dirty mark went, so a
+// missing copy says nothing about what the record was; a write that
+// extended the file is left as the torn stripe it made (its data chunks
+// as they are).
+func (h *DataHealer) revert(ctx context.Context, files []layer.File, reach replicate.Mask, sc *stripeChunks, s int64) replicate.Mask {
+	if torn := !agreed(h.g, sc); !torn {
+		return 0
+	}
+	n := h.g.N()
+	before := make([]Header, n)
+	chunks := make([][]byte, n)
+	for i := range n {
+		if reach.Has(i) && files[i] != nil {
+			before[i], chunks[i] = undoRecord(ctx, files[i], s, i, sc.chunks[i])
+		}
+	}
+	var best replicate.Mask
+	found := false
+	for i := range n {
+		if chunks[i] == nil {
+			continue
+		}
+		v := before[i].Version
+		count, back := 0, replicate.Mask(0)
+		for j := range n {
+			switch {
+			case sc.chunks[j] != nil && sc.headers[j].Version == v:
+				count++
+			case chunks[j] != nil && before[j].Version == v:
+				count++
+				back |= replicate.Bit(j)
+			}
+		}
+		if count >= h.g.K && (!found || back.Count() < best.Count()) {
+			best, found = back, true
+		}
+	}
+	for i := range n {
+		if best.Has(i) {
+			sc.headers[i], sc.chunks[i] = before[i], chunks[i]
+		}
+	}
+	return best
+}
+
+// agreed reports whether K of the chunks in sc share a version.
+func agreed(g Geometry, sc *stripeChunks) bool {
+	_, err := current(g, &stripeChunks{headers: sc.headers, chunks: append([][]byte(nil), sc.chunks...)})
+	return err == nil
+}
+
+// undoRecord is record s of brick i as its undo copy says it was before
+// the latest write of it that kept one, with cur the chunk the brick holds
+// now (nil if unreadable): the copy holds the header and the blocks that
+// write replaced, and a block it did not replace is the one the brick
+// holds, which the header's sums tell. nil when the copy holds nothing of
+// the record (a zero header), or does not check.
+func undoRecord(ctx context.Context, f layer.File, s int64, i int, cur []byte) (Header, []byte) {
+	buf := make([]byte, Record)
+	got, err := layer.ReadUndo(ctx, f, buf, s*Record)
+	if err != nil {
+		return Header{}, nil
+	}
+	clear(buf[got:])
+	hd, err := parseHeader(buf[:HeaderSize])
+	if err != nil || hd.Version == 0 || hd.Stripe != s || int(hd.Index) != i {
+		return Header{}, nil
+	}
+	chunk := buf[HeaderSize:]
+	for b := 0; b < blocks && cur != nil; b++ {
+		if kept := cur[b*Block : (b+1)*Block]; Sum(kept) == hd.Sums[b] {
+			copy(chunk[b*Block:], kept)
+		}
+	}
+	if !hd.check(chunk, 0, blocks) {
+		return Header{}, nil
+	}
+	return hd, chunk
+}
