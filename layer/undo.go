@@ -8,13 +8,12 @@ import (
 // UndoReader is a brick File that reads its inode's undo copy (the
 // protocol client, and the posix storage of a disperse brick). A
 // disperse brick, before a write that carries the Dirty mark and
-// Txn.KeepUndo, copies what the write is about to replace, within the
-// file's length, to the same offsets of the copy; the copy goes with the
+// Txn.KeepUndo, keeps what the write is about to replace, within the
+// file's length, at the same offsets of the copy; the copy goes with the
 // inode's Dirty mark. So at each offset it holds what the latest such
-// write replaced there, zeros where none did; past its end it reads
-// nothing (n short, no error), and a brick that keeps no copy of the
-// inode answers n = 0. Heal puts a disperse stripe that a dying client's
-// write left on too few bricks back as it was from it.
+// write replaced there, zeros where none did, and a read that overlaps
+// nothing kept answers n = 0. Heal puts a disperse stripe that a dying
+// client's write left on too few bricks back as it was from it.
 type UndoReader interface {
 	ReadUndo(ctx context.Context, p []byte, off int64) (n int, err error)
 }

@@ -16,8 +16,7 @@
 // root carries the volume id in trusted.mortar.volume-id (see Mark);
 // distribute's pointer files carry trusted.mortar.linkto. The directory
 // .mortar at the brick root holds mortar's private state (the heal index,
-// HealDir, the gfid index, IDDir, the removal records, RemovedDir, and a
-// disperse brick's undo copies, UndoDir)
+// HealDir, the gfid index, IDDir, and the removal records, RemovedDir)
 // and is invisible through the Layer: lookups get ENOENT, creations EPERM, listings skip it, except that
 // lookups, reading opens and links may name an inode by its id
 // (layer.IDPath, files and directories). Callers may only see and change
@@ -84,7 +83,6 @@ type Store struct {
 	healfd    int           // the heal index directory, O_PATH|O_DIRECTORY
 	idfd      int           // the gfid index directory (IDDir), O_PATH|O_DIRECTORY
 	removedfd int           // the removal records (RemovedDir), O_PATH|O_DIRECTORY
-	undofd    int           // the undo copies (UndoDir), O_PATH|O_DIRECTORY
 	ids       markLocks     // orders the changes of one gfid's index entry
 	swept     chan struct{} // closed when the start's orphan sweep is done
 	stop      chan struct{} // closed by Close
@@ -93,6 +91,7 @@ type Store struct {
 	arbiter   bool
 	disperse  bool
 	marks     markLocks
+	undo      undoKeeper // what a disperse brick's Dirty writes replaced (undo.go)
 	mig       migRegistry
 	reserve   atomic.Uint64 // free bytes kept for marks and indexes (reserve.go)
 	// naming is held shared while a new inode is made and given its
@@ -168,15 +167,7 @@ func New(root string, opts Options) (*Store, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("brick %s: open %s: %w", root, RemovedDir, err)
 	}
-	undofd, err := openUndo(fd)
-	if err != nil {
-		unix.Close(removedfd)
-		unix.Close(idfd)
-		unix.Close(healfd)
-		unix.Close(fd)
-		return nil, fmt.Errorf("brick %s: open %s: %w", root, UndoDir, err)
-	}
-	s := &Store{root: root, rootfd: fd, healfd: healfd, idfd: idfd, removedfd: removedfd, undofd: undofd, log: log, arbiter: opts.Arbiter, disperse: opts.Disperse,
+	s := &Store{root: root, rootfd: fd, healfd: healfd, idfd: idfd, removedfd: removedfd, log: log, arbiter: opts.Arbiter, disperse: opts.Disperse,
 		swept: make(chan struct{}), stop: make(chan struct{})}
 	s.realRoot, _ = os.Readlink(procFd(fd)) // "": pathNow keeps operations' paths
 	s.marks.seed = maphash.MakeSeed()
@@ -203,7 +194,6 @@ func (s *Store) Close() error {
 	unix.Close(s.healfd)
 	unix.Close(s.idfd)
 	unix.Close(s.removedfd)
-	unix.Close(s.undofd)
 	return unix.Close(s.rootfd)
 }
 

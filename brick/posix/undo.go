@@ -1,8 +1,11 @@
 package posix
 
 import (
+	"cmp"
 	"context"
-	"os"
+	"slices"
+	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -12,76 +15,150 @@ import (
 // Undo copies (layer.UndoReader). On a disperse brick, a write that
 // carries the Dirty mark and asks for it (Txn.KeepUndo) — a disperse
 // client's write under its writers' lock, which a dying client can leave
-// on too few bricks — first copies what it replaces, within the
-// fragment's length, to the same offsets of UndoDir/<gfid>. The copy goes with the inode's Dirty mark (ClearPending),
-// with its last name, and at start when its inode is gone. Writes of one
-// inode hold its mark lock, which orders them with the copy and its
-// removal.
-const UndoDir = HiddenDir + "/undo"
+// on too few bricks — first keeps what it replaces, within the
+// fragment's length, in memory (undoKeeper). What a file's writes kept
+// goes with its Dirty mark (ClearPending) and with its last name. Writes
+// of one inode hold its mark lock, which orders them with what they keep
+// and its removal.
+//
+// In memory, not on disk: a copy on disk cost each small overwrite a read
+// and a write more on every brick (random 4 KiB direct writes on 4 + 2 at
+// half their rate, measured), and it is needed only for the writes a
+// client was making when it died, which the brick outlives. A brick that
+// restarts before the heal has lost them: the stripe then stays torn, as
+// it did before undo copies. The keeper holds at most undoBudget bytes,
+// forgetting the oldest first: the writes in flight when a client died
+// are the newest.
 
-// openUndo makes and opens UndoDir.
-func openUndo(rootfd int) (int, error) {
-	if err := unix.Mkdirat(rootfd, UndoDir, 0o700); err != nil && err != unix.EEXIST {
-		return -1, err
+// undoBudget bounds what a brick keeps in memory for undo copies.
+const undoBudget = 64 << 20
+
+// undoKeeper keeps, per inode, the pieces its Dirty writes replaced, in
+// the order they came (a later piece over an earlier one). Over budget,
+// the oldest pieces go first: what a record's latest write replaced
+// outlives what earlier ones did, and a copy that lost a piece it needs
+// fails its checksums rather than put back a record half.
+type undoKeeper struct {
+	mu     sync.Mutex
+	pieces map[layer.Gfid][]*undoPiece
+	fifo   []*undoPiece // the pieces kept, oldest first (and some forgotten)
+	live   int          // pieces kept
+	bytes  int
+	budget int // undoBudget if 0
+}
+
+// undoPiece is what one write replaced at off.
+type undoPiece struct {
+	gfid layer.Gfid
+	off  int64
+	data []byte // nil once forgotten
+}
+
+// keep adds what inode g held at off before a write.
+func (k *undoKeeper) keep(g layer.Gfid, off int64, data []byte) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.pieces == nil {
+		k.pieces = map[layer.Gfid][]*undoPiece{}
 	}
-	return unix.Openat(rootfd, UndoDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	p := &undoPiece{gfid: g, off: off, data: data}
+	k.pieces[g] = append(k.pieces[g], p)
+	k.fifo = append(k.fifo, p)
+	k.live++
+	k.bytes += len(data)
+	budget := cmp.Or(k.budget, undoBudget)
+	for k.bytes > budget {
+		old := k.fifo[0]
+		k.fifo = k.fifo[1:]
+		if old.data != nil {
+			k.drop(old)
+			ps := k.pieces[old.gfid]
+			for len(ps) > 0 && ps[0].data == nil {
+				ps = ps[1:]
+			}
+			k.pieces[old.gfid] = ps
+		}
+	}
+}
+
+// drop forgets piece p.
+func (k *undoKeeper) drop(p *undoPiece) {
+	k.bytes -= len(p.data)
+	k.live--
+	p.data = nil
+}
+
+// forget drops what was kept of g.
+func (k *undoKeeper) forget(g layer.Gfid) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, p := range k.pieces[g] {
+		if p.data != nil {
+			k.drop(p)
+		}
+	}
+	delete(k.pieces, g)
+	if len(k.fifo) > 2*k.live+64 { // mostly forgotten: keep the queue small
+		k.fifo = slices.DeleteFunc(k.fifo, func(p *undoPiece) bool { return p.data == nil })
+	}
+}
+
+// read fills p with g's copy at off: zeros where nothing was kept, and
+// n = 0 if nothing kept overlaps it.
+func (k *undoKeeper) read(g layer.Gfid, p []byte, off int64) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	clear(p)
+	n := 0
+	for _, pc := range k.pieces[g] {
+		lo, hi := max(pc.off, off), min(pc.off+int64(len(pc.data)), off+int64(len(p)))
+		if lo < hi && pc.data != nil {
+			copy(p[lo-off:hi-off], pc.data[lo-pc.off:hi-pc.off])
+			n = len(p)
+		}
+	}
+	return n
 }
 
 // span is a range of a file a write replaces.
 type span struct{ off, len int64 }
 
-// keepsUndo reports whether a write in ctx copies what it replaces first.
+// keepsUndo reports whether a write in ctx keeps what it replaces first.
 func (f *file) keepsUndo(ctx context.Context) bool {
 	t := layer.TxnFrom(ctx)
 	return f.s.disperse && !f.s.arbiter && t.KeepUndo && t.Pending&layer.Dirty != 0
 }
 
-// saveUndo copies what spans of the file hold now, within its length,
-// to its undo copy; spans past the end have nothing to keep.
+// saveUndo keeps what spans of the file hold now; past the end there is
+// nothing to keep.
 func (f *file) saveUndo(spans ...span) error {
-	var st unix.Stat_t
-	if err := unix.Fstat(f.fd, &st); err != nil {
-		return err
-	}
 	g, err := readGfid("", f.fd)
 	if err != nil {
 		return err
 	}
-	var out int = -1
-	defer func() {
-		if out >= 0 {
-			unix.Close(out)
-		}
-	}()
 	for _, sp := range spans {
-		n := min(sp.off+sp.len, st.Size) - sp.off
-		if n <= 0 {
+		if sp.len <= 0 {
 			continue
 		}
-		if out < 0 {
-			if out, err = unix.Openat(f.s.undofd, g.String(), unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600); err != nil {
-				return err
-			}
-		}
-		if err := f.copyOld(out, sp.off, n); err != nil {
+		buf := alignedBytes(sp.len)
+		got, err := f.readOld(buf, sp.off)
+		if err != nil {
 			return err
+		}
+		if got > 0 {
+			f.s.undo.keep(g, sp.off, buf[:got])
 		}
 	}
 	return nil
 }
 
-// copyOld copies n bytes at off of the file to the same offset of out,
-// through memory: copy_file_range would share the extents on XFS, which
-// first writes the range out to disk and makes the write that follows
-// copy it (5 times slower overwrites, measured).
-func (f *file) copyOld(out int, off, n int64) error {
-	buf := make([]byte, n)
-	got, err := f.readOld(buf, off)
-	if err != nil {
-		return err
-	}
-	_, err = pwriteFull(out, buf[:got], off)
-	return err
+// alignedBytes is n bytes at a 4 KiB-aligned address: a direct file is
+// read with O_DIRECT, for a buffered read of a file written direct would
+// fill the page cache that each direct write then has to invalidate.
+func alignedBytes(n int64) []byte {
+	b := make([]byte, n+4096)
+	o := (4096 - int(uintptr(unsafe.Pointer(&b[0]))%4096)) % 4096
+	return b[o : o+int(n) : o+int(n)]
 }
 
 // readOld reads p at off for the undo copy, through a reading descriptor
@@ -117,64 +194,15 @@ func readFull(read func(p []byte, off int64) (int, error), p []byte, off int64) 
 	return n, nil
 }
 
-// pwriteFull writes all of p at off of fd.
-func pwriteFull(fd int, p []byte, off int64) (int, error) {
-	n := 0
-	for n < len(p) {
-		m, err := unix.Pwrite(fd, p[n:], off+int64(n))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return n, err
-		}
-		n += m
-	}
-	return n, nil
-}
-
 // ReadUndo reads the file's undo copy (layer.UndoReader): n = 0 when the
-// brick keeps none.
+// brick keeps nothing of it there.
 func (f *file) ReadUndo(ctx context.Context, p []byte, off int64) (int, error) {
 	g, err := readGfid("", f.fd)
 	if err != nil {
 		return 0, err
 	}
-	fd, err := unix.Openat(f.s.undofd, g.String(), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	if err == unix.ENOENT {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	defer unix.Close(fd)
-	return readFull(func(p []byte, off int64) (int, error) { return unix.Pread(fd, p, off) }, p, off)
+	return f.s.undo.read(g, p, off), nil
 }
 
-// dropUndo removes the undo copy of inode g, if any.
-func (s *Store) dropUndo(g layer.Gfid) {
-	if g.IsZero() {
-		return
-	}
-	if err := unix.Unlinkat(s.undofd, g.String(), 0); err != nil && err != unix.ENOENT {
-		s.log.Warn("undo copy not removed", "brick", s.root, "gfid", g, "err", err)
-	}
-}
-
-// dropOrphanUndo removes the undo copies whose inode has no index entry
-// left: gone while the brick was down, or between its last name and the
-// copy's removal.
-func (s *Store) dropOrphanUndo() error {
-	ents, err := os.ReadDir(procFd(s.undofd))
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		var g layer.Gfid
-		var st unix.Stat_t
-		if g.UnmarshalText([]byte(e.Name())) != nil || unix.Fstatat(s.idfd, idName(g), &st, unix.AT_SYMLINK_NOFOLLOW) == unix.ENOENT {
-			unix.Unlinkat(s.undofd, e.Name(), 0)
-		}
-	}
-	return nil
-}
+// dropUndo forgets the undo copy of inode g, if any.
+func (s *Store) dropUndo(g layer.Gfid) { s.undo.forget(g) }

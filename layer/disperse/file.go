@@ -380,8 +380,10 @@ func putBufs(bufs [][]byte) {
 // write, pending marks, in the same round trip. Fewer than K bricks taking
 // it is an error (EIO), and so is fewer than K up before (EROFS). When
 // every brick of the set took it, it returns the headers they now hold
-// for the last stripe written.
-func (f *file) writeStripes(ctx context.Context, ws []StripeWrite, size int64, raise bool) ([]Header, error) {
+// for the last stripe written. overwrite says the write replaces data the
+// file held (not only extends it): the bricks then keep what it replaces
+// where a write can tear (Geometry.Tears, undo.go).
+func (f *file) writeStripes(ctx context.Context, ws []StripeWrite, size int64, raise, overwrite bool) ([]Header, error) {
 	if len(ws) == 0 {
 		return nil, nil
 	}
@@ -406,7 +408,7 @@ func (f *file) writeStripes(ctx context.Context, ws []StripeWrite, size int64, r
 	defer putBufs(bufs)
 	// Dirty: should this client die before every brick has the write,
 	// the healer checks the stripes agree (cleared at release).
-	t := layer.Txn{Pending: uint64(f.d.all()&^targets) | layer.Dirty, SetSize: raise, Size: uint64(size), KeepUndo: f.d.g.Tears()}
+	t := layer.Txn{Pending: uint64(f.d.all()&^targets) | layer.Dirty, SetSize: raise, Size: uint64(size), KeepUndo: overwrite && f.d.g.Tears()}
 	f.hold.noteWrite()
 	wctx := layer.WithTxn(ctx, t)
 	errs := make([]error, f.d.g.N())
@@ -611,7 +613,7 @@ func (f *file) writeSpan(ctx context.Context, sp Span, p []byte, off int64) erro
 	if err != nil {
 		return err
 	}
-	heads, err := f.writeStripes(ctx, ws, newSize, true)
+	heads, err := f.writeStripes(ctx, ws, newSize, true, off < size)
 	if err != nil {
 		f.forget()
 		return err
@@ -662,7 +664,7 @@ func (f *file) truncate(ctx context.Context, in layer.SetattrIn) (layer.Attr, er
 		return layer.Attr{}, err
 	}
 	f.forget()
-	if _, err := f.writeStripes(ctx, ws, newSize, false); err != nil {
+	if _, err := f.writeStripes(ctx, ws, newSize, false, true); err != nil {
 		return layer.Attr{}, err
 	}
 	in.Size = uint64(f.d.g.FragmentLen(newSize))

@@ -9,11 +9,11 @@ import (
 
 // A write that a dying client sent to more than M but fewer than K bricks
 // (3 of 6 on 4 + 2) leaves a stripe with no version on K bricks: torn.
-// Each brick kept what its writes replaced in the inode's undo copy
-// (layer.UndoReader; every write under the writers' lock carries the
-// Dirty mark, which asks for it), so the healer can put the stripe back
-// as it was before that write, whole, rather than keep each data chunk
-// as it is (old or new per 64 KiB).
+// Each brick kept what the writes replaced in the inode's undo copy
+// (layer.UndoReader; a write under the writers' lock that replaces data
+// the file held asks for it where writes can tear, Geometry.Tears), so
+// the healer can put the stripe back as it was before that write, whole,
+// rather than keep each data chunk as it is (old or new per 64 KiB).
 
 // revert replaces in sc, for stripe s, the records of the bricks that
 // took a write no K bricks share by what their undo copies say the
@@ -21,11 +21,9 @@ import (
 // (the one needing the fewest bricks put back); it returns those bricks,
 // whose records must be written. Nothing when the stripe is not torn or
 // the copies cannot make it whole. A record is never put back to a hole:
-// a brick keeps no copy of what a write past the fragment's end made
-// (nothing was there), nor of anything once the Dirty mark went, so a
-// missing copy says nothing about what the record was; a write that
-// extended the file is left as the torn stripe it made (its data chunks
-// as they are).
+// a write from the file's end on keeps nothing (both versions hold every
+// byte the file held), nor does a brick restarted since (it kept them in
+// memory), so a missing copy says nothing about what the record was.
 func (h *DataHealer) revert(ctx context.Context, files []layer.File, reach replicate.Mask, sc *stripeChunks, s int64) replicate.Mask {
 	if torn := !agreed(h.g, sc); !torn {
 		return 0
