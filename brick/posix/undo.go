@@ -30,8 +30,9 @@ import (
 // forgetting the oldest first: the writes in flight when a client died
 // are the newest.
 
-// undoBudget bounds what a brick keeps in memory for undo copies.
-const undoBudget = 64 << 20
+// undoBudget bounds what a brick keeps in memory for undo copies: many
+// times what the clients of a volume have in flight.
+const undoBudget = 32 << 20
 
 // undoKeeper keeps, per inode, the pieces its Dirty writes replaced, in
 // the order they came (a later piece over an earlier one). Over budget,
@@ -145,8 +146,8 @@ func (f *file) saveUndo(spans ...span) error {
 		if err != nil {
 			return err
 		}
-		if got > 0 {
-			f.s.undo.keep(g, sp.off, buf[:got])
+		if got > 0 { // kept without the alignment's slack
+			f.s.undo.keep(g, sp.off, append([]byte(nil), buf[:got]...))
 		}
 	}
 	return nil
