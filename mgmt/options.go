@@ -105,6 +105,10 @@ const (
 	// name they made in a directory they lease at once, and send it in
 	// the background.
 	OptUnlinkBehind = volume.OptUnlinkBehind
+	// OptKeepUndo ("on"/"off") has a dispersed volume's bricks keep what
+	// overwrites replace, so that heal puts back whole a stripe a dying
+	// client tore.
+	OptKeepUndo = volume.OptKeepUndo
 	// OptCacheInvalidation ("on"/"off") has the bricks tell every mount
 	// what other clients change, for its caches (quick-read, nl-cache,
 	// the kernel's) to forget at once instead of at their timeouts.
@@ -140,6 +144,7 @@ var knownOptions = []Option{
 	{OptHealInterval, "2", "seconds between scans of the heal index", seconds(0.1)},
 	{OptSelfHealDaemon, "on", "on or off: the heal daemon scans the heal index by itself (off: only on \"volume heal NAME\")", oneOf("on", "off")},
 	{OptDisperseQuiet, "30", "seconds a dirty file of a dispersed volume must go unchanged before heal checks its stripes", seconds(0)},
+	{OptKeepUndo, "on", "on or off: where a client dying mid-write can leave a stripe on too few bricks (K - M >= 2, as 4 + 2), the bricks keep in memory what overwrites replace, from which heal puts the stripe back whole (off: overwrites about 20 % faster, and such a stripe stays old or new per 64 KiB chunk)", oneOf("on", "off")},
 	{OptEncryption, "off", "on or off: clients encrypt file contents with the volume key (set before the first start)", oneOf("on", "off")},
 	{OptAuthAllow, "", "certificate names (globs) and addresses/CIDRs allowed to use the volume (empty: all)", authList},
 	{OptAuthReject, "", "certificate names (globs) and addresses/CIDRs refused (wins over auth.allow)", authList},
@@ -246,6 +251,7 @@ var optionVolumeTypes = map[string][]string{
 	OptFavoriteChildPolicy: {volume.Replicate},
 	OptHealInterval:        {volume.Replicate, volume.Disperse},
 	OptDisperseQuiet:       {volume.Disperse},
+	OptKeepUndo:            {volume.Disperse},
 }
 
 // typeAdjective names the volumes of a type as the errors say it.

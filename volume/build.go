@@ -100,6 +100,12 @@ const (
 	// with create-behind off there are no leases, and it does nothing.
 	// mortar's own.
 	OptUnlinkBehind = "performance.unlink-behind"
+	// OptKeepUndo "on" (the default) has the overwrites of a dispersed
+	// volume whose writes can tear a stripe (K - M >= 2, as 4 + 2) ask
+	// the bricks to keep what they replace, from which heal puts back
+	// whole a stripe a dying client left on too few bricks
+	// (layer/disperse, undo.go). mortar's own.
+	OptKeepUndo = "disperse.keep-undo"
 )
 
 // The volume options of the directory attribute cache (layer/mdcache),
@@ -311,7 +317,7 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 		var err error
 		if spec.Type == Disperse {
 			var d *disperse.Disperse
-			d, err = disperse.New(members, spec.Redundancy, disperse.Options{Logger: setLog})
+			d, err = disperse.New(members, spec.Redundancy, disperseOptions(spec, setLog))
 			if err == nil {
 				l = d
 				g.idle = append(g.idle, d.Idle)
@@ -392,6 +398,12 @@ func createsBehind(spec Spec, opts BuildOptions) bool {
 // option is on and the graph is not one that moves files (Ciphertext).
 func quickRead(spec Spec, opts BuildOptions) bool {
 	return spec.Option(OptQuickRead, "on") == "on" && spec.ClientCache() && !opts.Ciphertext
+}
+
+// disperseOptions are the options of spec's disperse sets, logging to
+// log.
+func disperseOptions(spec Spec, log *slog.Logger) disperse.Options {
+	return disperse.Options{Logger: log, NoUndo: spec.Option(OptKeepUndo, "on") == "off"}
 }
 
 // quickReadOptions reads the quick-read options of spec; what is unset or

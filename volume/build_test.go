@@ -108,6 +108,19 @@ func TestBuildQuickRead(t *testing.T) {
 	g.Close()
 }
 
+// disperse.keep-undo is on unless set off.
+func TestDisperseOptions(t *testing.T) {
+	for value, want := range map[string]bool{"": false, "on": false, "off": true} {
+		spec := Spec{Options: map[string]string{}}
+		if value != "" {
+			spec.Options[OptKeepUndo] = value
+		}
+		if got := disperseOptions(spec, nil).NoUndo; got != want {
+			t.Errorf("%s %q: NoUndo %v, want %v", OptKeepUndo, value, got, want)
+		}
+	}
+}
+
 func TestQuickReadOptions(t *testing.T) {
 	got := quickReadOptions(Spec{Options: map[string]string{OptQuickReadMaxFileSize: "4096", OptQuickReadCacheTimeout: "0.25"}})
 	if got.MaxFileSize != 4096 || got.Timeout != 250*time.Millisecond {

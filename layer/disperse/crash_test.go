@@ -23,15 +23,18 @@ import (
 // were opened read-only and the rewrite failed with EBADF). A write that
 // reached more than M but fewer than K bricks is undone by the heal from
 // what the bricks kept of the records it replaced: the stripe is wholly
-// old again (until 2026-11-28 it stayed old or new per chunk).
+// old again (until 2026-11-28 it stayed old or new per chunk), unless the
+// volume keeps nothing (disperse.keep-undo off).
 func TestClientDiesMidWrite(t *testing.T) {
 	for _, tc := range []struct {
-		got   int // bricks the dying write reached, of 6
-		blame bool
-	}{{1, false}, {3, false}, {5, false}, {3, true}} {
+		got    int // bricks the dying write reached, of 6
+		blame  bool
+		noUndo bool
+	}{{1, false, false}, {3, false, false}, {5, false, false}, {3, true, false}, {3, false, true}} {
 		got := tc.got
-		t.Run(fmt.Sprintf("reached=%d,blamed=%t", got, tc.blame), func(t *testing.T) {
+		t.Run(fmt.Sprintf("reached=%d,blamed=%t,noUndo=%t", got, tc.blame, tc.noUndo), func(t *testing.T) {
 			g := newRig(t, 6, 2)
+			g.d.keepUndo = !tc.noUndo
 			ctx := g.ctx
 			r := rand.New(rand.NewSource(int64(got)))
 			stripe := g.d.g.Stripe()
@@ -49,7 +52,7 @@ func TestClientDiesMidWrite(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wctx := layer.WithTxn(ctx, layer.Txn{Pending: layer.Dirty, SetSize: true, Size: uint64(len(old)), KeepUndo: g.d.g.Tears()})
+			wctx := layer.WithTxn(ctx, layer.Txn{Pending: layer.Dirty, SetSize: true, Size: uint64(len(old)), KeepUndo: g.d.keepUndo})
 			for i := 0; i < got; i++ {
 				bf, err := g.clients[i].Open(ctx, "/f", syscall.O_RDWR)
 				if err != nil {
@@ -134,7 +137,7 @@ func TestClientDiesMidWrite(t *testing.T) {
 				}
 			}
 			want := before
-			if got > g.d.g.M && got < g.d.g.K {
+			if got > g.d.g.M && got < g.d.g.K && !tc.noUndo {
 				want = old
 			}
 			for _, down := range [][]int{{0, 1}, {2, 3}, {4, 5}} {

@@ -17,6 +17,10 @@ type Options struct {
 	// (at mount time); default 2s.
 	ConnectWait time.Duration
 	Logger      *slog.Logger
+	// NoUndo has overwrites ask the bricks to keep nothing of what they
+	// replace (layer.Txn.KeepUndo): faster, and a stripe a dying client
+	// tears (Geometry.Tears) stays old or new per chunk after heal.
+	NoUndo bool
 }
 
 // Disperse is the layer over one disperse set of K+M bricks.
@@ -33,6 +37,7 @@ type Disperse struct {
 	codec    *Codec
 	children []replicate.Child
 	log      *slog.Logger
+	keepUndo bool           // overwrites ask the bricks to keep what they replace (undo.go)
 	bg       sync.WaitGroup // releases finishing in the background
 	// full are the bricks whose last answer to a write or to a probe
 	// for room said they have none (roomToSpare).
@@ -68,7 +73,7 @@ func New(children []replicate.Child, m int, opts Options) (*Disperse, error) {
 	if err != nil {
 		return nil, fmt.Errorf("disperse: %w", err)
 	}
-	return &Disperse{Replicate: r, g: g, codec: codec, children: children, log: log}, nil
+	return &Disperse{Replicate: r, g: g, codec: codec, children: children, log: log, keepUndo: g.Tears() && !opts.NoUndo}, nil
 }
 
 // Geometry returns the set's shape.

@@ -408,7 +408,7 @@ func (f *file) writeStripes(ctx context.Context, ws []StripeWrite, size int64, r
 	defer putBufs(bufs)
 	// Dirty: should this client die before every brick has the write,
 	// the healer checks the stripes agree (cleared at release).
-	t := layer.Txn{Pending: uint64(f.d.all()&^targets) | layer.Dirty, SetSize: raise, Size: uint64(size), KeepUndo: overwrite && f.d.g.Tears()}
+	t := layer.Txn{Pending: uint64(f.d.all()&^targets) | layer.Dirty, SetSize: raise, Size: uint64(size), KeepUndo: overwrite && f.d.keepUndo}
 	f.hold.noteWrite()
 	wctx := layer.WithTxn(ctx, t)
 	errs := make([]error, f.d.g.N())

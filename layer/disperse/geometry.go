@@ -76,9 +76,9 @@ func (g Geometry) Stripe() int64 { return int64(g.K) * Chunk }
 
 // Tears reports whether a write can reach too few bricks for either its
 // version or the one before to be on K (more than M, fewer than K: 3 of
-// 6 on 4 + 2, never on 2 + 1). Writes then ask the bricks to keep what
-// they replace (layer.Txn.KeepUndo), from which heal puts such a stripe
-// back (undo.go).
+// 6 on 4 + 2, never on 2 + 1). Overwrites then ask the bricks to keep
+// what they replace (layer.Txn.KeepUndo; unless Options.NoUndo), from
+// which heal puts such a stripe back (undo.go).
 func (g Geometry) Tears() bool { return g.K-g.M >= 2 }
 
 // Overhead is the raw space used per byte stored (N/K).

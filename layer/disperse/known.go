@@ -44,7 +44,7 @@ func (f *file) writeKnown(ctx context.Context, s int64, p []byte, off, size int6
 	f.hold.noteWrite()
 	// A write from the file's end on replaces nothing the file held: a
 	// torn one leaves the old bytes as they were (undo.go).
-	wctx := layer.WithTxn(ctx, layer.Txn{Pending: layer.Dirty, SetSize: true, Size: uint64(newSize), KeepUndo: off < size && g.Tears()})
+	wctx := layer.WithTxn(ctx, layer.Txn{Pending: layer.Dirty, SetSize: true, Size: uint64(newSize), KeepUndo: off < size && f.d.keepUndo})
 	errs := writeRecords(wctx, files, bufs, s*Record, kw.lo, kw.sends)
 	if err := f.settleWrite(ctx, errs, f.d.all()); err != nil || errors.Join(errs...) != nil {
 		f.forget()

@@ -59,7 +59,7 @@ func (f *file) writeSmall(ctx context.Context, p []byte, off, size int64) (bool,
 	}
 	pt.seal(bufs, heads, newVersion())
 	f.hold.noteWrite()
-	errs := pt.write(layer.WithTxn(ctx, layer.Txn{Pending: layer.Dirty, KeepUndo: f.d.g.Tears()}), files, bufs)
+	errs := pt.write(layer.WithTxn(ctx, layer.Txn{Pending: layer.Dirty, KeepUndo: f.d.keepUndo}), files, bufs)
 	if errors.Join(errs...) != nil {
 		heads = nil
 	}
