@@ -20,7 +20,7 @@ var shapes = []struct {
 	found []int
 }{
 	{"replica3x2", Config{Bricks: 6, Replica: 3}, 10, nil},
-	{"disperse2+1", Config{Bricks: 3, Disperse: 3, Redundancy: 1}, 4, []int{11, 24, 45, 74}},
+	{"disperse2+1", Config{Bricks: 3, Disperse: 3, Redundancy: 1}, 4, []int{11, 24, 45, 74, 85, 89}},
 	// 4 + 2: a dying client's write can tear a stripe (3 of 6 bricks),
 	// which heal puts back from what the bricks kept (docs/DISPERSE.md).
 	{"disperse4+2", Config{Bricks: 6, Disperse: 6, Redundancy: 2}, 2, nil},
