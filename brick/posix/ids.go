@@ -103,9 +103,9 @@ func (s *Store) idLink(path string, g layer.Gfid) error {
 	return unix.Renameat(s.idfd, tmp, s.idfd, name)
 }
 
-// idDrop removes the index entry of g (and its undo copy) if it is inode ino's and no name of
-// that inode is left. Callers call it after removing a name of an inode
-// that had at most one other name besides the entry.
+// idDrop removes the index entry of g (and its undo copy) if it is inode
+// ino's and no name of that inode is left. Callers call it after removing
+// a name of an inode that had at most one other name besides the entry.
 func (s *Store) idDrop(g layer.Gfid, ino uint64) {
 	if !indexed(g) {
 		return

@@ -425,14 +425,14 @@ func (s *Store) ClearPending(ctx context.Context, path string, g layer.Gfid, mas
 		return err
 	}
 	left := m &^ mask
-	if err := ino.setPending(left); err != nil || left != 0 {
-		if err == nil && left&layer.Dirty == 0 && m&layer.Dirty != 0 {
-			s.dropUndo(g) // what its writes replaced is no longer needed
-		}
+	if err := ino.setPending(left); err != nil {
 		return err
 	}
-	if m&layer.Dirty != 0 {
-		s.dropUndo(g)
+	if m&layer.Dirty != 0 && left&layer.Dirty == 0 {
+		s.dropUndo(g) // what its writes replaced is no longer needed
+	}
+	if left != 0 {
+		return nil
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		s.dropRemovals(g)

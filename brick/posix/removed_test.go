@@ -85,3 +85,38 @@ func TestRemovalRecords(t *testing.T) {
 		t.Fatalf("removal records left after their directory went: %v, %v", left, err)
 	}
 }
+
+// A removal that blames no replica is recorded all the same in a
+// directory that already blames one: a replica sent it may be found to
+// have missed it only from its answer, and be marked after the fact
+// (sim disperse2+1 seed 85).
+func TestRemovalRecordedWhereTheDirectoryBlames(t *testing.T) {
+	s, _ := newBrick(t, "")
+	if _, err := s.Mkdir(ctx, "/d", layer.MkdirIn{Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/d/f", "/d/g"} {
+		f, _, err := s.Create(ctx, p, layer.CreateIn{Flags: syscall.O_RDWR, Mode: 0o644})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Release(ctx)
+	}
+	if err := s.Unlink(ctx, "/d/f"); err != nil { // the directory blames none: not recorded
+		t.Fatal(err)
+	}
+	a, err := s.Lookup(ctx, "/d/g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkPending(ctx, "/d", layer.Gfid{}, 1<<2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Unlink(ctx, "/d/g"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Removed(ctx, "/d")
+	if want := []layer.Removal{{Name: "g", Gfid: a.Gfid}}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("removal records of /d: %v, %v; want %v", got, err, want)
+	}
+}

@@ -77,7 +77,11 @@ func (k *undoKeeper) keep(g layer.Gfid, off int64, data []byte) {
 			for len(ps) > 0 && ps[0].data == nil {
 				ps = ps[1:]
 			}
-			k.pieces[old.gfid] = ps
+			if len(ps) == 0 {
+				delete(k.pieces, old.gfid)
+			} else {
+				k.pieces[old.gfid] = ps
+			}
 		}
 	}
 }

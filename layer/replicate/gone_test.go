@@ -158,7 +158,8 @@ func TestLookupOfANameRemovedUnderAMergedDirectory(t *testing.T) {
 // two up blame each other, one holds the name and neither recorded its
 // removal. The name may have been removed (as here) or made: the lookup
 // cannot tell, and answers EIO rather than bring a removed file back
-// (sim disperse2+1 seed 74).
+// (sim disperse2+1 seed 74); so does a listing of the directory (seeds
+// 85 and 89 listed the removed file).
 func TestLookupUndecidedWhileTheRemovalRecordIsDown(t *testing.T) {
 	g := dirWithFile(t)
 	// Replica 2 removes it (recorded, 1 blamed); replica 0 never had
@@ -180,6 +181,9 @@ func TestLookupUndecidedWhileTheRemovalRecordIsDown(t *testing.T) {
 	g.kill(2)
 	if a, err := g.r.Lookup(g.ctx, "/d/f"); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("lookup of /d/f: %v (gfid %s), want EIO", err, a.Gfid)
+	}
+	if page, err := g.r.Readdir(g.ctx, "/d", 0, 100); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("listing of /d: %v (%d entries), want EIO", err, len(page.Entries))
 	}
 }
 
