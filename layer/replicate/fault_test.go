@@ -5,6 +5,7 @@ import (
 	"errors"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mortarfs/mortar/layer"
 )
@@ -401,4 +402,32 @@ func TestStalePointerDoesNotHideTheFile(t *testing.T) {
 		t.Fatalf("open for writing with a stale pointer on brick 0: %v", err)
 	}
 	f.Release(g.ctx)
+}
+
+// A replica set that never had a quorum up waits for its connections
+// only while they are coming up (ConnectWait from New): a graph built
+// during an outage (a mount following a new spec) must not make every
+// operation wait ConnectWait. The set here was made long ago (born moved
+// back) and has lost its quorum before its first operation: the lookup
+// fails at once, not after the 10 s it would wait when new.
+func TestNoQuorumFailsFastOnceConnectWaitPassed(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	g.kill(1)
+	g.kill(2)
+	var children []Child
+	for i, c := range g.set.Clients {
+		children = append(children, Child{Name: g.set.Name(i), Layer: c, Up: c.Connected})
+	}
+	r, err := New(children, Options{ConnectWait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.born = time.Now().Add(-time.Minute)
+	start := time.Now()
+	if _, err := r.Lookup(g.ctx, "/d"); err == nil {
+		t.Errorf("lookup of /d without a quorum answered")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("lookup without a quorum took %v: it waited for connections long after the set was made", d)
+	}
 }
