@@ -146,7 +146,9 @@ func (d *Distribute) Mkdir(ctx context.Context, path string, in layer.MkdirIn) (
 	if err != nil {
 		return layer.Attr{}, err
 	}
-	if d.elsewhere(ctx, path) {
+	if found, err := d.elsewhere(ctx, path); err != nil {
+		return layer.Attr{}, err
+	} else if found {
 		return layer.Attr{}, syscall.EEXIST
 	}
 	var attr layer.Attr

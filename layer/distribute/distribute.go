@@ -191,7 +191,10 @@ func (d *Distribute) locateHashed(ctx context.Context, path string, first firstL
 	case errors.Is(perr, syscall.ENOENT):
 		return d.locateAt(ctx, path, h, nil)
 	}
-	return l, err
+	// Not reachable where the previous layout put it: the name may be
+	// there, and the hashed child's ENOENT would be a wrong answer (the
+	// simulation, replica3x2-grow seed 13).
+	return pl, perr
 }
 
 // locateAt is locate with h as the name's hashed child; first, if not

@@ -84,7 +84,11 @@
 // existed on hd or a third child, step 1 runs first: Lookup of d sees the
 // old d until step 2 replaces it in one rename, then the new one. So a
 // Lookup of d sees the old d or the new one, never nothing, when d existed.
-// If step 2 fails, step 1 is undone. If step 1 fails after step 2, the
+// If step 2 fails, step 1 is undone. If step 1 fails so that it may stand
+// (as below), steps 2 to 4 are done all the same and the rename answers
+// step 1's error: otherwise s's inode could stay under d on cs, a second
+// file of the name that a rebalance cannot place (the simulation,
+// replica3x2-grow seed 20). If step 1 fails after step 2, the
 // pointer is removed, unless the failure may leave the rename done (EIO, as
 // a replica set answers when fewer than a quorum of its bricks did it, or a
 // child that stopped answering): the pointer then stays, dangling if the
@@ -137,11 +141,14 @@
 //     if it is not there, where the previous layout put it (loc.prev),
 //     then once more on its hashed child (the rebalance may have moved it
 //     in between). Operations on a name found at its previous place act
-//     there. A missing name costs up to three lookups during a rebalance.
+//     there. A missing name costs up to three lookups during a rebalance;
+//     with its previous place unreachable, the lookup fails with that
+//     child's error, never ENOENT.
 //   - Names are made only where the new layout puts them, and Create,
 //     Mknod, Symlink, Link and Mkdir first check that the name does not
 //     still live at its previous place (EEXIST, or Create opens it), so a
-//     name never exists twice. Rename onto such a name puts the new name
+//     name never exists twice; with that place unreachable they fail with
+//     its error. Rename onto such a name puts the new name
 //     on its new hashed child and removes the old target's copies.
 //   - Readdir accepts a directory missing on its new hashed child if the
 //     previous one has it (before fix-layout made it there).

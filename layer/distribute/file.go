@@ -37,13 +37,22 @@ func (d *Distribute) Create(ctx context.Context, path string, in layer.CreateIn)
 
 // elsewhere reports, while a rebalance is under way, whether path exists
 // where the previous layout put it and not on its hashed child: a name
-// made there now would be a second one.
-func (d *Distribute) elsewhere(ctx context.Context, path string) bool {
+// made there now would be a second one. When that cannot be told (the
+// previous place not reachable), the error says why: made on its hashed
+// child then, the name could stand twice (the simulation,
+// replica3x2-grow seed 13).
+func (d *Distribute) elsewhere(ctx context.Context, path string) (bool, error) {
 	if d.prev == nil {
-		return false
+		return false, nil
 	}
 	l, err := d.locate(ctx, path)
-	return err == nil && l.prev
+	switch {
+	case err == nil:
+		return l.prev, nil
+	case errors.Is(err, syscall.ENOENT) || err == errDangling:
+		return false, nil
+	}
+	return false, err
 }
 
 func (d *Distribute) create(ctx context.Context, path string, in layer.CreateIn) (layer.File, layer.Attr, error) {
@@ -51,7 +60,9 @@ func (d *Distribute) create(ctx context.Context, path string, in layer.CreateIn)
 	if err != nil {
 		return nil, layer.Attr{}, err
 	}
-	if d.elsewhere(ctx, path) {
+	if found, err := d.elsewhere(ctx, path); err != nil {
+		return nil, layer.Attr{}, err
+	} else if found {
 		if in.Flags&syscall.O_EXCL != 0 {
 			return nil, layer.Attr{}, syscall.EEXIST
 		}
@@ -130,7 +141,9 @@ func (d *Distribute) makeOnHashed(ctx context.Context, path string, mk func(laye
 	if err != nil {
 		return layer.Attr{}, err
 	}
-	if d.elsewhere(ctx, path) {
+	if found, err := d.elsewhere(ctx, path); err != nil {
+		return layer.Attr{}, err
+	} else if found {
 		return layer.Attr{}, syscall.EEXIST
 	}
 	var a layer.Attr
@@ -177,7 +190,9 @@ func (d *Distribute) link(ctx context.Context, oldpath, newpath string) (layer.A
 	if err != nil {
 		return layer.Attr{}, err
 	}
-	if d.elsewhere(ctx, newpath) {
+	if found, err := d.elsewhere(ctx, newpath); err != nil {
+		return layer.Attr{}, err
+	} else if found {
 		return layer.Attr{}, syscall.EEXIST
 	}
 	var a layer.Attr
