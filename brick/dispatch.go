@@ -106,7 +106,7 @@ func (c *conn) pathOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 	case wire.OpRmdir:
 		return c.l.Rmdir(ctx, r.Path)
 	case wire.OpRename:
-		return c.l.Rename(ctx, r.Path, r.Path2, r.Flags)
+		return layer.RenameSource(ctx, c.l, r.Path, r.Path2, r.Flags, r.Gfid)
 	case wire.OpLookupData:
 		return c.lookupData(ctx, r, e)
 	}

@@ -26,15 +26,16 @@ import (
 // Version 11 added a Readdir's Flags (ReaddirTargets): an older client's
 // carry none, and its answers no symlink targets. Version 12 added
 // FlagKeepUndo and OpReadUndo (layer.UndoReader), which only version 12
-// clients send.
+// clients send. Version 13 added a Rename's Gfid (layer.SourceRenamer):
+// an older client's carry none, and name no inode.
 const (
-	Version    = 12
+	Version    = 13
 	MinVersion = 4
 )
 
 // addedSince are the fields at the end of an operation's schema that
 // clients of earlier versions do not send: decoded as zero when absent.
-var addedSince = map[uint8]field{OpSetlk: fFlags, OpMkdir: fFlags, OpDropHealEntry: fPath, OpMake: fSize, OpLookupData: fFlags, OpReaddir: fFlags}
+var addedSince = map[uint8]field{OpSetlk: fFlags, OpMkdir: fFlags, OpDropHealEntry: fPath, OpMake: fSize, OpLookupData: fFlags, OpReaddir: fFlags, OpRename: fGfid}
 
 // ReaddirTargets, in a Readdir's Flags, asks for each entry's symlink
 // target (layer.Entry.Target) after its attributes in the answer.
@@ -288,7 +289,7 @@ var schema = [opMax][]field{
 	OpReadlink:      {fPath},
 	OpUnlink:        {fPath, fPending},
 	OpRmdir:         {fPath, fPending},
-	OpRename:        {fPath, fPath2, fFlags, fPending},
+	OpRename:        {fPath, fPath2, fFlags, fPending, fGfid}, // Gfid: the inode moved (version 13; zero: not named)
 	OpLink:          {fPath, fPath2, fPending},
 	OpCreate:        {fPath, fOwner, fFlags, fMode, fPending},
 	OpOpen:          {fPath, fFlags},

@@ -353,3 +353,34 @@ func TestIDIndexDirectoryMadeByHand(t *testing.T) {
 		t.Fatalf("by id: %+v", got)
 	}
 }
+
+// A rename that names the inode it moves (layer.SourceRenamer) refuses
+// with ESTALE, changing nothing, when oldpath is another inode (a stale
+// name, on a replica that missed a change of it); naming the inode there,
+// or none, renames.
+func TestRenameSourceRefusesAnotherInode(t *testing.T) {
+	s, _ := newBrick(t, "")
+	_, a, err := s.Create(ctx, "/f", layer.CreateIn{Flags: unix.O_RDWR, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := layer.NewGfid()
+	if err := s.RenameSource(ctx, "/f", "/g", 0, other); !errors.Is(err, syscall.ESTALE) {
+		t.Fatalf("rename naming another inode: %v, want ESTALE", err)
+	}
+	if got := mustLookup(t, s, "/f"); got.Gfid != a.Gfid {
+		t.Fatalf("after the refusal /f is %+v", got)
+	}
+	if _, err := s.Lookup(ctx, "/g"); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("after the refusal /g: %v, want ENOENT", err)
+	}
+	if err := s.RenameSource(ctx, "/f", "/g", 0, a.Gfid); err != nil {
+		t.Fatalf("rename naming the inode: %v", err)
+	}
+	if err := s.RenameSource(ctx, "/g", "/h", 0, layer.Gfid{}); err != nil {
+		t.Fatalf("rename naming none: %v", err)
+	}
+	if got := mustLookup(t, s, "/h"); got.Gfid != a.Gfid {
+		t.Fatalf("renamed twice: %+v", got)
+	}
+}

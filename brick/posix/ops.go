@@ -300,6 +300,13 @@ func eperm2enoent(err error) error {
 // Onto the id of the inode at oldpath (layer.IDPath) it parks the inode:
 // the name goes, the inode stays reachable by its id (see IDDir).
 func (s *Store) Rename(ctx context.Context, oldpath, newpath string, flags uint32) error {
+	return s.RenameSource(ctx, oldpath, newpath, flags, layer.Gfid{})
+}
+
+// RenameSource is Rename of the inode with gfid src (layer.SourceRenamer;
+// zero: any): another inode at oldpath, a stale name, is refused with
+// ESTALE.
+func (s *Store) RenameSource(ctx context.Context, oldpath, newpath string, flags uint32, src layer.Gfid) error {
 	if flags&^layer.RenameNoReplace != 0 {
 		return unix.EINVAL
 	}
@@ -330,6 +337,9 @@ func (s *Store) Rename(ctx context.Context, oldpath, newpath string, flags uint3
 	moved, err := self(from, oldpath).gfid(s)
 	if err != nil {
 		return err
+	}
+	if !src.IsZero() && moved != src {
+		return unix.ESTALE
 	}
 	var st unix.Stat_t
 	if err := unix.Fstatat(from.dir, from.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {

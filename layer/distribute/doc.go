@@ -85,10 +85,13 @@
 // old d until step 2 replaces it in one rename, then the new one. So a
 // Lookup of d sees the old d or the new one, never nothing, when d existed.
 // If step 2 fails, step 1 is undone. If step 1 fails so that it may stand
-// (as below), steps 2 to 4 are done all the same and the rename answers
-// step 1's error: otherwise s's inode could stay under d on cs, a second
-// file of the name that a rebalance cannot place (the simulation,
-// replica3x2-grow seed 20). If step 1 fails after step 2, the
+// (as below) and cs then answers d with s's inode, steps 2 to 4 are done
+// all the same and the rename answers step 1's error: otherwise s's inode
+// could stay under d on cs, a second file of the name that a rebalance
+// cannot place (the simulation, replica3x2-grow seed 20); if cs does not,
+// nothing more is done (the old d stays). Step 1 names s's inode
+// (layer.SourceRenamer), so that a replica holding another one under s
+// refuses. If step 1 fails after step 2, the
 // pointer is removed, unless the failure may leave the rename done (EIO, as
 // a replica set answers when fewer than a quorum of its bricks did it, or a
 // child that stopped answering): the pointer then stays, dangling if the

@@ -117,7 +117,9 @@ func (d *Distribute) renameFile(ctx context.Context, oldpath, newpath string, fl
 	}
 	cs := src.cached
 	var maybe, err error // maybe: see movedMaybe
-	move := func() error { return d.child(cs).Rename(ctx, oldpath, newpath, flags) }
+	// Naming the inode its lookup found: a replica holding another one
+	// under oldpath (a stale name) refuses (layer.SourceRenamer).
+	move := func() error { return layer.RenameSource(ctx, d.child(cs), oldpath, newpath, flags, src.attr.Gfid) }
 	moveOnCached := func() error { return d.withParent(ctx, cs, newpath, move) }
 	if target != nil && target.prev {
 		return d.renameOverPrev(ctx, oldpath, newpath, src, hd, target, moveOnCached)
@@ -151,7 +153,7 @@ func (d *Distribute) renameFile(ctx context.Context, oldpath, newpath string, fl
 	default:
 		// The old target lives on hd or a third child and stays visible
 		// until the new pointer replaces its name on hd.
-		if maybe, err = movedMaybe(moveOnCached()); err != nil {
+		if maybe, err = d.movedMaybe(ctx, cs, newpath, src.attr.Gfid, moveOnCached()); err != nil {
 			return err
 		}
 		if err := d.placePointer(ctx, hd, newpath, src, false); err != nil {
@@ -173,18 +175,24 @@ func (d *Distribute) renameFile(ctx context.Context, oldpath, newpath string, fl
 	return maybe
 }
 
-// movedMaybe sorts the error of a rename's move of the data on its child:
-// one that may stand (maybe: see mayStand) lets the rename go on as if it
-// was done, and is what the rename then answers; any other stops it (err).
-// Stopped there, the data renamed on its child would be a second file of
-// the name beside the old target on the name's hashed child, invisible to
-// lookups, which a rebalance then cannot place (the simulation,
-// replica3x2-grow seed 20).
-func movedMaybe(moved error) (maybe, err error) {
-	if moved != nil && mayStand(moved) {
-		return moved, nil
+// movedMaybe sorts the error of a rename's move of the data (gfid src) to
+// newpath on child cs: one that may stand (see mayStand) and did, as far
+// as cs now answers newpath with the moved inode, lets the rename go on as
+// if it was done, and is what the rename then answers (maybe); any other
+// stops it (err), before the old target is touched. Stopped there after a
+// move that did stand, the data would be a second file of the name beside
+// the old target on the name's hashed child, invisible to lookups, which
+// a rebalance cannot place (the simulation, replica3x2-grow seed 20); gone
+// on after one that did not (ENOTCONN: nothing sent), the old target would
+// be lost for nothing.
+func (d *Distribute) movedMaybe(ctx context.Context, cs int, newpath string, src layer.Gfid, moved error) (maybe, err error) {
+	if moved == nil || !mayStand(moved) || src.IsZero() {
+		return nil, moved
 	}
-	return nil, moved
+	if a, err := d.child(cs).Lookup(ctx, newpath); err != nil || a.Gfid != src {
+		return nil, moved
+	}
+	return moved, nil
 }
 
 // moveBack undoes a rename's move of the data on child cs.
@@ -219,7 +227,7 @@ func mayStand(err error) bool {
 // until the name on hd appears, which then shadows it.
 func (d *Distribute) renameOverPrev(ctx context.Context, oldpath, newpath string, src loc, hd int, target *loc, moveOnCached func() error) error {
 	cs := src.cached
-	maybe, err := movedMaybe(moveOnCached())
+	maybe, err := d.movedMaybe(ctx, cs, newpath, src.attr.Gfid, moveOnCached())
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,15 @@ func (h *hooked) UnlinkData(ctx context.Context, path string) error {
 	return layer.UnlinkData(ctx, h.child, path)
 }
 
+// RenameSource passes to the child's RenameSource, or its Rename:
+// wrapping keeps a SourceRenamer one.
+func (h *hooked) RenameSource(ctx context.Context, oldpath, newpath string, flags uint32, src layer.Gfid) error {
+	if err := h.before("Rename"); err != nil {
+		return err
+	}
+	return layer.RenameSource(ctx, h.child, oldpath, newpath, flags, src)
+}
+
 func (h *hooked) Setattr(ctx context.Context, path string, in layer.SetattrIn) (layer.Attr, error) {
 	if err := h.before("Setattr"); err != nil {
 		return layer.Attr{}, err

@@ -109,6 +109,12 @@ func (c *Client) Rename(ctx context.Context, oldpath, newpath string, flags uint
 	return c.noReply(ctx, &wire.Request{Op: wire.OpRename, Path: oldpath, Path2: newpath, Flags: flags})
 }
 
+// RenameSource is Rename naming the inode it moves (layer.SourceRenamer;
+// a brick of protocol version 13).
+func (c *Client) RenameSource(ctx context.Context, oldpath, newpath string, flags uint32, src layer.Gfid) error {
+	return c.noReply(ctx, &wire.Request{Op: wire.OpRename, Path: oldpath, Path2: newpath, Flags: flags, Gfid: src})
+}
+
 func (c *Client) Link(ctx context.Context, oldpath, newpath string) (layer.Attr, error) {
 	return c.attrCall(ctx, &wire.Request{Op: wire.OpLink, Path: oldpath, Path2: newpath})
 }

@@ -120,3 +120,8 @@ func (l *Layer) unref(g layer.Gfid) {
 func (l *Layer) UnlinkData(ctx context.Context, path string) error {
 	return layer.UnlinkData(ctx, l.Child, path)
 }
+
+// RenameSource passes layer.SourceRenamer through to the child.
+func (l *Layer) RenameSource(ctx context.Context, oldpath, newpath string, flags uint32, src layer.Gfid) error {
+	return layer.RenameSource(ctx, l.Child, oldpath, newpath, flags, src)
+}

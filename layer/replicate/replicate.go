@@ -7,7 +7,10 @@
 // operation record them as pending in the same round trip; the healer
 // later copies what they missed. Only when a replica fails *during* an
 // operation does replicate spend a second round trip, to record it on the
-// bricks that did the operation.
+// bricks that did the operation. A rename names the inode it moves
+// (RenameSource, rename.go): a replica that holds another inode under the
+// name, a stale name, refuses, counts as having missed it, and has that
+// inode parked (a round trip more, then only).
 //
 // Quorum: a modifying operation needs a majority of the set up (quorum
 // type auto; see Options), and a data brick among them for data. Without
@@ -56,8 +59,9 @@ const (
 type Options struct {
 	Quorum      string // QuorumAuto (default), QuorumFixed or QuorumNone
 	QuorumCount int    // for QuorumFixed
-	// ConnectWait is how long an operation waits for enough replicas to
-	// come up (at mount time, or while a brick restarts); default 2s.
+	// ConnectWait is how long after New an operation waits for enough
+	// replicas to come up (while the connections are made); later, and
+	// once a quorum was up, operations do not wait. Default 2s.
 	ConnectWait time.Duration
 	// OpenAll opens files on every replica up, for reading too (disperse
 	// reads from several).
@@ -725,61 +729,6 @@ func (r *Replicate) UnlinkData(ctx context.Context, path string) error {
 
 func (r *Replicate) Rmdir(ctx context.Context, path string) error {
 	return r.removal(ctx, path, func(l layer.Layer, ctx context.Context) error { return l.Rmdir(ctx, path) })
-}
-
-func (r *Replicate) Rename(ctx context.Context, oldpath, newpath string, flags uint32) error {
-	marks := []string{parentOf(oldpath)}
-	if p := parentOf(newpath); p != marks[0] {
-		marks = append(marks, p)
-	}
-	stale := r.staleNames(ctx, oldpath)
-	_, err := r.modifyWith(ctx, marks, r.sourceMissed(ctx, oldpath, newpath), func(ctx context.Context, i int) error {
-		if g, ok := stale[i]; ok {
-			return r.parkStale(ctx, i, oldpath, g)
-		}
-		return r.children[i].Layer.Rename(ctx, oldpath, newpath, flags)
-	})
-	return err
-}
-
-// errStaleName is a rename's refusal on a replica whose copy of the
-// source directory holds the name for another inode than the good copies:
-// a stale name heal has not reached yet. Renamed there, that inode would
-// stand under the new name beside the file's inode on the others, in
-// copies of the new directory that blame nobody for it, and heal could
-// keep the stale one (the simulation, replica3x2-full seed 156, and
-// replica3x2-grow seed 18 with every replica up). Refused, the replica is
-// marked as having missed the rename and healed.
-var errStaleName = fmt.Errorf("a stale copy of the name (another inode) on this replica: %w", syscall.ESTALE)
-
-// parkStale takes the stale name path away from replica i, whose inode
-// there is g, keeping the inode by its id for heal (posix.Store.Rename
-// onto layer.IDPath): left under the old name, a merge of that directory's
-// copies would bring it back as a file the rename removed (seed 62). The
-// rename is refused there all the same (errStaleName).
-func (r *Replicate) parkStale(ctx context.Context, i int, path string, g layer.Gfid) error {
-	if err := r.children[i].Layer.Rename(ctx, path, layer.IDPath(g), 0); err != nil && IsDown(err) {
-		return err
-	}
-	return errStaleName
-}
-
-// staleNames returns the replicas whose copy of path is another inode
-// than the good copies', with that inode's gfid (see errStaleName): one
-// lookup round trip more per rename, nothing found unless a replica
-// missed a change of the name.
-func (r *Replicate) staleNames(ctx context.Context, path string) map[int]layer.Gfid {
-	v, copies, err := r.judge(ctx, path)
-	if err != nil || v.Err != nil || v.Good == 0 || !differ(copies, v.Present) {
-		return nil
-	}
-	stale := map[int]layer.Gfid{}
-	for i, c := range copies {
-		if v.Present.Has(i) && c.Attr.Gfid != v.Attr.Gfid {
-			stale[i] = c.Attr.Gfid
-		}
-	}
-	return stale
 }
 
 // xattrMigrate is distribute's rebalance command to the bricks (see

@@ -1,0 +1,108 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+func (r *Replicate) Rename(ctx context.Context, oldpath, newpath string, flags uint32) error {
+	_, err := r.rename(ctx, oldpath, newpath, r.sourceMissed(ctx, oldpath, newpath), func(ctx context.Context, i int) error {
+		return r.children[i].Layer.Rename(ctx, oldpath, newpath, flags)
+	})
+	return err
+}
+
+// RenameSource is Rename of the inode with gfid src (layer.SourceRenamer),
+// which every replica is told: one whose copy of the source directory
+// holds the name for another inode, a stale name heal has not reached
+// yet, refuses (ESTALE). Renamed there, that inode would stand under the
+// new name beside the file's inode on the others, in copies of the new
+// directory that blame nobody for it, and heal could keep the stale one
+// (the simulation, replica3x2-full seed 156: an acknowledged write lost;
+// replica3x2-grow seed 18: a split-brain). Such a replica counts as
+// having missed the rename (staleRefused), and its stale inode is parked
+// once the others did it (parkStale).
+func (r *Replicate) RenameSource(ctx context.Context, oldpath, newpath string, flags uint32, src layer.Gfid) error {
+	adjust := staleRefused(r.sourceMissed(ctx, oldpath, newpath))
+	stale := make([]bool, len(r.children)) // each replica's goroutine writes its own
+	o, err := r.rename(ctx, oldpath, newpath, adjust, func(ctx context.Context, i int) error {
+		err := layer.RenameSource(ctx, r.children[i].Layer, oldpath, newpath, flags, src)
+		stale[i] = errors.Is(err, syscall.ESTALE)
+		return err
+	})
+	for i, s := range stale {
+		if s && o.winners&^r.arbiters != 0 {
+			r.parkStale(ctx, i, oldpath, src)
+		}
+	}
+	return err
+}
+
+// rename runs fn, a rename of oldpath to newpath on replica i, on every
+// replica, marking the directories of both names.
+func (r *Replicate) rename(ctx context.Context, oldpath, newpath string, adjust adjuster, fn func(ctx context.Context, i int) error) (outcome, error) {
+	marks := []string{parentOf(oldpath)}
+	if p := parentOf(newpath); p != marks[0] {
+		marks = append(marks, p)
+	}
+	return r.modifyWith(ctx, marks, adjust, fn)
+}
+
+// errStaleName stands for a replica's ESTALE to a rename that others did:
+// it holds a stale name, and missed the rename as a replica down does
+// (marked, never a vote against it: otherwise one stale refusal against
+// one rename, with no copy of the directories known good, would undo the
+// rename where it was done; a review found the file then under neither
+// name).
+var errStaleName = fmt.Errorf("a stale copy of the name (another inode) on this replica: %w", syscall.ENOTCONN)
+
+// staleRefused is RenameSource's adjuster: missed's, with the replicas
+// that refused the rename with ESTALE while others did it counted as
+// having missed it (errStaleName), unless only copies that are not good
+// did it (then the refusal of the good ones stands: the source changed
+// since the caller looked it up).
+func staleRefused(missed adjuster) adjuster {
+	return func(targets Mask, errs []error, good Mask) (done, judged Mask) {
+		done, judged = missed(targets, errs, good)
+		ok, _ := okAndAbsent(targets, errs)
+		var stale Mask
+		for i, err := range errs {
+			if targets.Has(i) && errors.Is(err, syscall.ESTALE) {
+				stale |= Bit(i)
+			}
+		}
+		if ok == 0 || stale == 0 || judged != 0 && ok&judged == 0 {
+			return done, judged
+		}
+		for i := range errs {
+			if stale.Has(i) {
+				errs[i] = errStaleName
+			}
+		}
+		return done, judged &^ stale
+	}
+}
+
+// parkStale takes the stale name path away from replica i, which refused
+// to rename it as another inode than src while the others renamed src,
+// keeping that inode by its id for heal (posix.Store.Rename onto
+// layer.IDPath, which parks only the inode it names): left under the old
+// name, a merge of the directory's copies would bring it back as a file
+// the rename removed (seed 62). The winners marked replica i on both
+// directories; heal gives it the renamed file, and links the parked inode
+// again where the good copies hold it (a brick removes, at its next start,
+// an inode parked and never linked, as it does those heal parks). A
+// directory is not parked: its stale name stays for heal.
+func (r *Replicate) parkStale(ctx context.Context, i int, path string, src layer.Gfid) {
+	a, err := r.children[i].Layer.Lookup(ctx, path)
+	if err != nil || a.Gfid == src || a.IsDir() {
+		return
+	}
+	if err := r.children[i].Layer.Rename(ctx, path, layer.IDPath(a.Gfid), 0); err != nil {
+		r.log.Warn("a stale name not parked; heal takes it away", "replica", r.children[i].Name, "path", path, "err", err)
+	}
+}
