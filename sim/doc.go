@@ -37,6 +37,19 @@
 // disperse2+1-full; docs/REPLICATION.md, "Simulation", says what they
 // found).
 //
-// Not simulated yet: clocks, the management daemon and rebalance, time
-// itself (the run uses the real clock and the real protocol timeouts).
+// With Config.Grow the volume starts with its last set just added (in no
+// range of the layout) and the faults include a rebalance's steps, as
+// mgmt's rebalance task takes them: fix-layout, the new layout (with the
+// previous one) to every client (a new graph each, the old one kept for
+// the files open through it, as volume.Live does), the walk that moves
+// the files (distribute.Rebalance over its own graph, parked after every
+// directory so that it interleaves with the clients' steps), started
+// again when it left files behind, and the previous layout dropped when
+// it left none. At the end the rebalance is run to completion with every
+// fault lifted (it must leave no file behind), and the volume healed and
+// checked again (shapes replica3x2-grow and disperse2+1x2-grow).
+//
+// Not simulated yet: clocks, the management daemon itself, remove-brick,
+// a client slow to take a new layout, time itself (the run uses the real
+// clock and the real protocol timeouts).
 package sim

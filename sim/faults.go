@@ -14,6 +14,9 @@ func (r *run) fault() error {
 }
 
 func (r *run) inject() error {
+	if r.cfg.Grow && r.rng.IntN(2) == 0 {
+		return r.rebalanceStep()
+	}
 	kinds := 8
 	if r.cfg.FullDisks {
 		kinds = 12 // disks fill three times as often as they are freed

@@ -53,6 +53,14 @@ func (r *run) finish() error {
 	if sb, err := r.w.healer.SplitBrain(ctx); err != nil || len(sb) > 0 {
 		return violated("split-brain after heal: %v %v", sb, err)
 	}
+	if r.w.spec.Previous != nil {
+		if err := r.completeRebalance(); err != nil {
+			return err
+		}
+		if err := r.healed(ctx); err != nil {
+			return violated("after the rebalance: %v\n%s", err, r.pending(ctx))
+		}
+	}
 	return r.checkAll()
 }
 

@@ -35,6 +35,11 @@ type Config struct {
 	// and inodes with ENOSPC) and free it again. Off, a seed runs the
 	// steps it ran before they existed.
 	FullDisks bool
+	// Grow starts the volume with its last set just added (in no range
+	// of the layout) and adds rebalance steps among the faults: the
+	// layout that gives it a share, clients moving to it, the files moved
+	// a directory at a time (rebalance.go).
+	Grow bool
 }
 
 func (c *Config) setDefaults() {

@@ -25,8 +25,12 @@ var shapes = []struct {
 	// which heal puts back from what the bricks kept (docs/DISPERSE.md).
 	{"disperse4+2", Config{Bricks: 6, Disperse: 6, Redundancy: 2}, 2, nil},
 	// Full disks too (docs/REPLICATION.md, "Simulation").
-	{"replica3x2-full", Config{Bricks: 6, Replica: 3, FullDisks: true}, 4, []int{62, 87}},
+	{"replica3x2-full", Config{Bricks: 6, Replica: 3, FullDisks: true}, 4, []int{62, 87, 156}},
 	{"disperse2+1-full", Config{Bricks: 3, Disperse: 3, Redundancy: 1, FullDisks: true}, 4, []int{32, 52, 54, 58, 60, 64, 65, 73, 87}},
+	// A set added, and a rebalance giving it its share while the clients
+	// work (sim/rebalance.go).
+	{"replica3x2-grow", Config{Bricks: 6, Replica: 3, Grow: true}, 4, []int{13, 18, 20}},
+	{"disperse2+1x2-grow", Config{Bricks: 6, Disperse: 3, Redundancy: 1, Grow: true}, 4, []int{13, 18, 20}},
 }
 
 // seedsOf returns the seeds a shape runs: n from first, and the shape's

@@ -49,6 +49,7 @@ type world struct {
 	healer  *heal.Healer
 	sets    []heal.Set
 	hclient []*protocol.Client
+	reb     *rebalancer // the rebalance under way (Config.Grow), or nil
 }
 
 // client is one mount's graph, as volume.Build makes it.
@@ -56,6 +57,14 @@ type client struct {
 	id    int // its network identity
 	graph *volume.Graph
 	open  []*openFile // files it holds open across steps
+	// old are graphs of earlier specs (before a layout change), kept for
+	// the files opened through them, as a mount's volume.Live keeps them.
+	old []*volume.Graph
+}
+
+// graphs returns every graph of c, the current one first.
+func (c *client) graphs() []*volume.Graph {
+	return append([]*volume.Graph{c.graph}, c.old...)
 }
 
 func newWorld(cfg Config, dir string) (*world, error) {
@@ -81,6 +90,13 @@ func newWorld(cfg Config, dir string) (*world, error) {
 		}
 		w.bricks = append(w.bricks, b)
 		w.spec.Bricks = append(w.spec.Bricks, volume.Brick{ID: b.id, Host: fmt.Sprintf("sim-%d", i), Path: b.dir, Addr: b.addr})
+	}
+	if cfg.Grow {
+		// The last set was just added: in no range of the layout until a
+		// rebalance gives it one (rebalance.go).
+		ids := w.spec.SetIDs()
+		l := volume.EvenLayout(ids[:len(ids)-1])
+		w.spec.Layout = &l
 	}
 	if err := w.spec.Validate(); err != nil {
 		return nil, err
@@ -173,7 +189,9 @@ func (w *world) newClient() (*client, error) {
 func (w *world) crashClient(i int) error {
 	old := w.clients[i]
 	w.net.isolate(old.id)
-	go old.graph.Close() // cannot reach anything any more
+	for _, g := range old.graphs() {
+		go g.Close() // cannot reach anything any more
+	}
 	c, err := w.newClient()
 	w.clients[i] = c
 	return err
@@ -231,8 +249,11 @@ func (w *world) close() {
 			f.f.Release(ctx)
 		}
 		cancel()
-		c.graph.Close()
+		for _, g := range c.graphs() {
+			g.Close()
+		}
 	}
+	w.reb.close()
 	for _, c := range w.hclient {
 		c.Close()
 	}
@@ -248,19 +269,30 @@ func (w *world) close() {
 func (w *world) settled() error {
 	err := waitFor(10*time.Second, func() bool {
 		for _, c := range w.clients {
-			for i, pc := range c.graph.Clients() {
-				b := w.bricks[i]
-				if pc.Connected() != (b.srv != nil && !w.net.isCut(link{c.id, b.addr})) {
+			for _, g := range c.graphs() {
+				if !w.sees(c.id, g) {
 					return false
 				}
 			}
 		}
-		return true
+		return w.reb == nil || w.sees(rebalancerClient, w.reb.graph)
 	})
 	if err != nil {
 		return fmt.Errorf("clients' connections did not settle: %w", err)
 	}
 	return nil
+}
+
+// sees reports whether graph g of network identity id is connected to
+// every brick up it is not cut off from, and to no other.
+func (w *world) sees(id int, g *volume.Graph) bool {
+	for i, pc := range g.Clients() {
+		b := w.bricks[i]
+		if pc.Connected() != (b.srv != nil && !w.net.isCut(link{id, b.addr})) {
+			return false
+		}
+	}
+	return true
 }
 
 // waitFor polls cond until it holds or within passes: a connection being
