@@ -47,9 +47,12 @@
 // again when it left files behind, and the previous layout dropped when
 // it left none. At the end the rebalance is run to completion with every
 // fault lifted (it must leave no file behind), and the volume healed and
-// checked again (shapes replica3x2-grow and disperse2+1x2-grow).
+// checked again (shapes replica3x2-grow and disperse2+1x2-grow). With
+// Config.Shrink the same steps drain the last set instead (remove-brick:
+// the layout without it, no fix-layout) and, once a walk leaves nothing
+// and moves nothing, remove it from the volume (shapes *-shrink).
 //
-// Not simulated yet: clocks, the management daemon itself, remove-brick,
-// a client slow to take a new layout, time itself (the run uses the real
-// clock and the real protocol timeouts).
+// Not simulated yet: clocks, the management daemon itself, a client slow
+// to take a new layout, time itself (the run uses the real clock and the
+// real protocol timeouts).
 package sim

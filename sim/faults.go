@@ -14,7 +14,7 @@ func (r *run) fault() error {
 }
 
 func (r *run) inject() error {
-	if r.cfg.Grow && r.rng.IntN(2) == 0 {
+	if (r.cfg.Grow || r.cfg.Shrink) && r.rng.IntN(2) == 0 {
 		return r.rebalanceStep()
 	}
 	kinds := 8

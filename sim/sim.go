@@ -40,6 +40,10 @@ type Config struct {
 	// layout that gives it a share, clients moving to it, the files moved
 	// a directory at a time (rebalance.go).
 	Grow bool
+	// Shrink is Grow's opposite, a remove-brick: the rebalance steps take
+	// the last set out of the layout, move its files to the others, and
+	// remove it from the volume (rebalance.go).
+	Shrink bool
 }
 
 func (c *Config) setDefaults() {

@@ -31,6 +31,9 @@ var shapes = []struct {
 	// work (sim/rebalance.go).
 	{"replica3x2-grow", Config{Bricks: 6, Replica: 3, Grow: true}, 4, []int{13, 18, 20}},
 	{"disperse2+1x2-grow", Config{Bricks: 6, Disperse: 3, Redundancy: 1, Grow: true}, 4, []int{13, 18, 20}},
+	// A set drained and removed (remove-brick) while the clients work.
+	{"replica3x2-shrink", Config{Bricks: 6, Replica: 3, Shrink: true}, 4, []int{17}},
+	{"disperse2+1x2-shrink", Config{Bricks: 6, Disperse: 3, Redundancy: 1, Shrink: true}, 4, nil},
 }
 
 // seedsOf returns the seeds a shape runs: n from first, and the shape's
