@@ -782,10 +782,19 @@ func (n *Node) runLocalMigration(ctx context.Context, vid string, req LocalMigra
 				},
 			})
 			stats = addStats(stats, s)
-			if err != nil || !drainAgain(req.Task.Kind, s, pass) {
+			if err != nil || !drainAgain(req.Task.Kind, s) {
 				break
 			}
+			if pass == maxDrainPasses {
+				// Still moving: not drained, whatever this walk says.
+				stats.Skipped++
+				stats.Errors = append(stats.Errors, fmt.Sprintf("files still moving after %d walks", pass))
+				break
+			}
+			// The next walk starts from the top: saved so, a restart
+			// walks it again rather than resuming past its end.
 			resume = ""
+			n.saveProgress(vid, update(func(p *NodeProgress) { p.Checkpoint = "" }))
 		}
 		closeGraph()
 	}
@@ -806,16 +815,18 @@ func (n *Node) runLocalMigration(ctx context.Context, vid string, req LocalMigra
 	n.log.Info("moving files ended", "volume", req.Spec.Name, "status", p.Status, "moved", p.Moved, "bytes", p.Bytes, "failed", p.Failed, "skipped", p.Skipped, "err", p.Error)
 }
 
-// maxDrainPasses bounds the walks of one node's part of a remove-brick.
+// maxDrainPasses bounds the walks of one node's part of a remove-brick: a
+// drain whose last walk still moved files ends with one counted skipped,
+// which keeps the commit from going ahead ("run start again").
 const maxDrainPasses = 5
 
-// drainAgain reports whether a remove-brick's node walks again after pass
-// (s, its counts): while a pass moves files, a client may have renamed a
+// drainAgain reports whether a remove-brick's node walks again after a
+// walk that counted s: while a walk moves files, a client may have renamed a
 // file whose data was on a leaving set into a directory the walk had
 // passed, which the commit would leave behind (the simulation,
-// replica3x2-shrink seed 17); a pass that moves nothing ends it.
-func drainAgain(kind string, s distribute.RebalanceStats, pass int) bool {
-	return kind == TaskRemoveBrick && s.Moved > 0 && pass < maxDrainPasses
+// replica3x2-shrink seed 17); a walk that moves nothing ends it.
+func drainAgain(kind string, s distribute.RebalanceStats) bool {
+	return kind == TaskRemoveBrick && s.Moved > 0
 }
 
 // addStats adds b to a (a resumed run's counts to the earlier runs').

@@ -49,32 +49,7 @@ func (r *Replicate) rename(ctx context.Context, oldpath, newpath string, adjust 
 	if p := parentOf(newpath); p != marks[0] {
 		marks = append(marks, p)
 	}
-	o, err := r.modifyWith(ctx, marks, adjust, fn)
-	if len(marks) == 2 && o.winners != 0 && !r.quorate(o.winners) {
-		r.undoRename(ctx, o.winners, oldpath, newpath)
-	}
-	return o, err
-}
-
-// undoRename renames newpath back to oldpath on the replicas of m, which
-// did a rename across two directories that fewer than a quorum did (EIO).
-// Left done there, heal could take it as done in one directory and as
-// undone in the other: the replicas that did it are the only good copies
-// of one directory, while in the other, whose copies blame each other, a
-// change no quorum made is undone (JudgeQuorum); the file was then found
-// under neither name (a review, TestMinorityRenameAcrossDirectoriesUndone).
-// Undone, nothing changed but the marks, which heal clears: the client
-// was told EIO either way. A replaced target is not given back on m; the
-// others still hold it, and heal does.
-func (r *Replicate) undoRename(ctx context.Context, m Mask, oldpath, newpath string) {
-	r.parallel(m, func(i int) error {
-		err := r.children[i].Layer.Rename(ctx, newpath, oldpath, layer.RenameNoReplace)
-		if err != nil {
-			r.log.Warn("a rename done on too few replicas not undone; heal decides", "replica", r.children[i].Name,
-				"old", oldpath, "new", newpath, "err", err)
-		}
-		return err
-	})
+	return r.modifyWith(ctx, marks, adjust, fn)
 }
 
 // errStaleName stands for a replica's ESTALE to a rename that others did:

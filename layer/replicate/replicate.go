@@ -17,8 +17,7 @@
 // it the operation fails with EROFS before anything is sent. A replica set
 // whose quorum breaks during an operation fails that operation with EIO;
 // the replicas that did it record the others as pending, so all copies
-// converge on it once healed (but for a rename across two directories,
-// which they undo: rename.go).
+// converge on it once healed.
 //
 // Reads come from a copy that no other copy blames (Judge), chosen per
 // file by its gfid so that one file's reads stay in one brick's cache.
