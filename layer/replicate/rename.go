@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 
 	"github.com/mortarfs/mortar/layer"
@@ -28,15 +29,20 @@ func (r *Replicate) Rename(ctx context.Context, oldpath, newpath string, flags u
 // once the others did it (parkStale).
 func (r *Replicate) RenameSource(ctx context.Context, oldpath, newpath string, flags uint32, src layer.Gfid) error {
 	adjust := staleRefused(r.sourceMissed(ctx, oldpath, newpath))
-	stale := make([]bool, len(r.children)) // each replica's goroutine writes its own
-	o, err := r.rename(ctx, oldpath, newpath, adjust, func(ctx context.Context, i int) error {
+	did, stale := make([]bool, len(r.children)), make([]bool, len(r.children)) // each replica's goroutine writes its own
+	_, err := r.rename(ctx, oldpath, newpath, adjust, func(ctx context.Context, i int) error {
 		err := layer.RenameSource(ctx, r.children[i].Layer, oldpath, newpath, flags, src)
-		stale[i] = errors.Is(err, syscall.ESTALE)
+		did[i], stale[i] = err == nil && !r.arbiters.Has(i), errors.Is(err, syscall.ESTALE)
 		return err
 	})
-	for i, s := range stale {
-		if s && o.winners&^r.arbiters != 0 {
-			r.parkStale(ctx, i, oldpath, src)
+	// Only once a data replica did it is src the inode the name held, and
+	// another one under it stale (settle's winners may be the replicas
+	// that refused).
+	if slices.Contains(did, true) {
+		for i, s := range stale {
+			if s {
+				r.parkStale(ctx, i, oldpath, src)
+			}
 		}
 	}
 	return err
