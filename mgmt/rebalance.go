@@ -372,6 +372,9 @@ func (n *Node) commitRemove(ctx context.Context, v *VolumeState, ids []string, f
 		case t.Error != "":
 			return errorf(ErrState, "remove-brick %s: the drain left files behind (%s); run start again, or commit force to leave them in the removed bricks' directories", v.Name, t.Error)
 		}
+		if err := n.checkDrained(ctx, v, ids); err != nil {
+			return err
+		}
 	}
 	var gone []BrickState
 	for _, b := range v.Bricks {
@@ -392,6 +395,32 @@ func (n *Node) commitRemove(ctx context.Context, v *VolumeState, ids []string, f
 		}
 	}
 	n.log.Info("bricks removed", "volume", v.Name, "bricks", len(gone), "force", force)
+	return nil
+}
+
+// checkDrained fails unless the sets of bricks ids hold no file: a client
+// may have renamed one into a directory the drain had passed, or a client
+// late to take the new layout made one there.
+func (n *Node) checkDrained(ctx context.Context, v *VolumeState, ids []string) error {
+	spec := n.store.State().Spec(v)
+	var sets []string
+	for _, set := range spec.Sets() {
+		if slices.Contains(ids, set[0].ID) {
+			sets = append(sets, set[0].ID)
+		}
+	}
+	d, closeGraph, err := n.distributeOf(ctx, spec)
+	if err != nil {
+		return err
+	}
+	defer closeGraph()
+	left, err := d.Remaining(ctx, sets, 3)
+	switch {
+	case err != nil:
+		return errorf(ErrState, "remove-brick %s: cannot tell whether the bricks are drained: %v; commit force to remove them as they are", v.Name, err)
+	case len(left) > 0:
+		return errorf(ErrState, "remove-brick %s: files are still on the bricks (%s); run start again, or commit force to leave them in the removed bricks' directories", v.Name, strings.Join(left, ", "))
+	}
 	return nil
 }
 

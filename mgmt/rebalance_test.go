@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"strconv"
 	"sync"
 	"syscall"
@@ -335,6 +336,19 @@ func TestAddBrickRebalanceRemoveBrick(t *testing.T) {
 		t.Fatalf("the drained brick still holds %d files", n)
 	}
 	ctx = ctxT(t)
+	// A file the drain missed (a client renamed it behind the walk) keeps
+	// the commit from going ahead.
+	stray := filepath.Join(dirs[0], "d3", "stray")
+	if err := os.WriteFile(stray, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.RemoveBrick(ctx, "dv", RemoveBrickRequest{Action: ActionCommit, Bricks: []string{vi.Bricks[0].Name()}})
+	if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "/d3/stray") {
+		t.Fatalf("commit with a file on the brick: %v", err)
+	}
+	if err := os.Remove(stray); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.RemoveBrick(ctx, "dv", RemoveBrickRequest{Action: ActionCommit, Bricks: []string{vi.Bricks[0].Name()}}); err != nil {
 		t.Fatal(err)
 	}

@@ -32,8 +32,8 @@ var shapes = []struct {
 	{"replica3x2-grow", Config{Bricks: 6, Replica: 3, Grow: true}, 4, []int{13, 18, 20}},
 	{"disperse2+1x2-grow", Config{Bricks: 6, Disperse: 3, Redundancy: 1, Grow: true}, 4, []int{13, 18, 20}},
 	// A set drained and removed (remove-brick) while the clients work.
-	{"replica3x2-shrink", Config{Bricks: 6, Replica: 3, Shrink: true}, 4, []int{17}},
-	{"disperse2+1x2-shrink", Config{Bricks: 6, Disperse: 3, Redundancy: 1, Shrink: true}, 4, nil},
+	{"replica3x2-shrink", Config{Bricks: 6, Replica: 3, Shrink: true}, 4, []int{17, 81}},
+	{"disperse2+1x2-shrink", Config{Bricks: 6, Disperse: 3, Redundancy: 1, Shrink: true}, 4, []int{44}},
 }
 
 // seedsOf returns the seeds a shape runs: n from first, and the shape's
