@@ -50,7 +50,8 @@
 // checked again (shapes replica3x2-grow and disperse2+1x2-grow). With
 // Config.Shrink the same steps drain the last set instead (remove-brick:
 // the layout without it, no fix-layout) and, once a walk leaves nothing
-// and moves nothing, remove it from the volume (shapes *-shrink).
+// and the set's own directories hold no file (distribute.Remaining, as
+// mgmt checks), remove it from the volume (shapes *-shrink).
 //
 // Not simulated yet: clocks, the management daemon itself, a client slow
 // to take a new layout, time itself (the run uses the real clock and the
