@@ -28,7 +28,13 @@
 //     that blame each other (replicate.Verdict.Merge) get the union of
 //     their names, less those a copy recorded as removed while the others
 //     missed it (layer.HealStore.Removed, replicate.Gone): a name made on
-//     one copy is kept, one removed on one copy stays removed;
+//     one copy is kept, one removed on one copy stays removed; a name
+//     only sinks have is removed (its inode parked by its id while another
+//     replica holds it), unless it is its inode's last name anywhere, a
+//     trusted replica holds the inode parked and no client's removal is
+//     recorded: a rename across two directories done on too few
+//     replicas, taken as done in one and as undone in the other, is then
+//     undone in both (keepLastName);
 //   - regular files get their data compared in 1 MiB chunks, and only the
 //     chunks that differ are written (never on an arbiter, which holds no
 //     data, and never from one);
@@ -246,6 +252,11 @@ type Healer struct {
 	// heal's end triggers a scan after retryKept rather than a whole
 	// Interval.
 	kept atomic.Bool
+	// lastName serialises, per inode (striped by gfid), the removals of
+	// stale names with keepLastName's look at the inode's other names:
+	// two directories healed at once each saw the other name still
+	// there, and each removed its own (a review, 2026-11-28).
+	lastName [64]sync.Mutex
 }
 
 // retryKept is how soon Run scans again after a heal kept its marks

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 
 	"github.com/mortarfs/mortar/layer"
@@ -40,6 +41,7 @@ type plan struct {
 	// (verify), with the size K copies agree on, and the marks go.
 	cycle  bool
 	remove replicate.Mask // copies to delete: the inode is gone on the trusted ones
+	lack   replicate.Mask // with remove: the trusted copies, which lack it
 	// partial: some sinks cannot be healed now (no copy of the data is
 	// reachable); the heal then ends with errNoSource.
 	partial bool
@@ -225,6 +227,7 @@ func (h *Healer) plan(ctx context.Context, j *job, path string, copies []replica
 	case v.Good == 0:
 		if errors.Is(v.Err, syscall.ENOENT) && v.Bad != 0 {
 			p.remove = v.Bad // only distrusted copies still have it
+			p.lack = v.Absent &^ distrust
 			return p, nil
 		}
 		if v.Err == nil || errors.Is(v.Err, syscall.ENOENT) || v.Present|v.Absent|v.Failed == 0 {
@@ -561,12 +564,20 @@ func (h *Healer) apply(ctx context.Context, j *job, path string, p *plan, hint *
 	return errors.Join(errs...)
 }
 
-// premark makes every good copy blame the sinks it does not blame yet,
-// before any sink is written: a heal cut short then stays recorded. The
-// copy's ctime is looked at again afterwards, before anything is read
-// from it, for the final ClearPending.
+// premark makes every good copy blame the sinks it does not blame yet
+// (and, merging, the replicas down), before any sink is written: a heal
+// cut short then stays recorded. The copy's ctime is looked at again
+// afterwards, before anything is read from it, for the final
+// ClearPending.
 func (h *Healer) premark(ctx context.Context, si int, path string, p *plan) error {
 	sinks := p.sinks
+	if p.v.Merge {
+		// The union of names made here is new to a replica down too: it
+		// is blamed for it, or once back, its copy (blamed by none) would
+		// be taken as good beside the merged ones, the names it lacks
+		// never given to it (a review, 2026-11-28).
+		sinks |= p.v.Down
+	}
 	if p.dirty {
 		sinks &^= p.good // a Dirty directory's copies: the mark stays until settle
 	}
@@ -729,6 +740,15 @@ func (h *Healer) park(ctx context.Context, si, s int, path string, p *plan) bool
 // replicas say it no longer exists, only replicas with a stale view of the
 // parent still have it.
 func (h *Healer) removeStale(ctx context.Context, si int, path string, p *plan) error {
+	if a := p.copies[p.remove.First()].Attr; !a.IsDir() {
+		mu := &h.lastName[a.Gfid[0]%byte(len(h.lastName))]
+		mu.Lock()
+		defer mu.Unlock()
+		if h.keepLastName(ctx, si, path, p) {
+			h.kept.Store(true)
+			return fmt.Errorf("%s: %w", path, errLastName)
+		}
+	}
 	var errs []error
 	for s := range h.sets[si] {
 		if p.remove.Has(s) {
@@ -745,4 +765,97 @@ func (h *Healer) removeStale(ctx context.Context, si int, path string, p *plan) 
 	}
 	h.healed.Add(1)
 	return nil
+}
+
+// errLastName: a stale name was kept, being its inode's last (see
+// keepLastName); a later pass heals it from the copies it was linked on.
+var errLastName = errors.New("the last name of an inode kept")
+
+// keepLastName keeps the stale name path of a non-directory on the sinks
+// p.remove when it is the last name its inode has anywhere: no other
+// replica holds the inode under a name, a trusted data replica holds it
+// parked (a heal of its other name took that away, trusting this one),
+// no replica that recorded the name as removed dropped the inode, and no
+// quorum recorded it (a client's unlink, never undone). That is a rename
+// across two directories done on too few replicas (EIO), judged done in
+// one directory and undone in the other, whose copies blamed each other
+// (docs/REPLICATION.md, "Simulation"): the rename is then undone here
+// too. The name is linked back on the trusted replicas that hold the
+// inode parked; a later pass gives it to the others. It reports whether
+// it kept the name. The caller holds h.lastName for the inode.
+func (h *Healer) keepLastName(ctx context.Context, si int, path string, p *plan) bool {
+	a := p.copies[p.remove.First()].Attr
+	if a.Gfid.IsZero() {
+		return false
+	}
+	var parked, absent replicate.Mask
+	for c, rep := range h.sets[si] {
+		if p.remove.Has(c) {
+			if !sameInode(p.copies[c].Attr, a) || p.copies[c].Attr.Nlink > 1 {
+				return false // not the inode's last name there
+			}
+			continue
+		}
+		if !h.up(si, c) {
+			return false
+		}
+		b, err := rep.Layer.Lookup(ctx, layer.IDPath(a.Gfid))
+		switch {
+		case errors.Is(err, syscall.ENOENT):
+			absent |= replicate.Bit(c)
+		case err != nil || !sameInode(a, b) || b.Linkto != a.Linkto || b.Nlink > 0:
+			return false // not known, or named there
+		default:
+			parked |= replicate.Bit(c)
+		}
+	}
+	to := parked & p.lack
+	if a.IsReg() {
+		if to&^h.arbs[si] == 0 {
+			return false // an arbiter holds no data: it cannot be the only copy
+		}
+	}
+	if to == 0 || h.removalStands(ctx, si, absent|parked, absent, path, a.Gfid) {
+		return false
+	}
+	kept := false
+	for c := range h.sets[si] {
+		if !to.Has(c) {
+			continue
+		}
+		_, err := h.sets[si][c].Layer.Link(ctx, layer.IDPath(a.Gfid), path)
+		if err != nil {
+			h.log.Warn("linking a kept name", "replica", h.sets[si][c].Name, "path", path, "err", err)
+		}
+		kept = kept || err == nil
+	}
+	if kept {
+		h.log.Info("kept the last name of an inode", "path", path, "gfid", a.Gfid)
+	}
+	return kept
+}
+
+// removalStands reports whether the removal of name path, inode g, was
+// a client's that must stand: a replica of dropped (they lack the inode)
+// recorded it, or the replicas of m that recorded it make a quorum (it
+// was acknowledged). A record that cannot be read counts as one.
+func (h *Healer) removalStands(ctx context.Context, si int, m, dropped replicate.Mask, path string, g layer.Gfid) bool {
+	dir, name := layer.Split(path)
+	var rec replicate.Mask
+	for c := range h.sets[si] {
+		if !m.Has(c) {
+			continue
+		}
+		recs, err := h.stores[si][c].Removed(ctx, dir)
+		if err != nil && !errors.Is(err, syscall.ENOTSUP) || slices.Contains(recs, layer.Removal{Name: name, Gfid: g}) {
+			rec |= replicate.Bit(c)
+		}
+	}
+	if rec&dropped != 0 {
+		return true
+	}
+	if h.quorate != nil {
+		return h.quorate(si, rec)
+	}
+	return rec.Count()*2 > len(h.sets[si])
 }

@@ -1,0 +1,324 @@
+package heal
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// A rename from /d into /e done on replica 2 alone (EIO: the others down
+// or refusing), while replica 2's copy of /e was behind (replicas 0 and
+// 1 had made /e/x without it). /d's copies say the rename was done (2,
+// the only copy nobody blames, lacks /d/f); /e's copies blame each other
+// and the quorum rule undoes it there (0 and 1 lack /e/g). Healed
+// directory by directory, the file went from both names (a review,
+// 2026-11-28; docs/REPLICATION.md "Simulation"). The heal of whichever
+// directory comes second finds its name the inode's last one and keeps
+// it: the file ends under one of the two names on every replica, with
+// its content.
+func TestRenameDoneOnOneReplicaKeepsAName(t *testing.T) {
+	for _, first := range []string{"/d", "/e", ""} {
+		t.Run("first="+first, func(t *testing.T) {
+			c := newCluster(t, 3, false)
+			data := pattern(5000, 3)
+			c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/e", layer.NewGfid()), create("/d/f", layer.NewGfid(), data)))
+			c.on([]int{0, 1}, create("/e/x", layer.NewGfid(), []byte("x")))
+			c.on([]int{2}, rename("/d/f", "/e/g"))
+			h := c.healer(Options{Quorate: majority})
+			if first != "" {
+				if err := h.Heal(bg, 0, first); err != nil {
+					t.Logf("heal %s: %v", first, err)
+				}
+			}
+			c.scanSettled(h)
+			c.healthy()
+			var names []string
+			for _, p := range []string{"/d/f", "/e/g"} {
+				if _, err := c.stores[0].Lookup(bg, p); err == nil {
+					names = append(names, p)
+					for i := range c.stores {
+						sameBytes(t, p, c.content(i, p), data)
+					}
+				}
+			}
+			if len(names) != 1 {
+				t.Fatalf("the file is under %v, want one of /d/f and /e/g", names)
+			}
+			t.Logf("kept as %s", names[0])
+		})
+	}
+}
+
+// The name kept must not undo a client's removal: /d/f renamed to /e/g
+// while replica 1 was away, /d healed (replica 1's inode parked: /e/g
+// names it on the others), then /e/g removed on replica 0 while 1 and 2
+// were away. Replica 2's /e/g is its inode's last name, replica 1 holds
+// it parked; replica 0 recorded the removal, and /e/g goes.
+func TestRemovedNameNotKeptAsLast(t *testing.T) {
+	c := newCluster(t, 3, false)
+	c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/e", layer.NewGfid()), create("/d/f", layer.NewGfid(), []byte("data"))))
+	c.on([]int{0, 2}, rename("/d/f", "/e/g"))
+	h := c.healer(Options{Quorate: majority})
+	if err := h.Heal(bg, 0, "/d"); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := c.stores[1].Lookup(bg, layer.IDPath(c.gfid(0, "/e/g"))); err != nil || a.Nlink != 0 {
+		t.Fatalf("replica 1's inode: %+v %v, want it parked", a, err)
+	}
+	c.on([]int{0}, removeTree("/e/g"))
+	c.scanSettled(h)
+	c.healthy()
+	for i := range c.stores {
+		if _, err := c.stores[i].Lookup(bg, "/e/g"); err == nil {
+			t.Errorf("/e/g came back on replica %d", i)
+		}
+	}
+}
+
+// Nor a removal a trusted replica recorded while another trusted one
+// holds the inode parked: replica 1 holds /e/g's inode parked (lacking
+// the name, it took no part in the removal), replica 0 removed /e/g
+// while replica 2 was away. /e/g goes from replica 2.
+func TestRecordedRemovalNotUndone(t *testing.T) {
+	c := newCluster(t, 3, false)
+	g := layer.NewGfid()
+	c.everywhere(seq(mkdir("/e", layer.NewGfid()), create("/e/g", g, []byte("data"))))
+	if err := c.stores[1].Rename(bg, "/e/g", layer.IDPath(g), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeTree("/e/g")(layer.WithTxn(bg, layer.Txn{Pending: 0b100}), c.stores[0]); err != nil {
+		t.Fatal(err)
+	}
+	h := c.healer(Options{Quorate: majority})
+	c.scanSettled(h)
+	c.healthy()
+	for i := range c.stores {
+		if _, err := c.stores[i].Lookup(bg, "/e/g"); err == nil {
+			t.Errorf("/e/g came back on replica %d", i)
+		}
+	}
+}
+
+// The inode's last name is kept only if a data replica can hold it: on a
+// set with an arbiter (replica 2, no data), /d/f made while 1 was away,
+// /e/x while 0 was, then /d/f renamed to /e/g on 0 alone (EIO). The only
+// trusted replica of /e holding the inode parked is the arbiter; linked
+// there alone, the next pass found a regular file whose only good copy
+// holds no data: a split-brain no heal resolved (a review, 2026-11-28).
+// The name goes, as before the last name was kept, and /e heals.
+func TestLastNameNotKeptOnAnArbiterAlone(t *testing.T) {
+	c := newCluster(t, 3, true)
+	c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/e", layer.NewGfid())))
+	c.on([]int{0, 2}, create("/d/f", layer.NewGfid(), pattern(5000, 3)))
+	c.on([]int{1, 2}, create("/e/x", layer.NewGfid(), []byte("x")))
+	c.on([]int{0}, rename("/d/f", "/e/g"))
+	h := c.healer(Options{Quorate: majority})
+	if err := h.Heal(bg, 0, "/d"); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := h.Heal(bg, 0, "/e"); err != nil {
+			t.Fatalf("heal /e: %v", err)
+		}
+	}
+	c.scanSettled(h)
+	c.healthy()
+}
+
+func hardlink(from, to string) func(context.Context, layer.Layer) error {
+	return func(ctx context.Context, l layer.Layer) error {
+		_, err := l.Link(ctx, from, to)
+		return err
+	}
+}
+
+// A removal a quorum recorded is never undone, even of a name that looks
+// like its inode's last: /d/f and /x/h name one file; /d/f is removed on
+// replicas 0 and 1 (acknowledged, replica 2 away); then /x/h is renamed
+// to /y/k on replica 2 alone (EIO) while 0 and 1 made /y/z without it.
+// The heal of /x parks the inode on 0 and 1 (2 holds it); the heal of /d
+// finds 2's /d/f the inode's last name, and kept it (a review,
+// 2026-11-28). It goes; /y/k, whose rename nobody recorded, is kept. In
+// scan order, /d/f never comes back, but if /y is healed before /x
+// (then /x/h still names the inode) the file is lost.
+func TestAcknowledgedRemovalOfALinkNotUndone(t *testing.T) {
+	for _, order := range [][]string{{"/x", "/d", "/y"}, nil} {
+		t.Run(fmt.Sprint(order), func(t *testing.T) {
+			c := newCluster(t, 3, false)
+			data := pattern(5000, 3)
+			c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/x", layer.NewGfid()), mkdir("/y", layer.NewGfid()),
+				create("/d/f", layer.NewGfid(), data), hardlink("/d/f", "/x/h")))
+			c.on([]int{0, 1}, removeTree("/d/f"))
+			c.on([]int{0, 1}, create("/y/z", layer.NewGfid(), []byte("z")))
+			c.on([]int{2}, rename("/x/h", "/y/k"))
+			h := c.healer(Options{Quorate: majority})
+			for _, d := range order {
+				t.Logf("heal %s: %v", d, h.Heal(bg, 0, d))
+			}
+			c.scanSettled(h)
+			c.healthy()
+			if _, err := c.stores[0].Lookup(bg, "/d/f"); err == nil {
+				t.Error("/d/f, whose removal was acknowledged, is back")
+			}
+			if order == nil {
+				return // scanned: in some orders the file is lost (docs/REPLICATION.md)
+			}
+			if _, err := c.stores[0].Lookup(bg, "/y/k"); err != nil {
+				if _, err := c.stores[0].Lookup(bg, "/x/h"); err != nil {
+					t.Error("the file is under neither /x/h nor /y/k")
+				}
+			}
+		})
+	}
+}
+
+// gate holds every park (a rename onto an id path) until two have come,
+// or a second has passed.
+type gate struct {
+	mu   sync.Mutex
+	n    int
+	open chan struct{}
+}
+
+func (g *gate) arrive() {
+	g.mu.Lock()
+	g.n++
+	if g.n == 2 {
+		close(g.open)
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.open:
+	case <-time.After(time.Second):
+	}
+}
+
+type gated struct {
+	countingStore
+	g *gate
+}
+
+func (l gated) Rename(ctx context.Context, from, to string, flags uint32) error {
+	if strings.HasPrefix(to, "/.mortar/gfid/") {
+		l.g.arrive()
+	}
+	return l.countingStore.Rename(ctx, from, to, flags)
+}
+
+// The two directories of TestRenameDoneOnOneReplicaKeepsAName healed at
+// once (two workers of a scan): each heal saw the other name still there
+// and parked its own, and the file went from both (a review, 2026-11-28:
+// 3 runs in 150). The parks are held until both came (or a second): the
+// second heal to look now looks after the first removed its name.
+func TestLastNameKeptWhenBothDirectoriesHealAtOnce(t *testing.T) {
+	c := newCluster(t, 3, false)
+	c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/e", layer.NewGfid()), create("/d/f", layer.NewGfid(), pattern(5000, 3))))
+	c.on([]int{0, 1}, create("/e/x", layer.NewGfid(), []byte("x")))
+	c.on([]int{2}, rename("/d/f", "/e/g"))
+	gt := &gate{open: make(chan struct{})}
+	for i := range c.set {
+		c.set[i].Layer = gated{c.set[i].Layer.(countingStore), gt}
+	}
+	h := c.healer(Options{Quorate: majority})
+	var wg sync.WaitGroup
+	for _, d := range []string{"/d", "/e"} {
+		wg.Go(func() { t.Logf("heal %s: %v", d, h.Heal(bg, 0, d)) })
+	}
+	wg.Wait()
+	c.scanSettled(h)
+	c.healthy()
+	for _, p := range []string{"/d/f", "/e/g"} {
+		if _, err := c.stores[0].Lookup(bg, p); err == nil {
+			return
+		}
+	}
+	t.Fatal("the file is under neither name")
+}
+
+// downable answers nothing while down, as a brick over the network.
+type downable struct {
+	countingStore
+	down *atomic.Bool
+}
+
+func (d downable) Lookup(ctx context.Context, p string) (layer.Attr, error) {
+	if d.down.Load() {
+		return layer.Attr{}, syscall.ENOTCONN
+	}
+	return d.countingStore.Lookup(ctx, p)
+}
+
+// A merge made while a replica is down blames it: the scenario of
+// TestRenameDoneOnOneReplicaKeepsAName with replica 1 away while /e is
+// healed. Its copies 0 and 2, each blamed by one replica up and the one
+// down, are merged: /e/g goes to 0. Replica 1, back, was blamed by no
+// one for the names the merge made, its copy taken as good beside 0's:
+// /e/g never reached it and the marks went (a review, 2026-11-28).
+func TestMergeWithAReplicaDownBlamesIt(t *testing.T) {
+	c := newCluster(t, 3, false)
+	data := pattern(5000, 3)
+	c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/e", layer.NewGfid()), create("/d/f", layer.NewGfid(), data)))
+	c.on([]int{0, 1}, create("/e/x", layer.NewGfid(), []byte("x")))
+	c.on([]int{2}, rename("/d/f", "/e/g"))
+	down := new(atomic.Bool)
+	c.set[1].Layer = downable{c.set[1].Layer.(countingStore), down}
+	c.set[1].Up = func() bool { return !down.Load() }
+	h := c.healer(Options{Quorate: majority})
+	if err := h.Heal(bg, 0, "/d"); err != nil {
+		t.Fatal(err)
+	}
+	down.Store(true)
+	t.Logf("heal /e, replica 1 down: %v", h.Heal(bg, 0, "/e"))
+	if m := c.pending(0, "/e"); m&0b010 == 0 {
+		t.Errorf("/e on replica 0 blames %b, not replica 1, after a merge without it", m)
+	}
+	down.Store(false)
+	c.scanSettled(h)
+	c.healthy()
+	for i := range c.stores {
+		sameBytes(t, "/e/g", c.content(i, "/e/g"), data)
+	}
+}
+
+// TestMergeWithAReplicaDownBlamesIt, but replica 1 returns while 0 is
+// down: 2 and 1 judged alone (0, down, counts with the blame of 1), then
+// everything back: one file, under /e/g, on every replica.
+func TestMergeWithAReplicaDownThenAnother(t *testing.T) {
+	c := newCluster(t, 3, false)
+	data := pattern(5000, 3)
+	c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/e", layer.NewGfid()), create("/d/f", layer.NewGfid(), data)))
+	c.on([]int{0, 1}, create("/e/x", layer.NewGfid(), []byte("x")))
+	c.on([]int{2}, rename("/d/f", "/e/g"))
+	downs := make([]*atomic.Bool, 3)
+	for i := range downs {
+		downs[i] = new(atomic.Bool)
+		d := downs[i]
+		c.set[i].Layer = downable{c.set[i].Layer.(countingStore), d}
+		c.set[i].Up = func() bool { return !d.Load() }
+	}
+	h := c.healer(Options{Quorate: majority})
+	t.Logf("heal /d: %v", h.Heal(bg, 0, "/d"))
+	downs[1].Store(true)
+	t.Logf("heal /e, 1 down: %v", h.Heal(bg, 0, "/e"))
+	downs[1].Store(false)
+	downs[0].Store(true)
+	scan(h)
+	for i := range 3 {
+		if a, err := c.stores[i].Lookup(bg, "/e"); err == nil {
+			t.Logf("replica %d /e pending %b", i, a.Pending)
+		}
+	}
+	downs[0].Store(false)
+	c.scanSettled(h)
+	c.healthy()
+	for i := range c.stores {
+		sameBytes(t, "/e/g", c.content(i, "/e/g"), data)
+	}
+}
