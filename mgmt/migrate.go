@@ -112,7 +112,12 @@ func (n *Node) runLocalMigration(ctx context.Context, vid string, req LocalMigra
 			stats = addStats(stats, s)
 			var left []string
 			if err == nil && req.Task.Kind == TaskRemoveBrick && s.Skipped+s.Failed == 0 {
-				left, err = d.Remaining(ctx, srcs, 3)
+				var rerr error
+				if left, rerr = d.Remaining(ctx, srcs, 3); rerr != nil && ctx.Err() == nil {
+					// Not known to be drained: as a file left, "run start again".
+					stats.Skipped++
+					stats.Errors = append(stats.Errors, "the leaving bricks could not be read: "+rerr.Error())
+				}
 			}
 			if err != nil || len(left) == 0 {
 				break
