@@ -101,9 +101,7 @@ func Open(ctx context.Context, target string, opts Options) (*Volume, error) {
 	v.stopFollow, v.followDone = cancel, make(chan struct{})
 	go func() {
 		defer close(v.followDone)
-		v.live.Follow(fctx, func(ctx context.Context, after uint64) (volume.Spec, error) {
-			return api.WatchSpec(ctx, name, after)
-		})
+		v.live.Follow(fctx, api.SpecFollower(name, v.live.Version))
 	}()
 	return v, nil
 }

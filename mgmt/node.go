@@ -43,6 +43,7 @@ type Node struct {
 	kick     chan struct{}          // wakes reconcile
 	kickOnce sync.Once
 	specs    *specNotifier // wakes the spec watches
+	watchers watchers      // the clients that watch specs here (takeup.go)
 
 	taskMu    sync.Mutex
 	tasks     map[string]bool       // ids of the tasks this node orchestrates

@@ -121,8 +121,9 @@ type LocalMigrateRequest struct {
 // taskPoll is how often the leader looks at the nodes' progress.
 const taskPoll = 500 * time.Millisecond
 
-// clientCatchUp is how long the leader lets clients fetch a new layout
-// (they long-poll the spec) before files move under it.
+// clientCatchUp is how long the leader lets clients that watch the spec
+// without naming themselves (takeup.go) fetch a new layout before files
+// move under it.
 const clientCatchUp = time.Second
 
 func (n *Node) rebalanceHandlers(mux *http.ServeMux) {
@@ -527,17 +528,26 @@ func (n *Node) runTask(ctx context.Context, vid, tid string) error {
 		if err := n.store.Apply(Command{Op: OpSetLayout, Name: v.Name, Volume: &VolumeState{Layout: &target, Previous: &prev}}); err != nil {
 			return err
 		}
-		n.log.Info("new layout set; moving files", "volume", v.Name, "task", tid)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(clientCatchUp):
-		}
+		n.log.Info("new layout set", "volume", v.Name, "task", tid)
 	}
 	if v.Task.Kind == TaskFixLayout {
 		n.endTask(vid, tid, TaskCompleted, "")
 		return nil
 	}
+	// Also for a task started again or taken over: its clients may not
+	// all have taken the layout yet.
+	_, now, ok := n.taskVolume(vid, tid)
+	if !ok {
+		return nil
+	}
+	still := func() bool { _, _, ok := n.taskVolume(vid, tid); return ok }
+	switch err := n.takeUp(ctx, v.Name, now.SpecVersion, still); {
+	case errors.Is(err, errTaskGone):
+		return nil
+	case err != nil:
+		return err
+	}
+	n.log.Info("clients run the layout; moving files", "volume", v.Name, "task", tid)
 	return n.runMigration(ctx, vid, tid)
 }
 

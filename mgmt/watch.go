@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,7 +14,7 @@ import (
 
 // Clients follow their volume's spec with a long poll:
 //
-//	GET /v1/volumes/{name}/spec?after=N[&wait=DURATION]
+//	GET /v1/volumes/{name}/spec?after=N[&wait=DURATION][&client=ID&runs=V]
 //
 // answers as soon as the spec's version is above N: at once if it is
 // already, else when a change gets there. When wait (default 30s, at most
@@ -21,7 +22,8 @@ import (
 // spec, whose version is then N or less: the client compares versions and
 // asks again. A volume that is not started (or is stopped while the client
 // waits) has no spec: the answer is an ErrState error. Without after, the
-// endpoint answers at once with the current spec, as for a mount.
+// endpoint answers at once with the current spec, as for a mount. A
+// client that names itself tells which spec it runs (takeup.go).
 const (
 	// DefaultSpecWait is how long a spec watch waits for a change.
 	DefaultSpecWait = 30 * time.Second
@@ -50,8 +52,33 @@ func (n *Node) serveSpec(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	client, runs := watcherOf(r, after)
+	if _, known := n.store.State().Volumes[name]; known {
+		n.watchers.arrived(name, client, runs)
+	}
 	spec, err := n.waitSpec(r.Context(), name, after, wait)
+	if r.Context().Err() != nil {
+		n.watchers.left(name, client) // gone (unmounted, or died) while it waited
+	} else {
+		n.watchers.answered(name, client)
+	}
 	n.reply(w, r, http.StatusOK, spec, err)
+}
+
+// watcherOf returns who watches with r and the spec version it runs
+// (takeup.go): its id (or "~" and its connection's address) and runs (or
+// after).
+func watcherOf(r *http.Request, after uint64) (string, uint64) {
+	q := r.URL.Query()
+	id := q.Get("client")
+	if id == "" || strings.HasPrefix(id, "~") {
+		id = "~" + r.RemoteAddr
+	}
+	runs, err := strconv.ParseUint(q.Get("runs"), 10, 64)
+	if err != nil {
+		runs = after
+	}
+	return id, runs
 }
 
 // parseWait parses a watch's wait: a Go duration ("10s") or seconds.

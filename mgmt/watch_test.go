@@ -59,11 +59,11 @@ func TestWatchSpec(t *testing.T) {
 	}
 
 	// An older version gets the current spec at once.
-	if s, err := c.watchSpec(ctx, "gv0", spec.Version, time.Hour); err != nil || s.Version != spec.Version+1 {
+	if s, err := c.watchSpec(ctx, "gv0", spec.Version, time.Hour, watcherQuery{}); err != nil || s.Version != spec.Version+1 {
 		t.Fatalf("watch after an old version: %+v, %v", s, err)
 	}
 	// No change within the wait: the current spec.
-	if s, err := c.watchSpec(ctx, "gv0", spec.Version+1, 100*time.Millisecond); err != nil || s.Version != spec.Version+1 {
+	if s, err := c.watchSpec(ctx, "gv0", spec.Version+1, 100*time.Millisecond, watcherQuery{}); err != nil || s.Version != spec.Version+1 {
 		t.Fatalf("watch that timed out: %+v, %v", s, err)
 	}
 	// Without after, as before: the current spec.

@@ -307,9 +307,7 @@ func (m *liveMount) follow(api *mgmt.Client, name string) {
 	m.stop, m.done = cancel, make(chan struct{})
 	go func() {
 		defer close(m.done)
-		m.Live.Follow(ctx, func(ctx context.Context, after uint64) (volume.Spec, error) {
-			return api.WatchSpec(ctx, name, after)
-		})
+		m.Live.Follow(ctx, api.SpecFollower(name, m.Live.Version))
 	}()
 }
 

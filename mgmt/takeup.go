@@ -1,0 +1,219 @@
+package mgmt
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Which clients run which spec. A client that follows its volume's spec
+// names itself on its watches (?client=ID, a random id per follower, and
+// runs=N, the version of the graph it runs: a spec it failed to build is
+// not run). Before files move under a new layout the leader waits
+// (takeUp) until every client that watched lately through any node runs
+// it, rather than a fixed grace: a client still on the old layout would
+// create files where that layout put them, behind the walk, and they
+// would not be found once the previous layout is dropped. The wait is
+// bounded by clientTakeUpMax, after which the clients still behind are
+// logged and not waited for (a mount whose node is down: docs/CLUSTER.md,
+// limits); clients that watch without an id (older ones), and nodes that
+// do not answer (down, or older), get the old grace, clientCatchUp. Any
+// client allowed to read the spec can so hold a rebalance back, for
+// clientTakeUpMax at most; a node keeps at most maxWatchers per volume.
+//
+//	GET /v1/local/volumes/{name}/lagging?version=V → Lagging (this node's watchers)
+
+// clientTakeUpMax bounds the leader's wait for clients to take a new
+// layout.
+const clientTakeUpMax = 15 * time.Second
+
+// watcherLive is how long a client that watched is taken to be there: it
+// watches again at least every DefaultSpecWait.
+const watcherLive = DefaultSpecWait + watchSlack
+
+// maxWatchers bounds the clients a node keeps of one volume.
+const maxWatchers = 4096
+
+// takeUpPoll is how often the leader asks the nodes, and lagAsk bounds
+// one question to a node.
+const (
+	takeUpPoll = 50 * time.Millisecond
+	lagAsk     = 2 * time.Second
+)
+
+// Lagging is what a node knows of the clients of a volume that run a
+// spec older than a version.
+type Lagging struct {
+	Clients   []string `json:"clients,omitempty"`   // ids of clients that run an older spec
+	Anonymous bool     `json:"anonymous,omitempty"` // clients without an id watched lately
+}
+
+// watcher is what a node knows of one client of a volume.
+type watcher struct {
+	runs uint64    // the spec version it runs (its latest watch's after)
+	seen time.Time // its latest watch began or was answered
+}
+
+// watchers are the clients that watch specs through this node.
+type watchers struct {
+	mu    sync.Mutex
+	byVol map[string]map[string]*watcher // volume name → client id ("" anonymous)
+}
+
+// arrived notes a watch of volume vol by client id, which runs version
+// runs.
+func (w *watchers) arrived(vol, id string, runs uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.byVol == nil {
+		w.byVol = map[string]map[string]*watcher{}
+	}
+	if w.byVol[vol] == nil {
+		w.byVol[vol] = map[string]*watcher{}
+	}
+	m := w.byVol[vol]
+	c := m[id]
+	if c == nil {
+		if len(m) >= maxWatchers {
+			w.prune(vol)
+		}
+		if len(m) >= maxWatchers {
+			return
+		}
+		c = &watcher{}
+		m[id] = c
+	}
+	c.runs, c.seen = runs, time.Now()
+}
+
+// prune forgets the clients of vol not seen lately (w.mu held).
+func (w *watchers) prune(vol string) {
+	for id, c := range w.byVol[vol] {
+		if time.Since(c.seen) > watcherLive {
+			delete(w.byVol[vol], id)
+		}
+	}
+}
+
+// answered notes the end of a watch of volume vol by client id: it is
+// seen until it comes back.
+func (w *watchers) answered(vol, id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c := w.byVol[vol][id]; c != nil {
+		c.seen = time.Now()
+	}
+}
+
+// left forgets client id of volume vol, whose watch was cut.
+func (w *watchers) left(vol, id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.byVol[vol], id)
+}
+
+// lagging returns the clients of vol seen lately that run a spec older
+// than version, and forgets those not seen lately. Clients without an id
+// are kept under "~" and their connection's address.
+func (w *watchers) lagging(vol string, version uint64) Lagging {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.prune(vol)
+	var out Lagging
+	for id, c := range w.byVol[vol] {
+		switch {
+		case strings.HasPrefix(id, "~"):
+			out.Anonymous = true
+		case c.runs < version:
+			out.Clients = append(out.Clients, id)
+		}
+	}
+	slices.Sort(out.Clients)
+	return out
+}
+
+func (n *Node) takeUpHandlers(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/local/volumes/{name}/lagging", handle(n, func(r *http.Request, _ struct{}) (any, error) {
+		v, err := strconv.ParseUint(r.URL.Query().Get("version"), 10, 64)
+		if err != nil {
+			return nil, errorf(ErrInvalid, "lagging: version=%q is not a version", r.URL.Query().Get("version"))
+		}
+		return n.watchers.lagging(r.PathValue("name"), v), nil
+	}))
+}
+
+// takeUp waits until the clients of volume name run spec version or a
+// later one (leader), at most clientTakeUpMax, and at least clientCatchUp
+// while clients without an id watch or a node does not answer: see above.
+// It ends early when still (false) says the task is no longer running.
+func (n *Node) takeUp(ctx context.Context, name string, version uint64, still func() bool) error {
+	start := time.Now()
+	ctx, cancel := context.WithDeadline(ctx, start.Add(clientTakeUpMax))
+	defer cancel()
+	t := time.NewTicker(takeUpPoll)
+	defer t.Stop()
+	for {
+		l := n.laggingEverywhere(ctx, name, version)
+		if len(l.Clients) == 0 && (!l.Anonymous || time.Since(start) >= clientCatchUp) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if time.Since(start) < clientTakeUpMax {
+				return ctx.Err() // the caller's
+			}
+			n.log.Warn("clients have not taken the new layout; moving files anyway", "volume", name, "version", version, "clients", l.Clients)
+			return nil
+		case <-t.C:
+		}
+		if !still() {
+			return errTaskGone
+		}
+	}
+}
+
+// errTaskGone: the task takeUp waited for is no longer running.
+var errTaskGone = errors.New("the task is no longer running")
+
+// laggingEverywhere gathers every node's lagging clients of volume name,
+// asking them at once; a node that does not answer counts as one with
+// clients without an id.
+func (n *Node) laggingEverywhere(ctx context.Context, name string, version uint64) Lagging {
+	var out Lagging
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	path := "/v1/local/volumes/" + url.PathEscape(name) + "/lagging?version=" + strconv.FormatUint(version, 10)
+	for id := range n.store.State().Nodes {
+		wg.Go(func() {
+			l, err := n.laggingOn(ctx, id, name, path, version)
+			if err != nil {
+				n.log.Debug("a node's spec watchers are unknown", "node", id, "err", err)
+				l = Lagging{Anonymous: true}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			out.Clients = append(out.Clients, l.Clients...)
+			out.Anonymous = out.Anonymous || l.Anonymous
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// laggingOn asks node id for its lagging clients.
+func (n *Node) laggingOn(ctx context.Context, id, name, path string, version uint64) (Lagging, error) {
+	if id == n.id {
+		return n.watchers.lagging(name, version), nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, lagAsk)
+	defer cancel()
+	var l Lagging
+	err := n.call(ctx, id, http.MethodGet, path, nil, &l)
+	return l, err
+}
