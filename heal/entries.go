@@ -320,6 +320,7 @@ func (h *Healer) place(ctx context.Context, si, s int, path string, p *plan, hin
 		// copy is linked there instead of rebuilt (sim disperse2+1
 		// seed 24: the sink's fragment was the only other current one).
 		if h.park(ctx, si, s, path, p) {
+			h.restoreRenamed(ctx, si, path, c.Attr)
 			break
 		}
 		if err := removeAll(ctx, l, path, c.Attr); err != nil {

@@ -31,10 +31,11 @@
 //     one copy is kept, one removed on one copy stays removed; a name
 //     only sinks have is removed (its inode parked by its id while another
 //     replica holds it), unless it is its inode's last name anywhere, a
-//     trusted replica holds the inode parked and no client's removal is
-//     recorded: a rename across two directories done on too few
-//     replicas, taken as done in one and as undone in the other, is then
-//     undone in both (keepLastName);
+//     trusted replica holds the inode parked and the record of a rename
+//     done by too few replicas (layer.XattrRenamed) names it: such a
+//     rename, taken as done in one directory and as undone in the other,
+//     is then undone or done in both (keepLastName; restoreRenamed when
+//     heal replaces it under its new name with the old target);
 //   - regular files get their data compared in 1 MiB chunks, and only the
 //     chunks that differ are written (never on an arbiter, which holds no
 //     data, and never from one);

@@ -30,7 +30,7 @@ func TestRenameDoneOnOneReplicaKeepsAName(t *testing.T) {
 			data := pattern(5000, 3)
 			c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/e", layer.NewGfid()), create("/d/f", layer.NewGfid(), data)))
 			c.on([]int{0, 1}, create("/e/x", layer.NewGfid(), []byte("x")))
-			c.on([]int{2}, rename("/d/f", "/e/g"))
+			c.on([]int{2}, renameFew("/d/f", "/e/g"))
 			h := c.healer(Options{Quorate: majority})
 			if first != "" {
 				if err := h.Heal(bg, 0, first); err != nil {
@@ -118,7 +118,7 @@ func TestLastNameNotKeptOnAnArbiterAlone(t *testing.T) {
 	c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/e", layer.NewGfid())))
 	c.on([]int{0, 2}, create("/d/f", layer.NewGfid(), pattern(5000, 3)))
 	c.on([]int{1, 2}, create("/e/x", layer.NewGfid(), []byte("x")))
-	c.on([]int{0}, rename("/d/f", "/e/g"))
+	c.on([]int{0}, renameFew("/d/f", "/e/g"))
 	h := c.healer(Options{Quorate: majority})
 	if err := h.Heal(bg, 0, "/d"); err != nil {
 		t.Fatal(err)
@@ -139,43 +139,65 @@ func hardlink(from, to string) func(context.Context, layer.Layer) error {
 	}
 }
 
-// A removal a quorum recorded is never undone, even of a name that looks
-// like its inode's last: /d/f and /x/h name one file; /d/f is removed on
-// replicas 0 and 1 (acknowledged, replica 2 away); then /x/h is renamed
-// to /y/k on replica 2 alone (EIO) while 0 and 1 made /y/z without it.
-// The heal of /x parks the inode on 0 and 1 (2 holds it); the heal of /d
-// finds 2's /d/f the inode's last name, and kept it (a review,
-// 2026-11-28). It goes; /y/k, whose rename nobody recorded, is kept. In
-// scan order, /d/f never comes back, but if /y is healed before /x
-// (then /x/h still names the inode) the file is lost.
+// A client's removal is never undone, even of a name that looks like
+// its inode's last: /d/f and /x/h name one file; /d/f is removed on
+// replicas 0 and 1 (acknowledged: replica 2 away, the removal recorded;
+// or sent to all three, 2 failing midway and marked after the fact,
+// nothing recorded); then /x/h is renamed to /y/k on replica 2 alone
+// (EIO) while 0 and 1 made /y/z without it. The heal of /x parks the
+// inode on 0 and 1 (2 holds it); the heal of /d finds 2's /d/f the
+// inode's last name, and kept it (two reviews, 2026-11-28). No record of
+// a rename names /d/f: it goes, in every heal order. In the order /x,
+// /d, /y, /y/k, whose rename is recorded, is kept; if /y is healed
+// before /x (then /x/h still names the inode) the file is lost.
 func TestAcknowledgedRemovalOfALinkNotUndone(t *testing.T) {
-	for _, order := range [][]string{{"/x", "/d", "/y"}, nil} {
-		t.Run(fmt.Sprint(order), func(t *testing.T) {
-			c := newCluster(t, 3, false)
-			data := pattern(5000, 3)
-			c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/x", layer.NewGfid()), mkdir("/y", layer.NewGfid()),
-				create("/d/f", layer.NewGfid(), data), hardlink("/d/f", "/x/h")))
-			c.on([]int{0, 1}, removeTree("/d/f"))
-			c.on([]int{0, 1}, create("/y/z", layer.NewGfid(), []byte("z")))
-			c.on([]int{2}, rename("/x/h", "/y/k"))
-			h := c.healer(Options{Quorate: majority})
-			for _, d := range order {
-				t.Logf("heal %s: %v", d, h.Heal(bg, 0, d))
-			}
-			c.scanSettled(h)
-			c.healthy()
-			if _, err := c.stores[0].Lookup(bg, "/d/f"); err == nil {
-				t.Error("/d/f, whose removal was acknowledged, is back")
-			}
-			if order == nil {
-				return // scanned: in some orders the file is lost (docs/REPLICATION.md)
-			}
-			if _, err := c.stores[0].Lookup(bg, "/y/k"); err != nil {
-				if _, err := c.stores[0].Lookup(bg, "/x/h"); err != nil {
-					t.Error("the file is under neither /x/h nor /y/k")
+	for _, recorded := range []bool{true, false} {
+		for _, order := range [][]string{{"/x", "/d", "/y"}, {"/y", "/x", "/d"}, nil} {
+			t.Run(fmt.Sprint(recorded, order), func(t *testing.T) {
+				c := newCluster(t, 3, false)
+				c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/x", layer.NewGfid()), mkdir("/y", layer.NewGfid()),
+					create("/d/f", layer.NewGfid(), pattern(5000, 3)), hardlink("/d/f", "/x/h")))
+				removeOnTwo(t, c, "/d/f", recorded)
+				c.on([]int{0, 1}, create("/y/z", layer.NewGfid(), []byte("z")))
+				c.on([]int{2}, renameFew("/x/h", "/y/k"))
+				h := c.healer(Options{Quorate: majority})
+				for _, d := range order {
+					t.Logf("heal %s: %v", d, h.Heal(bg, 0, d))
 				}
-			}
-		})
+				c.scanSettled(h)
+				c.healthy()
+				if _, err := c.stores[0].Lookup(bg, "/d/f"); err == nil {
+					t.Error("/d/f, whose removal was acknowledged, is back")
+				}
+				if order == nil || order[0] != "/x" {
+					return
+				}
+				if _, err := c.stores[0].Lookup(bg, "/y/k"); err != nil {
+					if _, err := c.stores[0].Lookup(bg, "/x/h"); err != nil {
+						t.Error("the file is under neither /x/h nor /y/k")
+					}
+				}
+			})
+		}
+	}
+}
+
+// removeOnTwo removes path on replicas 0 and 1: recorded, with replica 2
+// away; or not, sent to all three, 2 failing midway and marked after the
+// fact (replicate's markLosers).
+func removeOnTwo(t *testing.T, c *cluster, path string, recorded bool) {
+	t.Helper()
+	if recorded {
+		c.on([]int{0, 1}, removeTree(path))
+		return
+	}
+	for _, i := range []int{0, 1} {
+		if err := removeTree(path)(bg, c.stores[i]); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.stores[i].MarkPending(bg, parentDir(path), layer.Gfid{}, 0b100); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -221,7 +243,7 @@ func TestLastNameKeptWhenBothDirectoriesHealAtOnce(t *testing.T) {
 	c := newCluster(t, 3, false)
 	c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/e", layer.NewGfid()), create("/d/f", layer.NewGfid(), pattern(5000, 3))))
 	c.on([]int{0, 1}, create("/e/x", layer.NewGfid(), []byte("x")))
-	c.on([]int{2}, rename("/d/f", "/e/g"))
+	c.on([]int{2}, renameFew("/d/f", "/e/g"))
 	gt := &gate{open: make(chan struct{})}
 	for i := range c.set {
 		c.set[i].Layer = gated{c.set[i].Layer.(countingStore), gt}
@@ -266,7 +288,7 @@ func TestMergeWithAReplicaDownBlamesIt(t *testing.T) {
 	data := pattern(5000, 3)
 	c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/e", layer.NewGfid()), create("/d/f", layer.NewGfid(), data)))
 	c.on([]int{0, 1}, create("/e/x", layer.NewGfid(), []byte("x")))
-	c.on([]int{2}, rename("/d/f", "/e/g"))
+	c.on([]int{2}, renameFew("/d/f", "/e/g"))
 	down := new(atomic.Bool)
 	c.set[1].Layer = downable{c.set[1].Layer.(countingStore), down}
 	c.set[1].Up = func() bool { return !down.Load() }
@@ -295,7 +317,7 @@ func TestMergeWithAReplicaDownThenAnother(t *testing.T) {
 	data := pattern(5000, 3)
 	c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/e", layer.NewGfid()), create("/d/f", layer.NewGfid(), data)))
 	c.on([]int{0, 1}, create("/e/x", layer.NewGfid(), []byte("x")))
-	c.on([]int{2}, rename("/d/f", "/e/g"))
+	c.on([]int{2}, renameFew("/d/f", "/e/g"))
 	downs := make([]*atomic.Bool, 3)
 	for i := range downs {
 		downs[i] = new(atomic.Bool)
@@ -322,3 +344,48 @@ func TestMergeWithAReplicaDownThenAnother(t *testing.T) {
 		sameBytes(t, "/e/g", c.content(i, "/e/g"), data)
 	}
 }
+
+// renameFew is a rename done by too few replicas (the client answered an
+// error), recorded on the renamed inode where it was done, as replicate
+// does (layer.XattrRenamed).
+func renameFew(from, to string) func(context.Context, layer.Layer) error {
+	return func(ctx context.Context, l layer.Layer) error {
+		if err := l.Rename(ctx, from, to, 0); err != nil {
+			return err
+		}
+		return l.Setxattr(ctx, to, layer.XattrRenamed, layer.RenameRecord{From: from, To: to}.Encode(), 0)
+	}
+}
+
+// A rename done by too few replicas over an existing name: replica 2
+// alone renamed /d/f (inode F) over /e/g (inode T), while /e's copies on
+// 0 and 1 had made /e/x without it. /e's good copies (0, 1) still hold T
+// there, so heal replaces 2's F with T and parks it; healed after /d
+// (taken as done there), F had no name left (the second review,
+// 2026-11-28). F is linked back under /d/f, where the record of the
+// rename says it came from: the rename is undone in both directories,
+// and /e/g is T again.
+func TestRenameOverANameDoneOnOneReplicaUndone(t *testing.T) {
+	for _, first := range []string{"/d", "/e", ""} {
+		t.Run("first="+first, func(t *testing.T) {
+			c := newCluster(t, 3, false)
+			data, old := pattern(5000, 3), pattern(3000, 9)
+			c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/e", layer.NewGfid()),
+				create("/d/f", layer.NewGfid(), data), create("/e/g", layer.NewGfid(), old)))
+			c.on([]int{0, 1}, create("/e/x", layer.NewGfid(), []byte("x")))
+			c.on([]int{2}, renameFew("/d/f", "/e/g"))
+			h := c.healer(Options{Quorate: majority})
+			if first != "" {
+				t.Logf("heal %s: %v", first, h.Heal(bg, 0, first))
+			}
+			c.scanSettled(h)
+			c.healthy()
+			for i := range c.stores {
+				sameBytes(t, "/d/f", c.content(i, "/d/f"), data)
+				sameBytes(t, "/e/g", c.content(i, "/e/g"), old)
+			}
+		})
+	}
+}
+
+func parentDir(p string) string { dir, _ := layer.Split(p); return dir }

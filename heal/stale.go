@@ -83,14 +83,15 @@ var errLastName = errors.New("the last name of an inode kept")
 // p.remove when it is the last name its inode has anywhere: no other
 // replica holds the inode under a name, a trusted data replica holds it
 // parked (a heal of its other name took that away, trusting this one),
-// no replica that recorded the name as removed dropped the inode, and no
-// quorum recorded it (a client's unlink, never undone). That is a rename
-// across two directories done on too few replicas (EIO), judged done in
-// one directory and undone in the other, whose copies blamed each other
-// (docs/REPLICATION.md, "Simulation"): the rename is then undone here
-// too. The name is linked back on the trusted replicas that hold the
-// inode parked; a later pass gives it to the others. It reports whether
-// it kept the name. The caller holds h.lastName for the inode.
+// and the record of a rename done by too few replicas
+// (layer.XattrRenamed) on the inode names path. That is such a rename
+// across two directories, judged done in one and undone in the other,
+// whose copies blamed each other (docs/REPLICATION.md, "Simulation"):
+// it is then done or undone in both. No removal a replica recorded, and
+// dropped the inode for, nor one a quorum recorded (a client's unlink)
+// is undone so. The name is linked back on the trusted replicas that
+// hold the inode parked; a later pass gives it to the others. It reports
+// whether it kept the name. The caller holds h.lastName for the inode.
 func (h *Healer) keepLastName(ctx context.Context, si int, path string, p *plan) bool {
 	a := p.copies[p.remove.First()].Attr
 	if a.Gfid.IsZero() {
@@ -123,7 +124,8 @@ func (h *Healer) keepLastName(ctx context.Context, si int, path string, p *plan)
 			return false // an arbiter holds no data: it cannot be the only copy
 		}
 	}
-	if to == 0 || h.removalStands(ctx, si, absent|parked, absent, path, a.Gfid) {
+	if to == 0 || !h.renamedWith(ctx, si, parked|p.remove, a.Gfid, path) ||
+		h.removalStands(ctx, si, absent|parked, absent, path, a.Gfid) {
 		return false
 	}
 	kept := false
@@ -141,6 +143,77 @@ func (h *Healer) keepLastName(ctx context.Context, si int, path string, p *plan)
 		h.log.Info("kept the last name of an inode", "path", path, "gfid", a.Gfid)
 	}
 	return kept
+}
+
+// renamedWith returns the record of a rename done by too few replicas
+// (layer.XattrRenamed) that a replica of m holds on inode g and that
+// names path, if one does: only such a rename is undone, or taken as done,
+// to keep a name.
+func (h *Healer) renamedWith(ctx context.Context, si int, m replicate.Mask, g layer.Gfid, path string) bool {
+	_, ok := h.renameRecord(ctx, si, m, g, func(r layer.RenameRecord) bool { return r.Names(path) })
+	return ok
+}
+
+// renameRecord returns the first record on inode g, on a replica of m,
+// that want accepts.
+func (h *Healer) renameRecord(ctx context.Context, si int, m replicate.Mask, g layer.Gfid, want func(layer.RenameRecord) bool) (layer.RenameRecord, bool) {
+	for c, rep := range h.sets[si] {
+		if !m.Has(c) {
+			continue
+		}
+		b, err := rep.Layer.Getxattr(ctx, layer.IDPath(g), layer.XattrRenamed)
+		if err != nil {
+			continue
+		}
+		if r, ok := layer.ParseRenameRecord(b); ok && want(r) {
+			return r, true
+		}
+	}
+	return layer.RenameRecord{}, false
+}
+
+// restoreRenamed links inode g, whose name path heal just took from sink
+// s to give it the good copies' inode, back under the old name of a
+// rename done by too few replicas, when path was that rename's new name
+// and g has no other name left on any replica: a rename over an existing
+// name, taken as done where the old name was (the heal of its directory
+// parked it) and undone here, where the good copies hold the old target.
+// It is linked on every replica that holds it parked; the heal of the
+// old name's directory does the rest.
+func (h *Healer) restoreRenamed(ctx context.Context, si int, path string, a layer.Attr) {
+	if a.IsDir() || a.Gfid.IsZero() {
+		return
+	}
+	mu := &h.lastName[a.Gfid[0]%byte(len(h.lastName))]
+	mu.Lock()
+	defer mu.Unlock()
+	var parked replicate.Mask
+	for c, rep := range h.sets[si] {
+		if !h.up(si, c) {
+			return
+		}
+		b, err := rep.Layer.Lookup(ctx, layer.IDPath(a.Gfid))
+		switch {
+		case errors.Is(err, syscall.ENOENT):
+		case err != nil || !sameInode(a, b) || b.Nlink > 0:
+			return // not known, or named there
+		default:
+			parked |= replicate.Bit(c)
+		}
+	}
+	all := replicate.Mask(1)<<uint(len(h.sets[si])) - 1
+	rec, ok := h.renameRecord(ctx, si, all, a.Gfid, func(r layer.RenameRecord) bool { return r.To == path })
+	if !ok || a.IsReg() && parked&^h.arbs[si] == 0 {
+		return
+	}
+	for c := range h.sets[si] {
+		if parked.Has(c) {
+			if _, err := h.sets[si][c].Layer.Link(ctx, layer.IDPath(a.Gfid), rec.From); err != nil {
+				h.log.Warn("linking a renamed inode back under its old name", "replica", h.sets[si][c].Name, "path", rec.From, "err", err)
+			}
+		}
+	}
+	h.log.Info("a rename done by too few replicas undone", "path", path, "back to", rec.From, "gfid", a.Gfid)
 }
 
 // removalStands reports whether the removal of name path, inode g, was

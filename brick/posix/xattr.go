@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mortarfs/mortar/layer"
 )
 
 // userPrefix is the only xattr namespace callers may use.
@@ -93,12 +95,17 @@ func listxattr(path string) ([]string, error) {
 	}
 }
 
-// Getxattr returns a user.* xattr of the inode at path.
+// Getxattr returns a user.* xattr of the inode at path, or its
+// layer.XattrRenamed record (path may then name it by its id,
+// layer.IDPath).
 func (s *Store) Getxattr(ctx context.Context, path, name string) ([]byte, error) {
-	if err := checkUserXattr(name); err != nil {
+	resolve := s.resolve
+	if name == layer.XattrRenamed {
+		resolve = func(p string, _ bool) (at, error) { return s.resolveSource(p) }
+	} else if err := checkUserXattr(name); err != nil {
 		return nil, err
 	}
-	a, err := s.resolve(path, false)
+	a, err := resolve(path, false)
 	if err != nil {
 		return nil, err
 	}
@@ -110,6 +117,9 @@ func (s *Store) Getxattr(ctx context.Context, path, name string) ([]byte, error)
 func (s *Store) Setxattr(ctx context.Context, path, name string, value []byte, flags uint32) error {
 	if name == XattrMigrate {
 		return s.migrate(ctx, path, value)
+	}
+	if name == layer.XattrRenamed {
+		return s.setRenamed(path, value)
 	}
 	if err := checkUserXattr(name); err != nil {
 		return err
@@ -176,4 +186,18 @@ func (s *Store) Removexattr(ctx context.Context, path, name string) error {
 	}
 	defer unlock()
 	return unix.Lremovexattr(procAt(a.dir, a.name), name)
+}
+
+// setRenamed records a rename done by too few replicas on the inode at
+// path (layer.XattrRenamed): no mark, nothing held, it changes no data.
+func (s *Store) setRenamed(path string, value []byte) error {
+	if _, ok := layer.ParseRenameRecord(value); !ok {
+		return unix.EINVAL
+	}
+	a, err := s.resolve(path, false)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	return unix.Lsetxattr(procAt(a.dir, a.name), layer.XattrRenamed, value, 0)
 }

@@ -11,10 +11,9 @@ import (
 )
 
 func (r *Replicate) Rename(ctx context.Context, oldpath, newpath string, flags uint32) error {
-	_, err := r.rename(ctx, oldpath, newpath, r.sourceMissed(ctx, oldpath, newpath), func(ctx context.Context, i int) error {
+	return r.rename(ctx, oldpath, newpath, r.sourceMissed(ctx, oldpath, newpath), func(ctx context.Context, i int) error {
 		return r.children[i].Layer.Rename(ctx, oldpath, newpath, flags)
 	})
-	return err
 }
 
 // RenameSource is Rename of the inode with gfid src (layer.SourceRenamer),
@@ -30,7 +29,7 @@ func (r *Replicate) Rename(ctx context.Context, oldpath, newpath string, flags u
 func (r *Replicate) RenameSource(ctx context.Context, oldpath, newpath string, flags uint32, src layer.Gfid) error {
 	adjust := staleRefused(r.sourceMissed(ctx, oldpath, newpath))
 	did, stale := make([]bool, len(r.children)), make([]bool, len(r.children)) // each replica's goroutine writes its own
-	_, err := r.rename(ctx, oldpath, newpath, adjust, func(ctx context.Context, i int) error {
+	err := r.rename(ctx, oldpath, newpath, adjust, func(ctx context.Context, i int) error {
 		err := layer.RenameSource(ctx, r.children[i].Layer, oldpath, newpath, flags, src)
 		did[i], stale[i] = err == nil && !r.arbiters.Has(i), errors.Is(err, syscall.ESTALE)
 		return err
@@ -49,13 +48,41 @@ func (r *Replicate) RenameSource(ctx context.Context, oldpath, newpath string, f
 }
 
 // rename runs fn, a rename of oldpath to newpath on replica i, on every
-// replica, marking the directories of both names.
-func (r *Replicate) rename(ctx context.Context, oldpath, newpath string, adjust adjuster, fn func(ctx context.Context, i int) error) (outcome, error) {
+// replica, marking the directories of both names. A rename that fails
+// where some replicas did it leaves its record on the inode there
+// (recordRenamed).
+func (r *Replicate) rename(ctx context.Context, oldpath, newpath string, adjust adjuster, fn func(ctx context.Context, i int) error) error {
 	marks := []string{parentOf(oldpath)}
 	if p := parentOf(newpath); p != marks[0] {
 		marks = append(marks, p)
 	}
-	return r.modifyWith(ctx, marks, adjust, fn)
+	did := make([]bool, len(r.children)) // each replica's goroutine writes its own
+	_, err := r.modifyWith(ctx, marks, adjust, func(ctx context.Context, i int) error {
+		err := fn(ctx, i)
+		did[i] = err == nil
+		return err
+	})
+	if err != nil && slices.Contains(did, true) {
+		r.recordRenamed(ctx, did, oldpath, newpath)
+	}
+	return err
+}
+
+// recordRenamed records, on the replicas that did it, a rename the client
+// is answered an error for (layer.XattrRenamed): heal may take it as done
+// in one of its directories and as undone in the other, and keeps the
+// inode under one of its two names only with this record. Best effort: a
+// replica that does not take it leaves heal as it was without.
+func (r *Replicate) recordRenamed(ctx context.Context, did []bool, oldpath, newpath string) {
+	rec := layer.RenameRecord{From: oldpath, To: newpath}.Encode()
+	for i, d := range did {
+		if !d {
+			continue
+		}
+		if err := r.children[i].Layer.Setxattr(ctx, newpath, layer.XattrRenamed, rec, 0); err != nil {
+			r.log.Warn("a rename done by too few replicas not recorded", "replica", r.children[i].Name, "path", newpath, "err", err)
+		}
+	}
 }
 
 // errStaleName stands for a replica's ESTALE to a rename that others did:

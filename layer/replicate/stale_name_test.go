@@ -300,6 +300,10 @@ func TestRenameOfAStaleNameOnAReplica(t *testing.T) {
 					t.Errorf("brick 2's %s does not blame brick 0", dir)
 				}
 			}
+			// Recorded for heal only when too few replicas did it.
+			if _, err := g.onBrick(2).Getxattr(g.ctx, "/e/g", layer.XattrRenamed); (err == nil) != degraded {
+				t.Errorf("brick 2's record of the rename: %v, want one only if degraded (%v)", err, degraded)
+			}
 			if degraded {
 				g.revive(1)
 			}
@@ -343,5 +347,10 @@ func TestStaleRefusalDoesNotWinATie(t *testing.T) {
 	}
 	if a, err := g.onBrick(2).Lookup(g.ctx, "/e/g"); err != nil || a.Gfid != made.Gfid {
 		t.Errorf("brick 2's /e/g: %v %v, want the renamed file", a.Gfid, err)
+	}
+	// Done by too few replicas: recorded where it was done, for heal.
+	v, err := g.onBrick(2).Getxattr(g.ctx, "/e/g", layer.XattrRenamed)
+	if rec, ok := layer.ParseRenameRecord(v); err != nil || !ok || rec != (layer.RenameRecord{From: "/d/f", To: "/e/g"}) {
+		t.Errorf("brick 2's record of the rename: %q, %v", v, err)
 	}
 }
