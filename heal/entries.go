@@ -339,7 +339,9 @@ func (h *Healer) place(ctx context.Context, si, s int, path string, p *plan, hin
 	how := placeMoved
 	switch {
 	case hint != nil && h.reuse(ctx, si, s, path, want, hint):
+		h.renameSettled(ctx, si, want)
 	case h.linkByID(ctx, si, s, path, want):
+		h.renameSettled(ctx, si, want)
 	case h.data != nil && want.IsReg() && h.namedElsewhere(ctx, l, want):
 		// The sink holds the file's fragment under a stale name that
 		// the heal of its directory has yet to park (park, removeStale),
@@ -361,6 +363,9 @@ func (h *Healer) place(ctx context.Context, si, s int, path string, p *plan, hin
 		return placeHad, errNoParent
 	default:
 		how = placeMade
+		if hint != nil && want.IsReg() {
+			h.renameSettledIfNamed(ctx, l, si, want)
+		}
 		err := h.create(ctx, si, s, path, p)
 		if errors.Is(err, syscall.EEXIST) {
 			// Made meanwhile (by a client): fine if it is that inode.

@@ -157,18 +157,7 @@ func TestAcknowledgedRemovalOfALinkNotUndone(t *testing.T) {
 				c := newCluster(t, 3, false)
 				c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/x", layer.NewGfid()), mkdir("/y", layer.NewGfid()),
 					create("/d/f", layer.NewGfid(), pattern(5000, 3)), hardlink("/d/f", "/x/h")))
-				removeOnTwo(t, c, "/d/f", recorded)
-				c.on([]int{0, 1}, create("/y/z", layer.NewGfid(), []byte("z")))
-				c.on([]int{2}, renameFew("/x/h", "/y/k"))
-				h := c.healer(Options{Quorate: majority})
-				for _, d := range order {
-					t.Logf("heal %s: %v", d, h.Heal(bg, 0, d))
-				}
-				c.scanSettled(h)
-				c.healthy()
-				if _, err := c.stores[0].Lookup(bg, "/d/f"); err == nil {
-					t.Error("/d/f, whose removal was acknowledged, is back")
-				}
+				removedThenOtherRenamed(t, c, c.healer(Options{Quorate: majority}), recorded, order)
 				if order == nil || order[0] != "/x" {
 					return
 				}
@@ -179,6 +168,25 @@ func TestAcknowledgedRemovalOfALinkNotUndone(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// removedThenOtherRenamed removes /d/f on replicas 0 and 1 (removeOnTwo),
+// renames its other name /x/h to /y/k on replica 2 alone (recorded) while
+// 0 and 1 make /y/z without it, heals the directories of order then
+// scans with h, and checks /d/f stays removed.
+func removedThenOtherRenamed(t *testing.T, c *cluster, h *Healer, recorded bool, order []string) {
+	t.Helper()
+	removeOnTwo(t, c, "/d/f", recorded)
+	c.on([]int{0, 1}, create("/y/z", layer.NewGfid(), []byte("z")))
+	c.on([]int{2}, renameFew("/x/h", "/y/k"))
+	for _, d := range order {
+		t.Logf("heal %s: %v", d, h.Heal(bg, 0, d))
+	}
+	c.scanSettled(h)
+	c.healthy()
+	if _, err := c.stores[0].Lookup(bg, "/d/f"); err == nil {
+		t.Error("/d/f, whose removal was acknowledged, is back")
 	}
 }
 
@@ -423,4 +431,68 @@ func (c *cluster) healFirst(first string) {
 	}
 	c.scanSettled(h)
 	c.healthy()
+}
+
+// A record of a rename done by too few replicas goes once heal settles
+// the rename (here as done: /a/f renamed to /d/f on replica 0 alone): left,
+// it made heal keep, later, a name whose removal a client was told had
+// succeeded (the third review, 2026-11-28: the sequence of
+// TestAcknowledgedRemovalOfALinkNotUndone on /d/f, unrecorded).
+func TestSettledRenameRecordCleared(t *testing.T) {
+	for _, order := range [][]string{{"/y", "/x", "/d"}, {"/x", "/d", "/y"}, nil} {
+		t.Run(fmt.Sprint(order), func(t *testing.T) {
+			c := newCluster(t, 3, false)
+			c.everywhere(seq(mkdir("/a", layer.NewGfid()), mkdir("/d", layer.NewGfid()), mkdir("/x", layer.NewGfid()), mkdir("/y", layer.NewGfid()),
+				create("/a/f", layer.NewGfid(), pattern(5000, 3))))
+			c.on([]int{0}, renameFew("/a/f", "/d/f"))
+			h := c.healer(Options{Quorate: majority})
+			c.scanSettled(h)
+			c.healthy()
+			for i := range c.stores {
+				if _, err := c.stores[i].Lookup(bg, "/d/f"); err != nil {
+					t.Fatalf("old rename not healed as done on %d: %v", i, err)
+				}
+			}
+			if v, err := c.stores[0].Getxattr(bg, "/d/f", layer.XattrRenamed); err == nil {
+				t.Fatalf("record left on replica 0 after heal: %q", v)
+			}
+
+			c.everywhere(hardlink("/d/f", "/x/h"))
+			removedThenOtherRenamed(t, c, h, false, order)
+		})
+	}
+}
+
+// Nor does a settled record make heal link back a file whose names
+// clients removed (the third review): /d/f renamed to /e/g long ago on
+// replica 0 alone (recorded on 0), healed as done. Later the file gets a
+// second name /k/l. With 0 away, /e/z is renamed over /e/g (1, 2); with 1
+// away, /k/l is unlinked (0, 2, recorded). Both names' removals were
+// acknowledged: the file is gone for clients.
+func TestSettledRenameRecordNotRestored(t *testing.T) {
+	for _, order := range [][]string{{"/k", "/e"}, nil} {
+		t.Run(fmt.Sprint(order), func(t *testing.T) {
+			c := newCluster(t, 3, false)
+			c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/e", layer.NewGfid()), mkdir("/k", layer.NewGfid()),
+				create("/d/f", layer.NewGfid(), pattern(5000, 3))))
+			c.on([]int{0}, renameFew("/d/f", "/e/g"))
+			h := c.healer(Options{Quorate: majority})
+			c.scanSettled(h)
+			c.healthy()
+			c.everywhere(seq(hardlink("/e/g", "/k/l"), create("/e/z", layer.NewGfid(), []byte("z"))))
+			c.on([]int{1, 2}, func(ctx context.Context, l layer.Layer) error { return l.Rename(ctx, "/e/z", "/e/g", 0) })
+			c.on([]int{0, 2}, removeTree("/k/l"))
+			for _, d := range order {
+				t.Logf("heal %s: %v", d, h.Heal(bg, 0, d))
+			}
+			c.scanSettled(h)
+			for i := range c.stores {
+				if a, err := c.stores[i].Lookup(bg, "/d/f"); err == nil {
+					t.Logf("heal index entries left: %d", c.indexed())
+					t.Errorf("replica %d: /d/f is back (gfid %v), though both its later names were removed by acknowledged operations", i, a.Gfid)
+				}
+			}
+			c.healthy()
+		})
+	}
 }

@@ -141,6 +141,7 @@ func (h *Healer) keepLastName(ctx context.Context, si int, path string, p *plan)
 	}
 	if kept {
 		h.log.Info("kept the last name of an inode", "path", path, "gfid", a.Gfid)
+		h.clearRenamed(ctx, si, a.Gfid)
 	}
 	return kept
 }
@@ -166,6 +167,9 @@ func (h *Healer) undoDirRename(ctx context.Context, si int, path string, a layer
 		err := rep.Layer.Rename(ctx, rec.To, rec.From, layer.RenameNoReplace)
 		h.log.Info("a directory's rename done by too few replicas undone", "replica", rep.Name, "from", rec.To, "to", rec.From, "err", err)
 		moved = moved || err == nil
+	}
+	if moved {
+		h.clearRenamed(ctx, si, a.Gfid)
 	}
 	return moved
 }
@@ -203,8 +207,8 @@ func (h *Healer) renameRecord(ctx context.Context, si int, m replicate.Mask, g l
 // and g has no other name left on any replica: a rename over an existing
 // name, taken as done where the old name was (the heal of its directory
 // parked it) and undone here, where the good copies hold the old target.
-// It is linked on every replica that holds it parked; the heal of the
-// old name's directory does the rest.
+// It is linked back only where every replica holds it parked (one that
+// dropped it saw a client's removal), on all of them.
 func (h *Healer) restoreRenamed(ctx context.Context, si int, path string, a layer.Attr) {
 	if a.IsDir() || a.Gfid.IsZero() {
 		return
@@ -227,18 +231,55 @@ func (h *Healer) restoreRenamed(ctx context.Context, si int, path string, a laye
 		}
 	}
 	all := replicate.Mask(1)<<uint(len(h.sets[si])) - 1
+	if parked != all {
+		return // dropped somewhere: a client's removal, never undone
+	}
 	rec, ok := h.renameRecord(ctx, si, all, a.Gfid, func(r layer.RenameRecord) bool { return r.To == path })
-	if !ok || a.IsReg() && parked&^h.arbs[si] == 0 {
+	if !ok {
 		return
 	}
+	linked := false
 	for c := range h.sets[si] {
-		if parked.Has(c) {
-			if _, err := h.sets[si][c].Layer.Link(ctx, layer.IDPath(a.Gfid), rec.From); err != nil {
-				h.log.Warn("linking a renamed inode back under its old name", "replica", h.sets[si][c].Name, "path", rec.From, "err", err)
-			}
+		_, err := h.sets[si][c].Layer.Link(ctx, layer.IDPath(a.Gfid), rec.From)
+		if err != nil {
+			h.log.Warn("linking a renamed inode back under its old name", "replica", h.sets[si][c].Name, "path", rec.From, "err", err)
+		}
+		linked = linked || err == nil
+	}
+	if linked {
+		h.log.Info("a rename done by too few replicas undone", "path", path, "back to", rec.From, "gfid", a.Gfid)
+		h.clearRenamed(ctx, si, a.Gfid)
+	}
+}
+
+// renameSettled clears any record of a rename done by too few replicas
+// on inode a, which heal just gave a sink under another name of it: the
+// rename is taken as done.
+func (h *Healer) renameSettled(ctx context.Context, si int, a layer.Attr) {
+	if !a.IsDir() && !a.Gfid.IsZero() {
+		h.clearRenamed(ctx, si, a.Gfid)
+	}
+}
+
+// renameSettledIfNamed is renameSettled for a file heal is about to make
+// anew on sink l while l holds it under another name (a rename's new
+// name given before its old name was healed away).
+func (h *Healer) renameSettledIfNamed(ctx context.Context, l layer.Layer, si int, a layer.Attr) {
+	if had, err := l.Lookup(ctx, layer.IDPath(a.Gfid)); err == nil && had.Nlink > 0 {
+		h.renameSettled(ctx, si, a)
+	}
+}
+
+// clearRenamed forgets the record of a rename done by too few replicas
+// on inode g, on every replica (best effort): heal settled the rename,
+// and a record left would later make it keep or restore a name a client
+// has since removed (the third review, 2026-11-28).
+func (h *Healer) clearRenamed(ctx context.Context, si int, g layer.Gfid) {
+	for c, rep := range h.sets[si] {
+		if err := rep.Layer.Removexattr(ctx, layer.IDPath(g), layer.XattrRenamed); err != nil && !errors.Is(err, syscall.ENOENT) {
+			h.log.Debug("the record of a rename not cleared", "replica", h.sets[si][c].Name, "gfid", g, "err", err)
 		}
 	}
-	h.log.Info("a rename done by too few replicas undone", "path", path, "back to", rec.From, "gfid", a.Gfid)
 }
 
 // removalStands reports whether the removal of name path, inode g, was

@@ -167,6 +167,9 @@ func (s *Store) Listxattr(ctx context.Context, path string) ([]string, error) {
 
 // Removexattr removes a user.* xattr (ENODATA if it does not exist).
 func (s *Store) Removexattr(ctx context.Context, path, name string) error {
+	if name == layer.XattrRenamed {
+		return s.clearRenamed(path)
+	}
 	if err := checkUserXattr(name); err != nil {
 		return err
 	}
@@ -200,4 +203,18 @@ func (s *Store) setRenamed(path string, value []byte) error {
 	}
 	defer a.close()
 	return unix.Lsetxattr(procAt(a.dir, a.name), layer.XattrRenamed, value, 0)
+}
+
+// clearRenamed forgets the layer.XattrRenamed record of the inode at path
+// (or its id): heal settled the rename. None is no error.
+func (s *Store) clearRenamed(path string) error {
+	a, err := s.resolveSource(path)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	if err := unix.Lremovexattr(procAt(a.dir, a.name), layer.XattrRenamed); err != nil && err != unix.ENODATA {
+		return err
+	}
+	return nil
 }

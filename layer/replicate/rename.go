@@ -57,22 +57,36 @@ func (r *Replicate) rename(ctx context.Context, oldpath, newpath string, adjust 
 		marks = append(marks, p)
 	}
 	did := make([]bool, len(r.children)) // each replica's goroutine writes its own
-	_, err := r.modifyWith(ctx, marks, adjust, func(ctx context.Context, i int) error {
+	o, err := r.modifyWith(ctx, marks, adjust, func(ctx context.Context, i int) error {
 		err := fn(ctx, i)
 		did[i] = err == nil
 		return err
 	})
-	if err != nil && slices.Contains(did, true) {
+	if err != nil && o.winners != 0 && o.winners&^doneBy(did) == 0 {
 		r.recordRenamed(ctx, did, oldpath, newpath)
 	}
 	return err
 }
 
+// doneBy is the mask of the replicas did says did it.
+func doneBy(did []bool) Mask {
+	var m Mask
+	for i, d := range did {
+		if d {
+			m |= Bit(i)
+		}
+	}
+	return m
+}
+
 // recordRenamed records, on the replicas that did it, a rename the client
-// is answered an error for (layer.XattrRenamed): heal may take it as done
-// in one of its directories and as undone in the other, and keeps the
-// inode under one of its two names only with this record. Best effort: a
-// replica that does not take it leaves heal as it was without.
+// is answered an error for while they are the side that counts (too few
+// of them: EIO; not when the refusers win, as heal then undoes it there)
+// (layer.XattrRenamed): heal may take it as done in one of its
+// directories and as undone in the other, and keeps the inode under one
+// of its two names only with this record, which it clears once it used
+// it or gave the new name to a replica. Best effort: a replica that does
+// not take it leaves heal as it was without.
 func (r *Replicate) recordRenamed(ctx context.Context, did []bool, oldpath, newpath string) {
 	rec := layer.RenameRecord{From: oldpath, To: newpath}.Encode()
 	for i, d := range did {
