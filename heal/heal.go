@@ -35,8 +35,7 @@
 //     done by too few replicas (layer.XattrRenamed) names it: such a
 //     rename, taken as done in one directory and as undone in the other,
 //     is then undone or done in both (keepLastName; restoreRenamed when
-//     heal replaces it under its new name with the old target; a
-//     directory is moved back to its old name, undoDirRename);
+//     heal replaces it under its new name with the old target);
 //   - regular files get their data compared in 1 MiB chunks, and only the
 //     chunks that differ are written (never on an arbiter, which holds no
 //     data, and never from one);

@@ -393,34 +393,6 @@ func TestRenameOverANameDoneOnOneReplicaUndone(t *testing.T) {
 
 func parentDir(p string) string { dir, _ := layer.Split(p); return dir }
 
-// A directory renamed across directories on replica 2 alone (EIO), /e
-// behind on it: heal removed its subtree under both names (directories
-// are not parked; the second review, 2026-11-28). With the record of the
-// rename, the heal of either name moves it back to its old name where it
-// was renamed: the rename is undone, the files in it kept. (With /e not
-// behind, the rename was taken as done in both, and heal copied the
-// directory whole to the others; it is now undone there too.)
-func TestDirRenameDoneOnOneReplicaUndone(t *testing.T) {
-	for _, first := range []string{"/d", "/e", "", "/d, /e not behind"} {
-		t.Run("first="+first, func(t *testing.T) {
-			c := newCluster(t, 3, false)
-			data := pattern(5000, 3)
-			c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/e", layer.NewGfid()),
-				mkdir("/d/s", layer.NewGfid()), create("/d/s/f", layer.NewGfid(), data)))
-			if first == "/d, /e not behind" {
-				first = "/d"
-			} else {
-				c.on([]int{0, 1}, create("/e/x", layer.NewGfid(), []byte("x")))
-			}
-			c.on([]int{2}, renameFew("/d/s", "/e/t"))
-			c.healFirst(first)
-			for i := range c.stores {
-				sameBytes(t, "/d/s/f", c.content(i, "/d/s/f"), data)
-			}
-		})
-	}
-}
-
 // healFirst heals directory first (if any), then scans until settled,
 // with the quorum rule of replica 3, and checks the replicas agree.
 func (c *cluster) healFirst(first string) {

@@ -48,13 +48,14 @@ func (h *Healer) park(ctx context.Context, si, s int, path string, p *plan) bool
 // replicas say it no longer exists, only replicas with a stale view of the
 // parent still have it.
 func (h *Healer) removeStale(ctx context.Context, si int, path string, p *plan) error {
-	a := p.copies[p.remove.First()].Attr
-	mu := &h.lastName[a.Gfid[0]%byte(len(h.lastName))]
-	mu.Lock()
-	defer mu.Unlock()
-	if !a.IsDir() && h.keepLastName(ctx, si, path, p) || a.IsDir() && h.undoDirRename(ctx, si, path, a) {
-		h.kept.Store(true)
-		return fmt.Errorf("%s: %w", path, errRenameKept)
+	if a := p.copies[p.remove.First()].Attr; !a.IsDir() {
+		mu := &h.lastName[a.Gfid[0]%byte(len(h.lastName))]
+		mu.Lock()
+		defer mu.Unlock()
+		if h.keepLastName(ctx, si, path, p) {
+			h.kept.Store(true)
+			return fmt.Errorf("%s: %w", path, errRenameKept)
+		}
 	}
 	var errs []error
 	for s := range h.sets[si] {
@@ -75,8 +76,7 @@ func (h *Healer) removeStale(ctx context.Context, si int, path string, p *plan) 
 }
 
 // errRenameKept: a stale name of a rename done by too few replicas was
-// kept (keepLastName), or the directory moved back (undoDirRename); a
-// later pass heals the rest.
+// kept (keepLastName); a later pass heals the rest.
 var errRenameKept = errors.New("a name of a rename done by too few replicas kept")
 
 // keepLastName keeps the stale name path of a non-directory on the sinks
@@ -144,34 +144,6 @@ func (h *Healer) keepLastName(ctx context.Context, si int, path string, p *plan)
 		h.clearRenamed(ctx, si, a.Gfid)
 	}
 	return kept
-}
-
-// undoDirRename moves directory a back to the old name of a rename done
-// by too few replicas (layer.XattrRenamed), on every replica that holds it
-// under the new name, when heal is about to remove it under either name
-// (path) as stale: judged done in one directory and undone in the other,
-// such a rename took its whole subtree from both (directories are not
-// parked; the second review, 2026-11-28). Never acknowledged, it is undone
-// in both. It reports whether it moved the directory somewhere.
-func (h *Healer) undoDirRename(ctx context.Context, si int, path string, a layer.Attr) bool {
-	all := replicate.Mask(1)<<uint(len(h.sets[si])) - 1
-	rec, ok := h.renameRecord(ctx, si, all, a.Gfid, func(r layer.RenameRecord) bool { return r.Names(path) })
-	if !ok {
-		return false
-	}
-	moved := false
-	for _, rep := range h.sets[si] {
-		if b, err := rep.Layer.Lookup(ctx, rec.To); err != nil || b.Gfid != a.Gfid || !b.IsDir() {
-			continue
-		}
-		err := rep.Layer.Rename(ctx, rec.To, rec.From, layer.RenameNoReplace)
-		h.log.Info("a directory's rename done by too few replicas undone", "replica", rep.Name, "from", rec.To, "to", rec.From, "err", err)
-		moved = moved || err == nil
-	}
-	if moved {
-		h.clearRenamed(ctx, si, a.Gfid)
-	}
-	return moved
 }
 
 // renamedWith returns the record of a rename done by too few replicas
@@ -276,6 +248,9 @@ func (h *Healer) renameSettledIfNamed(ctx context.Context, l layer.Layer, si int
 // has since removed (the third review, 2026-11-28).
 func (h *Healer) clearRenamed(ctx context.Context, si int, g layer.Gfid) {
 	for c, rep := range h.sets[si] {
+		if !h.up(si, c) {
+			continue // its record stays (docs/REPLICATION.md)
+		}
 		if err := rep.Layer.Removexattr(ctx, layer.IDPath(g), layer.XattrRenamed); err != nil && !errors.Is(err, syscall.ENOENT) {
 			h.log.Debug("the record of a rename not cleared", "replica", h.sets[si][c].Name, "gfid", g, "err", err)
 		}
