@@ -49,9 +49,7 @@ func (h *Healer) park(ctx context.Context, si, s int, path string, p *plan) bool
 // parent still have it.
 func (h *Healer) removeStale(ctx context.Context, si int, path string, p *plan) error {
 	if a := p.copies[p.remove.First()].Attr; !a.IsDir() {
-		mu := &h.lastName[a.Gfid[0]%byte(len(h.lastName))]
-		mu.Lock()
-		defer mu.Unlock()
+		defer h.lockInode(a.Gfid)()
 		if h.keepLastName(ctx, si, path, p) {
 			h.kept.Store(true)
 			return fmt.Errorf("%s: %w", path, errRenameKept)
@@ -97,32 +95,15 @@ func (h *Healer) keepLastName(ctx context.Context, si int, path string, p *plan)
 	if a.Gfid.IsZero() {
 		return false
 	}
-	var parked, absent replicate.Mask
-	for c, rep := range h.sets[si] {
-		if p.remove.Has(c) {
-			if !sameInode(p.copies[c].Attr, a) || p.copies[c].Attr.Nlink > 1 {
-				return false // not the inode's last name there
-			}
-			continue
-		}
-		if !h.up(si, c) {
-			return false
-		}
-		b, err := rep.Layer.Lookup(ctx, layer.IDPath(a.Gfid))
-		switch {
-		case errors.Is(err, syscall.ENOENT):
-			absent |= replicate.Bit(c)
-		case err != nil || !sameInode(a, b) || b.Linkto != a.Linkto || b.Nlink > 0:
-			return false // not known, or named there
-		default:
-			parked |= replicate.Bit(c)
+	for c := range h.sets[si] {
+		if p.remove.Has(c) && (!sameInode(p.copies[c].Attr, a) || p.copies[c].Attr.Nlink > 1) {
+			return false // not the inode's last name there
 		}
 	}
+	parked, absent, ok := h.parkedOn(ctx, si, a, p.remove)
 	to := parked & p.lack
-	if a.IsReg() {
-		if to&^h.arbs[si] == 0 {
-			return false // an arbiter holds no data: it cannot be the only copy
-		}
+	if !ok || a.IsReg() && to&^h.arbs[si] == 0 { // an arbiter holds no data: never the only copy
+		return false
 	}
 	if to == 0 || !h.renamedWith(ctx, si, parked|p.remove, a.Gfid, path) ||
 		h.removalStands(ctx, si, absent|parked, absent, path, a.Gfid) {
@@ -144,6 +125,39 @@ func (h *Healer) keepLastName(ctx context.Context, si int, path string, p *plan)
 		h.clearRenamed(ctx, si, a.Gfid)
 	}
 	return kept
+}
+
+// parkedOn tells, for the replicas of set si but those of skip, which
+// hold inode a only parked (by its id, no name) and which lack it; ok is
+// false if one is down, holds it under a name, or cannot tell.
+func (h *Healer) parkedOn(ctx context.Context, si int, a layer.Attr, skip replicate.Mask) (parked, absent replicate.Mask, ok bool) {
+	for c, rep := range h.sets[si] {
+		if skip.Has(c) {
+			continue
+		}
+		if !h.up(si, c) {
+			return 0, 0, false
+		}
+		b, err := rep.Layer.Lookup(ctx, layer.IDPath(a.Gfid))
+		switch {
+		case errors.Is(err, syscall.ENOENT):
+			absent |= replicate.Bit(c)
+		case err != nil || !sameInode(a, b) || b.Linkto != a.Linkto || b.Nlink > 0:
+			return 0, 0, false // not known, or named there
+		default:
+			parked |= replicate.Bit(c)
+		}
+	}
+	return parked, absent, true
+}
+
+// lockInode serialises, per inode (striped), the removals of its stale
+// names with the looks at its other names (h.lastName); it returns the
+// unlock.
+func (h *Healer) lockInode(g layer.Gfid) func() {
+	mu := &h.lastName[g[0]%byte(len(h.lastName))]
+	mu.Lock()
+	return mu.Unlock
 }
 
 // renamedWith returns the record of a rename done by too few replicas
@@ -185,26 +199,10 @@ func (h *Healer) restoreRenamed(ctx context.Context, si int, path string, a laye
 	if a.IsDir() || a.Gfid.IsZero() {
 		return
 	}
-	mu := &h.lastName[a.Gfid[0]%byte(len(h.lastName))]
-	mu.Lock()
-	defer mu.Unlock()
-	var parked replicate.Mask
-	for c, rep := range h.sets[si] {
-		if !h.up(si, c) {
-			return
-		}
-		b, err := rep.Layer.Lookup(ctx, layer.IDPath(a.Gfid))
-		switch {
-		case errors.Is(err, syscall.ENOENT):
-		case err != nil || !sameInode(a, b) || b.Nlink > 0:
-			return // not known, or named there
-		default:
-			parked |= replicate.Bit(c)
-		}
-	}
+	defer h.lockInode(a.Gfid)()
 	all := replicate.Mask(1)<<uint(len(h.sets[si])) - 1
-	if parked != all {
-		return // dropped somewhere: a client's removal, never undone
+	if parked, _, ok := h.parkedOn(ctx, si, a, 0); !ok || parked != all {
+		return // named somewhere, not known, or dropped: a client's removal, never undone
 	}
 	rec, ok := h.renameRecord(ctx, si, all, a.Gfid, func(r layer.RenameRecord) bool { return r.To == path })
 	if !ok {
