@@ -62,10 +62,41 @@ func (r *Replicate) rename(ctx context.Context, oldpath, newpath string, adjust 
 		did[i] = err == nil
 		return err
 	})
-	if err != nil && o.winners != 0 && o.winners&^doneBy(did) == 0 {
+	if err != nil && o.winners != 0 && o.winners&^doneBy(did) == 0 && !r.undoDirRename(ctx, doneBy(did), oldpath, newpath) {
 		r.recordRenamed(ctx, did, oldpath, newpath)
 	}
 	return err
+}
+
+// undoDirRename moves a directory that a rename moved on too few replicas
+// (done, the side that counts; the client is answered EIO) back under its
+// old name there. Left moved, heal could judge the rename done in one of
+// its two directories and undone in the other (the copies of each judged
+// apart) and remove the directory, its whole subtree with it, under both
+// names: heal parks files it takes a name from, never directories, and a
+// file's record (recordRenamed) cannot save a directory (moving it back
+// from heal, once heal may have copied it under the new name to others,
+// left copies differing unmarked; docs/REPLICATION.md, "Simulation"). The
+// rename was never acknowledged, so undoing it is what the client was
+// told. The marks it left stay: they blame the replicas that missed it,
+// which now hold the same names. An empty directory the rename replaced
+// on them is not made again. Reports whether it was a directory and
+// every replica of done took it back.
+func (r *Replicate) undoDirRename(ctx context.Context, done Mask, oldpath, newpath string) bool {
+	a, err := r.children[done.First()].Layer.Lookup(ctx, newpath)
+	if err != nil || !a.IsDir() {
+		return false
+	}
+	undone := true
+	for i, err := range r.parallel(done, func(i int) error {
+		return layer.RenameSource(ctx, r.children[i].Layer, newpath, oldpath, layer.RenameNoReplace, a.Gfid)
+	}) {
+		if done.Has(i) && err != nil {
+			r.log.Warn("a directory renamed by too few replicas not moved back; heal may remove it", "replica", r.children[i].Name, "old", oldpath, "new", newpath, "err", err)
+			undone = false
+		}
+	}
+	return undone
 }
 
 // doneBy is the mask of the replicas did says did it.

@@ -1,0 +1,72 @@
+package replicate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// cutOnRename is a replica whose connection is cut during every rename
+// (its brick dying under it): it counts as down for the rename alone.
+type cutOnRename struct{ layer.Layer }
+
+func (cutOnRename) Rename(context.Context, string, string, uint32) error { return syscall.ENOTCONN }
+
+// A directory renamed from /d into /e on replica 0 alone (replica 2
+// down, replica 1 cut off during the rename), replica 0's copy of /e
+// behind, is answered EIO and moved back on replica 0. Left there, heal
+// judged the rename done in /d (replica 0 blames the others) and undone
+// in /e (its copies blame each other; a change by too few replicas loses)
+// and removed the directory, its subtree with it, under both names
+// (docs/REPLICATION.md, "Simulation").
+func TestDirectoryRenamedOnTooFewReplicasMovedBack(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	for _, dir := range []string{"/d", "/e", "/d/D"} {
+		if _, err := g.r.Mkdir(g.ctx, dir, layer.MkdirIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o755}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.writeFile("/d/D/f", []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+	g.kill(0) // replica 0's copy of /e falls behind
+	if err := g.writeFile("/e/x", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	g.revive(0)
+	var children []Child
+	for i, c := range g.set.Clients {
+		l := layer.Layer(c)
+		if i == 1 {
+			l = cutOnRename{c}
+		}
+		children = append(children, Child{Name: g.set.Name(i), Layer: l, Up: c.Connected})
+	}
+	r, err := New(children, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.kill(2)
+	if err := r.Rename(g.ctx, "/d/D", "/e/N", 0); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("rename done on one replica of three: %v, want EIO", err)
+	}
+	for i := range 2 {
+		if _, err := g.onBrick(i).Lookup(g.ctx, "/e/N"); !errors.Is(err, syscall.ENOENT) {
+			t.Errorf("brick %d's /e/N: %v, want ENOENT (moved back)", i, err)
+		}
+		if a, err := g.onBrick(i).Lookup(g.ctx, "/d/D/f"); err != nil || a.Size != 4 {
+			t.Errorf("brick %d's /d/D/f: %+v, %v", i, a, err)
+		}
+	}
+	g.revive(2)
+	if got, err := g.readFile("/d/D/f"); err != nil || !bytes.Equal(got, []byte("kept")) {
+		t.Errorf("/d/D/f through the set: %q, %v", got, err)
+	}
+	if _, err := g.r.Lookup(g.ctx, "/e/N"); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("/e/N through the set: %v, want ENOENT", err)
+	}
+}
