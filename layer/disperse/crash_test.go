@@ -64,7 +64,7 @@ func TestClientDiesMidWrite(t *testing.T) {
 				bf.Release(ctx)
 			}
 
-			// Old or new per chunk, through a fresh open.
+			// Old or new per chunk at most, through a fresh open.
 			check := func(what string) []byte {
 				t.Helper()
 				rf, err := g.d.Open(ctx, "/f", syscall.O_RDONLY)
@@ -92,6 +92,12 @@ func TestClientDiesMidWrite(t *testing.T) {
 			}
 			if got >= g.d.g.K && !bytes.Equal(before[stripe:2*stripe], nw) {
 				t.Fatal("a write that reached K bricks does not show")
+			}
+			// Torn (more than M, fewer than K): read whole as it was
+			// before the write, from what the bricks kept, as heal puts
+			// it back.
+			if got > g.d.g.M && got < g.d.g.K && !tc.noUndo && !bytes.Equal(before, old) {
+				t.Fatal("a torn stripe reads other than as it was before the write that tore it")
 			}
 
 			if tc.blame { // brick 5 missed something: the others blame it

@@ -187,7 +187,7 @@ func (h *DataHealer) healStripe(ctx context.Context, files []layer.File, reach, 
 	mine := stripeChunks{headers: append([]Header(nil), sc.headers...), chunks: append([][]byte(nil), sc.chunks...)}
 	// A write cut short is undone where the bricks kept what it replaced
 	// (undo.go): the stripe is then as it was before it, whole.
-	sinks |= h.revert(ctx, files, reach, &sc, s)
+	sinks |= revert(ctx, h.g, files, reach, &sc, s)
 	// A torn stripe takes every brick's data chunk as it is, a blamed
 	// brick's too: its marks may be for another change than this stripe
 	// (one mask covers the inode), and with every brick up nothing else

@@ -15,20 +15,23 @@ import (
 // the healer can put the stripe back as it was before that write, whole,
 // rather than keep each data chunk as it is (old or new per 64 KiB).
 
-// revert replaces in sc, for stripe s, the records of the bricks that
-// took a write no K bricks share by what their undo copies say the
-// records were before it, if that makes one version whole on K bricks
+// revert replaces in sc, for stripe s of geometry g, the records of the
+// bricks that took a write no K bricks share by what their undo copies
+// say the records were before it, if that makes one version whole on K bricks
 // (the one needing the fewest bricks put back); it returns those bricks,
 // whose records must be written. Nothing when the stripe is not torn or
 // the copies cannot make it whole. A record is never put back to a hole:
 // a write from the file's end on keeps nothing (both versions hold every
 // byte the file held), nor does a brick restarted since (it kept them in
 // memory), so a missing copy says nothing about what the record was.
-func (h *DataHealer) revert(ctx context.Context, files []layer.File, reach replicate.Mask, sc *stripeChunks, s int64) replicate.Mask {
-	if torn := !agreed(h.g, sc); !torn {
+// The healer writes those records back; a reader holding the writers'
+// lock only reads them, so that it reads a torn stripe as heal will put
+// it back rather than old or new per chunk.
+func revert(ctx context.Context, g Geometry, files []layer.File, reach replicate.Mask, sc *stripeChunks, s int64) replicate.Mask {
+	if torn := !agreed(g, sc); !torn {
 		return 0
 	}
-	n := h.g.N()
+	n := g.N()
 	before := make([]Header, n)
 	chunks := make([][]byte, n)
 	for i := range n {
@@ -53,7 +56,7 @@ func (h *DataHealer) revert(ctx context.Context, files []layer.File, reach repli
 				back |= replicate.Bit(j)
 			}
 		}
-		if count >= h.g.K && (!found || back.Count() < best.Count()) {
+		if count >= g.K && (!found || back.Count() < best.Count()) {
 			best, found = back, true
 		}
 	}
