@@ -2,7 +2,6 @@ package heal
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/layer"
-	"github.com/mortarfs/mortar/layer/replicate"
 )
 
 // A rename from /d into /e done on replica 2 alone (EIO: the others down
@@ -468,55 +466,5 @@ func TestSettledRenameRecordNotRestored(t *testing.T) {
 			}
 			c.healthy()
 		})
-	}
-}
-
-// cutOnRename is a replica whose connection is cut during every rename
-// (its brick dying under it): it counts as down for the rename alone.
-type cutOnRename struct{ layer.Layer }
-
-func (cutOnRename) Rename(context.Context, string, string, uint32) error { return syscall.ENOTCONN }
-
-// A directory renamed from /d into /e through replicate on replica 0
-// alone (replica 2 down, replica 1 cut off during the rename), while
-// replica 0's copy of /e was behind: heal judged the rename done in /d
-// (replica 0 blames the others) and undone in /e (its copies blame each
-// other; a change by too few replicas loses), and removed the directory
-// with its subtree under both names (docs/REPLICATION.md, "Simulation").
-// Replicate moves it back where it was done before answering EIO:
-// healed, nothing is lost, and /e/N is nowhere.
-func TestDirectoryRenamedOnOneReplicaLosesNothing(t *testing.T) {
-	c := newCluster(t, 3, false)
-	data := pattern(5000, 7)
-	c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/e", layer.NewGfid()), mkdir("/d/D", layer.NewGfid()),
-		create("/d/D/f", layer.NewGfid(), data), mkdir("/d/D/s", layer.NewGfid())))
-	c.on([]int{1, 2}, create("/e/x", layer.NewGfid(), []byte("x")))
-	var children []replicate.Child
-	for i, s := range c.stores {
-		l := layer.Layer(s)
-		if i == 1 {
-			l = cutOnRename{s}
-		}
-		children = append(children, replicate.Child{Name: c.set[i].Name, Layer: l, Up: c.up[i].Load})
-	}
-	r, err := replicate.New(children, replicate.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.up[2].Store(false)
-	if err := r.Rename(bg, "/d/D", "/e/N", 0); !errors.Is(err, syscall.EIO) {
-		t.Fatalf("rename done on replica 0 alone: %v, want EIO", err)
-	}
-	c.up[2].Store(true)
-	c.scanSettled(c.healer(Options{Quorate: majority}))
-	c.healthy()
-	for i := range c.stores {
-		sameBytes(t, fmt.Sprintf("replica %d's /d/D/f", i), c.content(i, "/d/D/f"), data)
-		if _, err := c.stores[i].Lookup(bg, "/d/D/s"); err != nil {
-			t.Errorf("replica %d's /d/D/s: %v", i, err)
-		}
-		if _, err := c.stores[i].Lookup(bg, "/e/N"); err == nil {
-			t.Errorf("replica %d holds /e/N", i)
-		}
 	}
 }

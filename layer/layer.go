@@ -257,8 +257,17 @@ const (
 	DomainInternal
 )
 
-// RenameNoReplace makes Rename fail with EEXIST if the target exists.
-const RenameNoReplace = 1
+// Rename flags. RenameNoReplace makes Rename fail with EEXIST if the
+// target exists. RenameTakeBack, for a brick's storage only, marks a
+// rename that takes back one a replicated set did on too few replicas
+// (replicate's undoDirRename): the brick records no removal of the name
+// it moves (a record would say the name was removed where a later rename
+// gives it again; heal's merges would take it). A brick older than
+// 2026-11-28 refuses it (EINVAL), and the rename stays undone.
+const (
+	RenameNoReplace = 1
+	RenameTakeBack  = 2
+)
 
 // Layer is the file-operation contract. Every method may be called
 // concurrently. Methods that create inodes return the new inode's Attr.

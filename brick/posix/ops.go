@@ -296,7 +296,8 @@ func eperm2enoent(err error) error {
 	return err
 }
 
-// Rename has rename(2) semantics; flags may hold layer.RenameNoReplace.
+// Rename has rename(2) semantics; flags may hold layer.RenameNoReplace
+// and layer.RenameTakeBack (no removal recorded for oldpath's name).
 // Onto the id of the inode at oldpath (layer.IDPath) it parks the inode:
 // the name goes, the inode stays reachable by its id (see IDDir).
 func (s *Store) Rename(ctx context.Context, oldpath, newpath string, flags uint32) error {
@@ -307,7 +308,7 @@ func (s *Store) Rename(ctx context.Context, oldpath, newpath string, flags uint3
 // zero: any): another inode at oldpath, a stale name, is refused with
 // ESTALE.
 func (s *Store) RenameSource(ctx context.Context, oldpath, newpath string, flags uint32, src layer.Gfid) error {
-	if flags&^layer.RenameNoReplace != 0 {
+	if flags&^(layer.RenameNoReplace|layer.RenameTakeBack) != 0 {
 		return unix.EINVAL
 	}
 	from, err := s.resolve(oldpath, false)
@@ -357,7 +358,9 @@ func (s *Store) RenameSource(ctx context.Context, oldpath, newpath string, flags
 	ok = ok && replaced.ino != st.Ino
 	err = unix.Renameat2(from.dir, from.name, to.dir, to.name, rflags)
 	if err == nil {
-		s.recordRemoval(ctx, parent(from, oldpath), from.name, moved)
+		if flags&layer.RenameTakeBack == 0 {
+			s.recordRemoval(ctx, parent(from, oldpath), from.name, moved)
+		}
 		if ok {
 			s.recordRemoval(ctx, parent(to, newpath), to.name, replaced.gfid)
 		}

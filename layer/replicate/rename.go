@@ -68,35 +68,66 @@ func (r *Replicate) rename(ctx context.Context, oldpath, newpath string, adjust 
 	return err
 }
 
-// undoDirRename moves a directory that a rename moved on too few replicas
-// (done, the side that counts; the client is answered EIO) back under its
-// old name there. Left moved, heal could judge the rename done in one of
-// its two directories and undone in the other (the copies of each judged
-// apart) and remove the directory, its whole subtree with it, under both
-// names: heal parks files it takes a name from, never directories, and a
-// file's record (recordRenamed) cannot save a directory (moving it back
-// from heal, once heal may have copied it under the new name to others,
-// left copies differing unmarked; docs/REPLICATION.md, "Simulation"). The
-// rename was never acknowledged, so undoing it is what the client was
-// told. The marks it left stay: they blame the replicas that missed it,
-// which now hold the same names. An empty directory the rename replaced
-// on them is not made again. Reports whether it was a directory and
-// every replica of done took it back.
+// undoDirRename moves a directory that a rename moved on one replica
+// alone (done, the side that counts; the client is answered EIO) back
+// under its old name there. Left moved, heal could judge the rename done
+// in one of its two directories and undone in the other (the copies of
+// each judged apart) and remove the directory, its whole subtree with it,
+// under both names: heal parks files it takes a name from, never
+// directories, and a file's record (recordRenamed) cannot save a
+// directory (moving it back from heal, once heal may have copied it under
+// the new name to others, left copies differing unmarked;
+// docs/REPLICATION.md, "Simulation"). The rename was never acknowledged,
+// so undoing it is what the client was told.
+//
+// The brick records no removal for the move back (layer.RenameTakeBack:
+// a record of the new name's removal would take the directory from
+// replicas a retried rename later gave it to). A directory the rename
+// replaced is made again, as a replica that did not do the rename holds
+// it, if one answers. The directory is marked on the replica, blaming
+// the others: a name made or removed in it on the others while it stood
+// under the new name (refused there, so not acknowledged) is healed away.
+// With more than one replica having done it, a move back done by only
+// some of them would leave them differing unmarked: such a rename is
+// recorded, as a file's is. Reports whether it moved it back.
 func (r *Replicate) undoDirRename(ctx context.Context, done Mask, oldpath, newpath string) bool {
-	a, err := r.children[done.First()].Layer.Lookup(ctx, newpath)
+	if done.Count() != 1 {
+		return false
+	}
+	i := done.First()
+	a, err := r.children[i].Layer.Lookup(ctx, newpath)
 	if err != nil || !a.IsDir() {
 		return false
 	}
-	undone := true
-	for i, err := range r.parallel(done, func(i int) error {
-		return layer.RenameSource(ctx, r.children[i].Layer, newpath, oldpath, layer.RenameNoReplace, a.Gfid)
-	}) {
-		if done.Has(i) && err != nil {
-			r.log.Warn("a directory renamed by too few replicas not moved back; heal may remove it", "replica", r.children[i].Name, "old", oldpath, "new", newpath, "err", err)
-			undone = false
+	replaced, had := r.heldElsewhere(ctx, done, newpath, a.Gfid)
+	err = layer.RenameSource(ctx, r.children[i].Layer, newpath, oldpath, layer.RenameNoReplace|layer.RenameTakeBack, a.Gfid)
+	if err != nil {
+		r.log.Warn("a directory renamed by too few replicas not moved back; heal may remove it", "replica", r.children[i].Name, "old", oldpath, "new", newpath, "err", err)
+		return false
+	}
+	if had {
+		in := layer.MkdirIn{Owner: layer.Owner{Gfid: replaced.Gfid, Uid: replaced.Uid, Gid: replaced.Gid}, Mode: replaced.Mode &^ syscall.S_IFMT}
+		if _, err := r.children[i].Layer.Mkdir(ctx, newpath, in); err != nil {
+			r.log.Warn("a directory a rename replaced on too few replicas not made again; heal may remove it", "replica", r.children[i].Name, "path", newpath, "err", err)
 		}
 	}
-	return undone
+	r.markLosers(ctx, outcome{winners: done, losers: r.all &^ done}, []string{oldpath})
+	return true
+}
+
+// heldElsewhere returns the directory a replica outside done holds at
+// path, if it is another than gfid g: the one a rename done by done
+// alone replaced there.
+func (r *Replicate) heldElsewhere(ctx context.Context, done Mask, path string, g layer.Gfid) (layer.Attr, bool) {
+	for j := range r.children {
+		if done.Has(j) || !r.up().Has(j) {
+			continue
+		}
+		if a, err := r.children[j].Layer.Lookup(ctx, path); err == nil && a.IsDir() && a.Gfid != g {
+			return a, true
+		}
+	}
+	return layer.Attr{}, false
 }
 
 // doneBy is the mask of the replicas did says did it.

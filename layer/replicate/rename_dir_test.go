@@ -62,6 +62,12 @@ func TestDirectoryRenamedOnTooFewReplicasMovedBack(t *testing.T) {
 			t.Errorf("brick %d's /d/D/f: %+v, %v", i, a, err)
 		}
 	}
+	// Moved back over the wire with layer.RenameTakeBack: no removal of
+	// /e/N recorded (a merge of /e's copies would take it from replicas
+	// a retried rename gives it to).
+	if rs, err := g.bricks[0].Store.Removed(g.ctx, "/e"); err != nil || len(rs) != 0 {
+		t.Errorf("brick 0's removal records of /e: %+v, %v; want none", rs, err)
+	}
 	g.revive(2)
 	if got, err := g.readFile("/d/D/f"); err != nil || !bytes.Equal(got, []byte("kept")) {
 		t.Errorf("/d/D/f through the set: %q, %v", got, err)
