@@ -263,7 +263,8 @@ const (
 // (replicate's undoDirRename): the brick records no removal of the name
 // it moves (a record would say the name was removed where a later rename
 // gives it again; heal's merges would take it). A brick older than
-// 2026-11-28 refuses it (EINVAL), and the rename stays undone.
+// 2026-11-28 refuses it (EINVAL): the move back fails, and the rename
+// stays done there (recorded, as before).
 const (
 	RenameNoReplace = 1
 	RenameTakeBack  = 2

@@ -187,7 +187,13 @@ func (h *DataHealer) healStripe(ctx context.Context, files []layer.File, reach, 
 	mine := stripeChunks{headers: append([]Header(nil), sc.headers...), chunks: append([][]byte(nil), sc.chunks...)}
 	// A write cut short is undone where the bricks kept what it replaced
 	// (undo.go): the stripe is then as it was before it, whole.
-	sinks |= revert(ctx, h.g, files, reach, &sc, s)
+	// Only the bricks not known to be behind count (every brick with
+	// verify: none is known behind).
+	trusted := reach
+	if !verify {
+		trusted &^= sinks
+	}
+	sinks |= revert(ctx, h.g, files, reach, trusted, &sc, s)
 	// A torn stripe takes every brick's data chunk as it is, a blamed
 	// brick's too: its marks may be for another change than this stripe
 	// (one mask covers the inode), and with every brick up nothing else
@@ -197,7 +203,7 @@ func (h *DataHealer) healStripe(ctx context.Context, files []layer.File, reach, 
 	// hole says only that it missed the writes (sim disperse2+1 seed 45:
 	// the stripe rebuilt from a new fragment's zeros and the one current
 	// chunk reachable).
-	trusted := reach
+	trusted = reach
 	for i := range files {
 		if !verify && sinks.Has(i) && sc.chunks[i] != nil && sc.headers[i].Version == 0 {
 			trusted &^= replicate.Bit(i)

@@ -327,11 +327,12 @@ func (f *file) readStripe(ctx context.Context, s int64, locked bool) ([]byte, er
 	// Under the writers' lock a stripe with no version on K bricks is
 	// torn by a writer that died: read as it was before that write, where
 	// the bricks kept what it replaced, as heal will put it back.
-	if locked && revert(ctx, f.d.g, files, avail&open, &sc, s) != 0 {
+	trusted := good &^ f.hold.blamedNow()
+	if locked && revert(ctx, f.d.g, files, avail&open, trusted, &sc, s) != 0 {
 		f.d.log.Warn("stripe torn by a write that did not finish: read as it was before it; heal puts it back",
 			"path", f.path, "stripe", s)
 	}
-	_, torn, err := settle(f.d.g, &sc, good&^f.hold.blamedNow())
+	_, torn, err := settle(f.d.g, &sc, trusted)
 	if !locked && (corrupt != 0 || torn || err != nil) {
 		return nil, errUnsettled
 	}

@@ -17,17 +17,22 @@ import (
 
 // revert replaces in sc, for stripe s of geometry g, the records of the
 // bricks that took a write no K bricks share by what their undo copies
-// say the records were before it, if that makes one version whole on K bricks
-// (the one needing the fewest bricks put back); it returns those bricks,
-// whose records must be written. Nothing when the stripe is not torn or
-// the copies cannot make it whole. A record is never put back to a hole:
-// a write from the file's end on keeps nothing (both versions hold every
-// byte the file held), nor does a brick restarted since (it kept them in
-// memory), so a missing copy says nothing about what the record was.
-// The healer writes those records back; a reader holding the writers'
-// lock only reads them, so that it reads a torn stripe as heal will put
-// it back rather than old or new per chunk.
-func revert(ctx context.Context, g Geometry, files []layer.File, reach replicate.Mask, sc *stripeChunks, s int64) replicate.Mask {
+// say the records were before it, if that makes one version whole on K
+// bricks; it returns those bricks, whose records must be written. Only
+// trusted bricks count, their current chunks and their copies: a brick
+// behind on the file may hold an older version still, which the copies of
+// the bricks a later acknowledged write reached would make whole, losing
+// that write (a review, 2026-11-28). Nothing when the stripe is not torn,
+// when the copies cannot make it whole, or when they could make two
+// versions whole (undo copies pile up while the file stays Dirty: which
+// is the one before the torn write cannot be told). A record is never put
+// back to a hole: a write from the file's end on keeps nothing (both
+// versions hold every byte the file held), nor does a brick restarted
+// since (it kept them in memory), so a missing copy says nothing about
+// what the record was. The healer writes those records back; a reader
+// holding the writers' lock only reads them, so that it reads a torn
+// stripe as heal will put it back rather than old or new per chunk.
+func revert(ctx context.Context, g Geometry, files []layer.File, reach, trusted replicate.Mask, sc *stripeChunks, s int64) replicate.Mask {
 	if torn := !agreed(g, sc); !torn {
 		return 0
 	}
@@ -35,12 +40,11 @@ func revert(ctx context.Context, g Geometry, files []layer.File, reach replicate
 	before := make([]Header, n)
 	chunks := make([][]byte, n)
 	for i := range n {
-		if reach.Has(i) && files[i] != nil {
+		if reach.Has(i) && trusted.Has(i) && files[i] != nil {
 			before[i], chunks[i] = undoRecord(ctx, files[i], s, i, sc.chunks[i])
 		}
 	}
-	var best replicate.Mask
-	found := false
+	whole := map[uint64]replicate.Mask{} // versions the copies make whole, and the bricks put back
 	for i := range n {
 		if chunks[i] == nil {
 			continue
@@ -49,6 +53,7 @@ func revert(ctx context.Context, g Geometry, files []layer.File, reach replicate
 		count, back := 0, replicate.Mask(0)
 		for j := range n {
 			switch {
+			case !trusted.Has(j):
 			case sc.chunks[j] != nil && sc.headers[j].Version == v:
 				count++
 			case chunks[j] != nil && before[j].Version == v:
@@ -56,9 +61,16 @@ func revert(ctx context.Context, g Geometry, files []layer.File, reach replicate
 				back |= replicate.Bit(j)
 			}
 		}
-		if count >= g.K && (!found || back.Count() < best.Count()) {
-			best, found = back, true
+		if count >= g.K {
+			whole[v] = back
 		}
+	}
+	if len(whole) != 1 {
+		return 0
+	}
+	var best replicate.Mask
+	for _, b := range whole {
+		best = b
 	}
 	for i := range n {
 		if best.Has(i) {
