@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -371,5 +372,63 @@ func TestDirectoryRenamedOnOneReplicaOfAnArbiterSet(t *testing.T) {
 			}
 			c.healthy()
 		})
+	}
+}
+
+// dieOnRename is a replica whose brick dies during a rename: the rename
+// is cut, and the replica is down from then on.
+type dieOnRename struct {
+	*posix.Store
+	up *atomic.Bool
+}
+
+func (d dieOnRename) Rename(context.Context, string, string, uint32) error {
+	d.up.Store(false)
+	return syscall.ENOTCONN
+}
+
+// As TestDirectoryRenameOverADirectoryUndoneRemakesIt, but replica 1 is
+// down right after the rename (its brick died under it), so no replica
+// that did not do it answers for the directory the rename replaced: it
+// was not made again, and heal removed it with the file acknowledged in
+// it later (a second review, 2026-11-28). The caller's look before the
+// rename (distribute's, layer.DirRenamer) says what to make.
+func TestDirectoryRenameOverADirectoryUndoneWithTheOthersDown(t *testing.T) {
+	c := newCluster(t, 3, false)
+	c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/e", layer.NewGfid()), mkdir("/d/D", layer.NewGfid()),
+		create("/d/D/f", layer.NewGfid(), []byte("f")), mkdir("/e/N", layer.NewGfid())))
+	c.everywhere(setattr("/e/N", layer.SetattrIn{Valid: layer.SetMode, Mode: 0o750}))
+	replaced, err := c.stores[0].Lookup(bg, "/e/N")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.repl(t, func(i int, s *posix.Store) layer.Layer {
+		if i == 1 {
+			return dieOnRename{s, c.up[1]}
+		}
+		return s
+	}, replicate.Options{})
+	c.up[2].Store(false)
+	if err := r.RenameDir(bg, "/d/D", "/e/N", 0, replaced); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("rename: %v, want EIO", err)
+	}
+	if a, err := c.stores[0].Lookup(bg, "/e/N"); err != nil || a.Gfid != replaced.Gfid || a.Mode != replaced.Mode || a.Mtime != replaced.Mtime {
+		t.Fatalf("replica 0's /e/N after the move back: %+v, %v; want %+v", a, err, replaced)
+	}
+	c.up[0].Store(false) // replica 0 away; a file made in /e/N on 1 and 2
+	c.up[1].Store(true)
+	c.up[2].Store(true)
+	f, _, err := c.repl(t, cutOn(-1), replicate.Options{}).Create(bg, "/e/N/g", layer.CreateIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Flags: syscall.O_RDWR | syscall.O_EXCL, Mode: 0o644})
+	if err != nil {
+		t.Fatalf("create /e/N/g with replica 0 away: %v", err)
+	}
+	f.Release(bg)
+	c.up[0].Store(true)
+	c.scanSettled(c.healer(Options{Quorate: majority}))
+	c.healthy()
+	for i := range c.stores {
+		if _, err := c.stores[i].Lookup(bg, "/e/N/g"); err != nil {
+			t.Errorf("replica %d: acknowledged /e/N/g: %v", i, err)
+		}
 	}
 }

@@ -21,3 +21,23 @@ func RenameSource(ctx context.Context, l Layer, oldpath, newpath string, flags u
 	}
 	return l.Rename(ctx, oldpath, newpath, flags)
 }
+
+// DirRenamer is a layer that can be told, with a directory's rename over
+// an existing directory, that directory as the caller looked it up
+// before: replicate, moving back a rename only one replica did
+// (replicate's undoDirRename), makes it again there from these
+// attributes when no replica that did not do the rename answers.
+// Distribute, which looks the target up first, tells it.
+type DirRenamer interface {
+	RenameDir(ctx context.Context, oldpath, newpath string, flags uint32, replaced Attr) error
+}
+
+// RenameDir renames a directory through l, telling l the directory it
+// replaces where l can (and one is known: a directory), else as Rename
+// does.
+func RenameDir(ctx context.Context, l Layer, oldpath, newpath string, flags uint32, replaced Attr) error {
+	if r, ok := l.(DirRenamer); ok && replaced.IsDir() {
+		return r.RenameDir(ctx, oldpath, newpath, flags, replaced)
+	}
+	return l.Rename(ctx, oldpath, newpath, flags)
+}

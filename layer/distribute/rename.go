@@ -297,8 +297,12 @@ func (d *Distribute) renameDir(ctx context.Context, oldpath, newpath string, fla
 		return err
 	}
 	newDir, _ := layer.Split(newpath)
+	var replaced layer.Attr // tells a replica set that moves the rename back what to make again
+	if target != nil {
+		replaced = target.attr
+	}
 	mv := func(i int) error {
-		err := d.child(i).Rename(ctx, oldpath, newpath, flags)
+		err := layer.RenameDir(ctx, d.child(i), oldpath, newpath, flags, replaced)
 		if !errors.Is(err, syscall.ENOENT) {
 			return err
 		}
@@ -309,7 +313,7 @@ func (d *Distribute) renameDir(ctx context.Context, oldpath, newpath string, fla
 		if herr := d.ensureDir(ctx, i, newDir); herr != nil {
 			return herr
 		}
-		return d.child(i).Rename(ctx, oldpath, newpath, flags)
+		return layer.RenameDir(ctx, d.child(i), oldpath, newpath, flags, replaced)
 	}
 	if err := mv(hd); err != nil {
 		return err

@@ -11,7 +11,15 @@ import (
 )
 
 func (r *Replicate) Rename(ctx context.Context, oldpath, newpath string, flags uint32) error {
-	return r.rename(ctx, oldpath, newpath, r.sourceMissed(ctx, oldpath, newpath), func(ctx context.Context, i int) error {
+	return r.RenameDir(ctx, oldpath, newpath, flags, layer.Attr{})
+}
+
+// RenameDir is Rename of a directory over replaced, the directory at
+// newpath as the caller looked it up (layer.DirRenamer; zero: none
+// known): moved back where one replica alone did it, a rename makes it
+// again there (undoDirRename).
+func (r *Replicate) RenameDir(ctx context.Context, oldpath, newpath string, flags uint32, replaced layer.Attr) error {
+	return r.rename(ctx, oldpath, newpath, r.sourceMissed(ctx, oldpath, newpath), replaced, func(ctx context.Context, i int) error {
 		return r.children[i].Layer.Rename(ctx, oldpath, newpath, flags)
 	})
 }
@@ -29,7 +37,7 @@ func (r *Replicate) Rename(ctx context.Context, oldpath, newpath string, flags u
 func (r *Replicate) RenameSource(ctx context.Context, oldpath, newpath string, flags uint32, src layer.Gfid) error {
 	adjust := staleRefused(r.sourceMissed(ctx, oldpath, newpath))
 	did, stale := make([]bool, len(r.children)), make([]bool, len(r.children)) // each replica's goroutine writes its own
-	err := r.rename(ctx, oldpath, newpath, adjust, func(ctx context.Context, i int) error {
+	err := r.rename(ctx, oldpath, newpath, adjust, layer.Attr{}, func(ctx context.Context, i int) error {
 		err := layer.RenameSource(ctx, r.children[i].Layer, oldpath, newpath, flags, src)
 		did[i], stale[i] = err == nil && !r.arbiters.Has(i), errors.Is(err, syscall.ESTALE)
 		return err
@@ -50,8 +58,9 @@ func (r *Replicate) RenameSource(ctx context.Context, oldpath, newpath string, f
 // rename runs fn, a rename of oldpath to newpath on replica i, on every
 // replica, marking the directories of both names. A rename that fails
 // where some replicas did it leaves its record on the inode there
-// (recordRenamed).
-func (r *Replicate) rename(ctx context.Context, oldpath, newpath string, adjust adjuster, fn func(ctx context.Context, i int) error) error {
+// (recordRenamed), or a directory moved back (undoDirRename, which makes
+// replaced again).
+func (r *Replicate) rename(ctx context.Context, oldpath, newpath string, adjust adjuster, replaced layer.Attr, fn func(ctx context.Context, i int) error) error {
 	marks := []string{parentOf(oldpath)}
 	if p := parentOf(newpath); p != marks[0] {
 		marks = append(marks, p)
@@ -62,7 +71,7 @@ func (r *Replicate) rename(ctx context.Context, oldpath, newpath string, adjust 
 		did[i] = err == nil
 		return err
 	})
-	if err != nil && o.winners != 0 && o.winners&^doneBy(did) == 0 && !r.undoDirRename(ctx, doneBy(did), oldpath, newpath) {
+	if err != nil && o.winners != 0 && o.winners&^doneBy(did) == 0 && !r.undoDirRename(ctx, doneBy(did), oldpath, newpath, replaced) {
 		r.recordRenamed(ctx, did, oldpath, newpath)
 	}
 	return err
@@ -84,13 +93,14 @@ func (r *Replicate) rename(ctx context.Context, oldpath, newpath string, adjust 
 // a record of the new name's removal would take the directory from
 // replicas a retried rename later gave it to). A directory the rename
 // replaced is made again, as a replica that did not do the rename holds
-// it, if one answers. The directory is marked on the replica, blaming
+// it, if one answers, else as replaced (the caller's look before the
+// rename; zero: none known) says. The directory is marked on the replica, blaming
 // the others: a name made or removed in it on the others while it stood
 // under the new name (refused there, so not acknowledged) is healed away.
 // With more than one replica having done it, a move back done by only
 // some of them would leave them differing unmarked: such a rename is
 // recorded, as a file's is. Reports whether it moved it back.
-func (r *Replicate) undoDirRename(ctx context.Context, done Mask, oldpath, newpath string) bool {
+func (r *Replicate) undoDirRename(ctx context.Context, done Mask, oldpath, newpath string, replaced layer.Attr) bool {
 	if done.Count() != 1 {
 		return false
 	}
@@ -99,20 +109,33 @@ func (r *Replicate) undoDirRename(ctx context.Context, done Mask, oldpath, newpa
 	if err != nil || !a.IsDir() {
 		return false
 	}
-	replaced, had := r.heldElsewhere(ctx, done, newpath, a.Gfid)
+	if held, ok := r.heldElsewhere(ctx, done, newpath, a.Gfid); ok {
+		replaced = held
+	}
+	had := replaced.IsDir() && replaced.Gfid != a.Gfid && !replaced.Gfid.IsZero()
 	err = layer.RenameSource(ctx, r.children[i].Layer, newpath, oldpath, layer.RenameNoReplace|layer.RenameTakeBack, a.Gfid)
 	if err != nil {
 		r.log.Warn("a directory renamed by too few replicas not moved back; heal may remove it", "replica", r.children[i].Name, "old", oldpath, "new", newpath, "err", err)
 		return false
 	}
 	if had {
-		in := layer.MkdirIn{Owner: layer.Owner{Gfid: replaced.Gfid, Uid: replaced.Uid, Gid: replaced.Gid}, Mode: replaced.Mode &^ syscall.S_IFMT}
-		if _, err := r.children[i].Layer.Mkdir(ctx, newpath, in); err != nil {
-			r.log.Warn("a directory a rename replaced on too few replicas not made again; heal may remove it", "replica", r.children[i].Name, "path", newpath, "err", err)
-		}
+		r.remakeDir(ctx, i, newpath, replaced)
 	}
 	r.markLosers(ctx, outcome{winners: done, losers: r.all &^ done}, []string{oldpath})
 	return true
+}
+
+// remakeDir makes directory a again at path on replica i, with its
+// gfid, mode, owner and times, and no marks.
+func (r *Replicate) remakeDir(ctx context.Context, i int, path string, a layer.Attr) {
+	in := layer.MkdirIn{Owner: layer.Owner{Gfid: a.Gfid, Uid: a.Uid, Gid: a.Gid}, Mode: a.Mode &^ syscall.S_IFMT}
+	_, err := r.children[i].Layer.Mkdir(ctx, path, in)
+	if err == nil {
+		_, err = r.children[i].Layer.Setattr(ctx, path, layer.SetattrIn{Valid: layer.SetAtime | layer.SetMtime, Atime: a.Atime, Mtime: a.Mtime})
+	}
+	if err != nil {
+		r.log.Warn("a directory a rename replaced on too few replicas not made again; heal may remove it", "replica", r.children[i].Name, "path", path, "err", err)
+	}
 }
 
 // heldElsewhere returns the directory a replica outside done holds at
