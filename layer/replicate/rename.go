@@ -104,6 +104,7 @@ func (r *Replicate) undoDirRename(ctx context.Context, done Mask, oldpath, newpa
 	if done.Count() != 1 {
 		return false
 	}
+	ctx = context.WithoutCancel(ctx) // the caller giving up must not leave it half done
 	i := done.First()
 	a, err := r.children[i].Layer.Lookup(ctx, newpath)
 	if err != nil || !a.IsDir() {
