@@ -432,3 +432,51 @@ func TestDirectoryRenameOverADirectoryUndoneWithTheOthersDown(t *testing.T) {
 		}
 	}
 }
+
+// Replica 0 missed the rename of /e/M (Y) to /e/N (acknowledged on 1 and
+// 2) and is back before heal. A client looks /e/N up (Y, from the good
+// copies) and renames /d/D over it; only replica 0 does it (its /e has no
+// N: nothing replaced there), 1 dies under it, 2 is down. The move back
+// made Y "again" at /e/N on replica 0, which still held Y at /e/M: two
+// directories of one gfid, and Y not found by its id there after heal (a
+// third review, 2026-11-28). A directory the replica still holds is not
+// made again.
+func TestDirectoryNotMadeAgainWhereItIsHeld(t *testing.T) {
+	c := newCluster(t, 3, false)
+	y := layer.NewGfid()
+	c.everywhere(seq(mkdir("/d", layer.NewGfid()), mkdir("/e", layer.NewGfid()), mkdir("/d/D", layer.NewGfid()),
+		create("/d/D/f", layer.NewGfid(), []byte("f")), mkdir("/e/M", y)))
+	c.up[0].Store(false)
+	if err := c.repl(t, cutOn(-1), replicate.Options{}).Rename(bg, "/e/M", "/e/N", 0); err != nil {
+		t.Fatal(err)
+	}
+	c.up[0].Store(true)
+	replaced, err := c.repl(t, cutOn(-1), replicate.Options{}).Lookup(bg, "/e/N")
+	if err != nil || replaced.Gfid != y {
+		t.Fatalf("lookup /e/N: %v %v", replaced.Gfid, err)
+	}
+	r := c.repl(t, func(i int, s *posix.Store) layer.Layer {
+		if i == 1 {
+			return dieOnRename{s, c.up[1]}
+		}
+		return s
+	}, replicate.Options{})
+	c.up[2].Store(false)
+	if err := r.RenameDir(bg, "/d/D", "/e/N", 0, replaced); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("rename: %v, want EIO", err)
+	}
+	if m, err1 := c.stores[0].Lookup(bg, "/e/M"); err1 == nil {
+		if n, err2 := c.stores[0].Lookup(bg, "/e/N"); err2 == nil && m.Gfid == n.Gfid {
+			t.Errorf("replica 0 holds two directories of gfid %s: /e/M and /e/N", m.Gfid)
+		}
+	}
+	c.up[1].Store(true)
+	c.up[2].Store(true)
+	c.scanSettled(c.healer(Options{Quorate: majority}))
+	for i := range c.stores {
+		if _, err := c.stores[i].Lookup(bg, layer.IDPath(y)); err != nil {
+			t.Errorf("replica %d: directory %s not found by its id after heal: %v", i, y, err)
+		}
+	}
+	c.healthy()
+}

@@ -22,10 +22,12 @@ import (
 // trusted bricks count, their current chunks and their copies: a brick
 // behind on the file may hold an older version still, which the copies of
 // the bricks a later acknowledged write reached would make whole, losing
-// that write (a review, 2026-11-28). Nothing when the stripe is not torn,
-// when the copies cannot make it whole, or when they could make two
-// versions whole (undo copies pile up while the file stays Dirty: which
-// is the one before the torn write cannot be told). A record is never put
+// that write (a review, 2026-11-28). Undo copies pile up while the file
+// stays Dirty, so the copies may make several versions whole: the newest
+// is taken, as a brick's copy and current chunk order them (a copy holds
+// what its brick's current chunk replaced); nothing when none is known
+// to be the newest, when the stripe is not torn, or when the copies
+// cannot make it whole. A record is never put
 // back to a hole: a write from the file's end on keeps nothing (both
 // versions hold every byte the file held), nor does a brick restarted
 // since (it kept them in memory), so a missing copy says nothing about
@@ -45,6 +47,12 @@ func revert(ctx context.Context, g Geometry, files []layer.File, reach, trusted 
 		}
 	}
 	whole := map[uint64]replicate.Mask{} // versions the copies make whole, and the bricks put back
+	older := map[[2]uint64]bool{}        // {a, b}: a brick's copy says a came before b
+	for i := range n {
+		if chunks[i] != nil && sc.chunks[i] != nil {
+			older[[2]uint64{before[i].Version, sc.headers[i].Version}] = true
+		}
+	}
 	for i := range n {
 		if chunks[i] == nil {
 			continue
@@ -65,12 +73,9 @@ func revert(ctx context.Context, g Geometry, files []layer.File, reach, trusted 
 			whole[v] = back
 		}
 	}
-	if len(whole) != 1 {
+	best, ok := newest(whole, older)
+	if !ok {
 		return 0
-	}
-	var best replicate.Mask
-	for _, b := range whole {
-		best = b
 	}
 	for i := range n {
 		if best.Has(i) {
@@ -78,6 +83,23 @@ func revert(ctx context.Context, g Geometry, files []layer.File, reach, trusted 
 		}
 	}
 	return best
+}
+
+// newest returns, of the versions whole, the one no other is known to
+// have come after (older), and whether there is exactly one such.
+func newest(whole map[uint64]replicate.Mask, older map[[2]uint64]bool) (replicate.Mask, bool) {
+	var best replicate.Mask
+	found := 0
+	for v, back := range whole {
+		superseded := false
+		for w := range whole {
+			superseded = superseded || w != v && older[[2]uint64{v, w}]
+		}
+		if !superseded {
+			best, found = back, found+1
+		}
+	}
+	return best, found == 1
 }
 
 // agreed reports whether K of the chunks in sc share a version.

@@ -94,7 +94,7 @@ func (r *Replicate) rename(ctx context.Context, oldpath, newpath string, adjust 
 // replicas a retried rename later gave it to). A directory the rename
 // replaced is made again, as a replica that did not do the rename holds
 // it, if one answers, else as replaced (the caller's look before the
-// rename; zero: none known) says. The directory is marked on the replica, blaming
+// rename; zero: none known) says, unless the replica holds it still. The directory is marked on the replica, blaming
 // the others: a name made or removed in it on the others while it stood
 // under the new name (refused there, so not acknowledged) is healed away.
 // With more than one replica having done it, a move back done by only
@@ -113,7 +113,7 @@ func (r *Replicate) undoDirRename(ctx context.Context, done Mask, oldpath, newpa
 	if held, ok := r.heldElsewhere(ctx, done, newpath, a.Gfid); ok {
 		replaced = held
 	}
-	had := replaced.IsDir() && replaced.Gfid != a.Gfid && !replaced.Gfid.IsZero()
+	had := replaced.IsDir() && replaced.Gfid != a.Gfid && !replaced.Gfid.IsZero() && !r.holds(ctx, i, replaced.Gfid)
 	err = layer.RenameSource(ctx, r.children[i].Layer, newpath, oldpath, layer.RenameNoReplace|layer.RenameTakeBack, a.Gfid)
 	if err != nil {
 		r.log.Warn("a directory renamed by too few replicas not moved back; heal may remove it", "replica", r.children[i].Name, "old", oldpath, "new", newpath, "err", err)
@@ -137,6 +137,15 @@ func (r *Replicate) remakeDir(ctx context.Context, i int, path string, a layer.A
 	if err != nil {
 		r.log.Warn("a directory a rename replaced on too few replicas not made again; heal may remove it", "replica", r.children[i].Name, "path", path, "err", err)
 	}
+}
+
+// holds reports whether replica i holds inode g (by its id): a rename
+// there did not replace it (the replica's copy of the directory is behind
+// and holds it under another name), and making it again would give the
+// replica two directories of one gfid (a third review, 2026-11-28).
+func (r *Replicate) holds(ctx context.Context, i int, g layer.Gfid) bool {
+	_, err := r.children[i].Layer.Lookup(ctx, layer.IDPath(g))
+	return err == nil
 }
 
 // heldElsewhere returns the directory a replica outside done holds at
