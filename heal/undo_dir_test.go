@@ -387,6 +387,23 @@ func (d dieOnRename) Rename(context.Context, string, string, uint32) error {
 	return syscall.ENOTCONN
 }
 
+// renameOverWithTheOthersDown renames /d/D over /e/N (replaced, as looked
+// up before) through a replica set whose replica 1 dies under the rename
+// while replica 2 is down, and wants EIO (done on replica 0 alone).
+func renameOverWithTheOthersDown(t *testing.T, c *cluster, replaced layer.Attr) {
+	t.Helper()
+	r := c.repl(t, func(i int, s *posix.Store) layer.Layer {
+		if i == 1 {
+			return dieOnRename{s, c.up[1]}
+		}
+		return s
+	}, replicate.Options{})
+	c.up[2].Store(false)
+	if err := r.RenameDir(bg, "/d/D", "/e/N", 0, replaced); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("rename: %v, want EIO", err)
+	}
+}
+
 // As TestDirectoryRenameOverADirectoryUndoneRemakesIt, but replica 1 is
 // down right after the rename (its brick died under it), so no replica
 // that did not do it answers for the directory the rename replaced: it
@@ -402,16 +419,7 @@ func TestDirectoryRenameOverADirectoryUndoneWithTheOthersDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := c.repl(t, func(i int, s *posix.Store) layer.Layer {
-		if i == 1 {
-			return dieOnRename{s, c.up[1]}
-		}
-		return s
-	}, replicate.Options{})
-	c.up[2].Store(false)
-	if err := r.RenameDir(bg, "/d/D", "/e/N", 0, replaced); !errors.Is(err, syscall.EIO) {
-		t.Fatalf("rename: %v, want EIO", err)
-	}
+	renameOverWithTheOthersDown(t, c, replaced)
 	if a, err := c.stores[0].Lookup(bg, "/e/N"); err != nil || a.Gfid != replaced.Gfid || a.Mode != replaced.Mode || a.Mtime != replaced.Mtime {
 		t.Fatalf("replica 0's /e/N after the move back: %+v, %v; want %+v", a, err, replaced)
 	}
@@ -455,16 +463,7 @@ func TestDirectoryNotMadeAgainWhereItIsHeld(t *testing.T) {
 	if err != nil || replaced.Gfid != y {
 		t.Fatalf("lookup /e/N: %v %v", replaced.Gfid, err)
 	}
-	r := c.repl(t, func(i int, s *posix.Store) layer.Layer {
-		if i == 1 {
-			return dieOnRename{s, c.up[1]}
-		}
-		return s
-	}, replicate.Options{})
-	c.up[2].Store(false)
-	if err := r.RenameDir(bg, "/d/D", "/e/N", 0, replaced); !errors.Is(err, syscall.EIO) {
-		t.Fatalf("rename: %v, want EIO", err)
-	}
+	renameOverWithTheOthersDown(t, c, replaced)
 	if m, err1 := c.stores[0].Lookup(bg, "/e/M"); err1 == nil {
 		if n, err2 := c.stores[0].Lookup(bg, "/e/N"); err2 == nil && m.Gfid == n.Gfid {
 			t.Errorf("replica 0 holds two directories of gfid %s: /e/M and /e/N", m.Gfid)

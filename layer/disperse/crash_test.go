@@ -271,13 +271,8 @@ func (g *rig) healF(t *testing.T) {
 // and healed, the stripe is W1: the bricks behind do not count (a review,
 // 2026-11-28: V0 came back, the acknowledged W1 lost).
 func TestTornStripeNotPutBackBeforeAnAcknowledgedWrite(t *testing.T) {
-	g := newRig(t, 6, 2)
-	g.d.keepUndo = true
-	r := rand.New(rand.NewSource(2))
+	g, r, v0 := undoRig(t, 2, 3)
 	stripe := g.d.g.Stripe()
-	v0 := make([]byte, 3*stripe)
-	r.Read(v0)
-	g.writeFile("/f", v0)
 
 	// An earlier client died writing stripe 0, reaching brick 0 only: the
 	// file stays Dirty (heal-quiet), and undo copies pile up.
@@ -312,4 +307,16 @@ func TestTornStripeNotPutBackBeforeAnAcknowledgedWrite(t *testing.T) {
 	if got := g.readAt(t, stripe, stripe); !bytes.Equal(got, w1) {
 		t.Errorf("after heal: the acknowledged W1 %v, V0 %v, the torn W2 %v; want W1", bytes.Equal(got, w1), bytes.Equal(got, v0[stripe:2*stripe]), bytes.Equal(got, w2))
 	}
+}
+
+// undoRig returns a 4 + 2 rig keeping undo copies, whose /f holds
+// `stripes` random stripes (v0), and the source (seeded) they came from.
+func undoRig(t *testing.T, seed int64, stripes int) (*rig, *rand.Rand, []byte) {
+	g := newRig(t, 6, 2)
+	g.d.keepUndo = true
+	r := rand.New(rand.NewSource(seed))
+	v0 := make([]byte, int64(stripes)*g.d.g.Stripe())
+	r.Read(v0)
+	g.writeFile("/f", v0)
+	return g, r, v0
 }

@@ -3,7 +3,6 @@ package disperse
 import (
 	"bytes"
 	"fmt"
-	"math/rand"
 	"syscall"
 	"testing"
 
@@ -63,13 +62,8 @@ func TestTornStripeAfterTwoAcknowledgedWrites(t *testing.T) {
 	for _, withB := range []bool{true, false} {
 		for _, tear := range [][]int{{4, 5}, {2, 3}, {5}, {4}} {
 			t.Run(fmt.Sprint(withB, tear), func(t *testing.T) {
-				g := newRig(t, 6, 2)
-				g.d.keepUndo = true
-				r := rand.New(rand.NewSource(3))
+				g, r, v0 := undoRig(t, 3, 4)
 				stripe := g.d.g.Stripe()
-				v0 := make([]byte, 4*stripe)
-				r.Read(v0)
-				g.writeFile("/f", v0)
 				size := int64(len(v0))
 				g.tearS(t, 0, v0[:stripe], size, []int{2}) // Dirty stays: copies pile up
 				a, b, tt := make([]byte, stripe), make([]byte, stripe), make([]byte, stripe)
@@ -110,13 +104,8 @@ func TestVerifyHealOfATornStripePutsBackTheNewest(t *testing.T) {
 		{[]int{2}, []int{0, 1}, []int{4, 5}},
 	} {
 		t.Run(fmt.Sprint(tc.down, tc.tear), func(t *testing.T) {
-			g := newRig(t, 6, 2)
-			g.d.keepUndo = true
-			r := rand.New(rand.NewSource(2))
+			g, r, v0 := undoRig(t, 2, 3)
 			stripe := g.d.g.Stripe()
-			v0 := make([]byte, 3*stripe)
-			r.Read(v0)
-			g.writeFile("/f", v0)
 			g.tearS(t, 0, v0[:stripe], int64(len(v0)), tc.first)
 			w1, w2 := make([]byte, stripe), make([]byte, stripe)
 			r.Read(w1)
