@@ -374,6 +374,10 @@ func (f *file) write(ctx context.Context, n int, spans []span, do func() (int, e
 		if err := f.saveUndo(spans...); err != nil {
 			return 0, err
 		}
+	} else {
+		for _, sp := range spans {
+			f.s.cutUndo(f.fd, sp.off, sp.off+sp.len)
+		}
 	}
 	w, err := do()
 	if err != nil {
@@ -464,6 +468,7 @@ func (f *file) truncate(size uint64) error {
 	if int64(size) < 0 {
 		return unix.EFBIG
 	}
+	f.s.cutUndo(f.fd, int64(size), -1)
 	err := unix.Ftruncate(f.fd, int64(size))
 	if (err != unix.EINVAL && err != unix.EBADF) || f.flags&unix.O_ACCMODE != unix.O_RDONLY {
 		return err

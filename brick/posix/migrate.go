@@ -567,7 +567,7 @@ func (s *Store) toPointer(a at, linkto string) error {
 			return err
 		}
 	}
-	return truncateAt(a, 0, false)
+	return s.truncateAt(a, 0, false)
 }
 
 // allNames checks that every one of names names inode key.

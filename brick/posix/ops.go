@@ -46,7 +46,7 @@ func (s *Store) Setattr(ctx context.Context, path string, in layer.SetattrIn) (l
 	}
 	if in.Valid&layer.SetSize != 0 && s.arbiter {
 		// Arbiters hold no data, but refuse what a data brick refuses.
-		if err := truncateAt(a, 0, true); err != nil {
+		if err := s.truncateAt(a, 0, true); err != nil {
 			return layer.Attr{}, err
 		}
 		in.Valid &^= layer.SetSize
@@ -63,7 +63,7 @@ func (s *Store) Setattr(ctx context.Context, path string, in layer.SetattrIn) (l
 		}
 	}
 	if in.Valid&layer.SetSize != 0 {
-		if err := truncateAt(a, in.Size, false); err != nil {
+		if err := s.truncateAt(a, in.Size, false); err != nil {
 			return layer.Attr{}, err
 		}
 		if err := s.recordSize(ctx, self(a, path), true); err != nil {
@@ -163,7 +163,7 @@ func chmodAt(dir int, name string, mode uint32) error {
 
 // truncateAt sets the size of the regular file a names (with checkOnly,
 // only checks that it could).
-func truncateAt(a at, size uint64, checkOnly bool) error {
+func (s *Store) truncateAt(a at, size uint64, checkOnly bool) error {
 	if size > math.MaxInt64 {
 		return unix.EFBIG
 	}
@@ -187,6 +187,7 @@ func truncateAt(a at, size uint64, checkOnly bool) error {
 		return err
 	}
 	defer unix.Close(fd)
+	s.cutUndo(fd, int64(size), -1)
 	return unix.Ftruncate(fd, int64(size))
 }
 

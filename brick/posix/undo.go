@@ -108,6 +108,27 @@ func (k *undoKeeper) forget(g layer.Gfid) {
 	}
 }
 
+// cut drops the pieces of g that a change of [from, to) (to < 0: to the
+// end) makes stale: a truncate, or a write that keeps no copy, replaces
+// what they hold, and put back they would bring back data acknowledged
+// operations replaced since (a review, 2026-11-28).
+func (k *undoKeeper) cut(g layer.Gfid, from, to int64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, p := range k.pieces[g] {
+		if p.data != nil && p.off+int64(len(p.data)) > from && (to < 0 || p.off < to) {
+			k.drop(p)
+		}
+	}
+}
+
+// holding reports whether the keeper holds any piece.
+func (k *undoKeeper) holding() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.live > 0
+}
+
 // read fills p with g's copy at off: zeros where nothing was kept, and
 // n = 0 if nothing kept overlaps it.
 func (k *undoKeeper) read(g layer.Gfid, p []byte, off int64) int {
@@ -207,6 +228,18 @@ func (f *file) ReadUndo(ctx context.Context, p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	return f.s.undo.read(g, p, off), nil
+}
+
+// cutUndo drops what the undo copy of the inode open at fd holds of
+// [from, to) (to < 0: to the end), which a change that keeps no copy
+// replaces (undoKeeper.cut); nothing to do while nothing is kept.
+func (s *Store) cutUndo(fd int, from, to int64) {
+	if !s.undo.holding() {
+		return
+	}
+	if g, err := readGfid("", fd); err == nil {
+		s.undo.cut(g, from, to)
+	}
 }
 
 // dropUndo forgets the undo copy of inode g, if any.

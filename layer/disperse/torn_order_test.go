@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mortarfs/mortar/heal"
+	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/layer/replicate"
 )
 
@@ -129,4 +130,63 @@ func TestVerifyHealOfATornStripePutsBackTheNewest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Undo copies outlived a truncate (nothing dropped them but the Dirty
+// mark's clearing and the inode's last name). A write that extends the
+// file again keeps none, so after it tore, the copies an earlier
+// acknowledged overwrite left made the version before it whole, and
+// revert put back data an acknowledged write replaced and an
+// acknowledged truncate removed (a fourth review, 2026-11-28). A brick
+// now drops the copies a truncate or a write keeping none makes stale.
+func TestUndoCopiesDroppedByATruncate(t *testing.T) {
+	for _, tear := range [][]int{{2, 3}, {0, 1, 2}, {1, 2, 3}, {3, 4, 5}} {
+		t.Run(fmt.Sprint(tear), func(t *testing.T) { staleCopies(t, tear) })
+	}
+}
+
+func staleCopies(t *testing.T, tear []int) {
+	g, r, v0 := undoRig(t, 7, 2)
+	stripe := g.d.g.Stripe()
+	// The file stays Dirty (an earlier dying writer), so copies pile up.
+	g.tearS(t, 0, v0[:stripe], int64(len(v0)), []int{0})
+	// W1, acknowledged, with bricks 4 and 5 down: bricks 0-3 keep V0's
+	// stripe 1 as their copy.
+	w1 := make([]byte, stripe)
+	r.Read(w1)
+	g.writeAck(t, w1, stripe, 4, 5)
+	// An acknowledged truncate to one stripe: stripe 1 is gone.
+	f, err := g.d.Open(g.ctx, "/f", syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Setattr(g.ctx, layer.SetattrIn{Valid: layer.SetSize, Size: uint64(stripe)}); err != nil {
+		t.Fatal(err)
+	}
+	f.Release(g.ctx)
+	g.d.Idle()
+	// A dying client extends the file again with stripe 1 (keeping
+	// nothing: nothing to replace), reaching bricks 2 and 3.
+	nw := make([]byte, stripe)
+	r.Read(nw)
+	g.tear(t, nw, 2*stripe, tear)
+	check := func(what string) {
+		rf, err := g.d.Open(g.ctx, "/f", syscall.O_RDONLY)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rf.Release(g.ctx)
+		p := make([]byte, 2*stripe)
+		n, err := rf.Read(g.ctx, p, 0)
+		p = p[:n]
+		if int64(n) > stripe {
+			s1 := p[stripe:]
+			if bytes.Equal(s1, v0[stripe:len(s1)+int(stripe)]) {
+				t.Errorf("%s: data an acknowledged write replaced and an acknowledged truncate removed came back", what)
+			}
+		}
+	}
+	check("before heal")
+	g.healF(t)
+	check("after heal")
 }

@@ -94,12 +94,17 @@ func (r *Replicate) rename(ctx context.Context, oldpath, newpath string, adjust 
 // replicas a retried rename later gave it to). A directory the rename
 // replaced is made again, as a replica that did not do the rename holds
 // it, if one answers, else as replaced (the caller's look before the
-// rename; zero: none known) says, unless the replica holds it still. The directory is marked on the replica, blaming
-// the others: a name made or removed in it on the others while it stood
-// under the new name (refused there, so not acknowledged) is healed away.
-// With more than one replica having done it, a move back done by only
-// some of them would leave them differing unmarked: such a rename is
-// recorded, as a file's is. Reports whether it moved it back.
+// rename; zero: none known) says, unless the replica holds it still. The
+// directory is marked on the replica, blaming the others, and so are
+// both parents (a heal between the rename and the move back may have
+// cleared their marks: a fourth review): a name made or removed in it on
+// the others while it stood under the new name (refused there, so not
+// acknowledged) is healed away. If a replica that did not do the rename
+// holds it already (that heal gave it the rename, or its brick did it
+// and its answer was lost), the rename stands, recorded. With more than
+// one replica having done it, a move back done by only some of them
+// would leave them differing unmarked: such a rename is recorded, as a
+// file's is. Reports whether it moved it back.
 func (r *Replicate) undoDirRename(ctx context.Context, done Mask, oldpath, newpath string, replaced layer.Attr) bool {
 	if done.Count() != 1 {
 		return false
@@ -110,7 +115,11 @@ func (r *Replicate) undoDirRename(ctx context.Context, done Mask, oldpath, newpa
 	if err != nil || !a.IsDir() {
 		return false
 	}
-	if held, ok := r.heldElsewhere(ctx, done, newpath, a.Gfid); ok {
+	held, spread := r.heldElsewhere(ctx, done, newpath, a.Gfid)
+	if spread {
+		return false // a heal gave the rename to others meanwhile: it stands, recorded
+	}
+	if held.IsDir() {
 		replaced = held
 	}
 	had := replaced.IsDir() && replaced.Gfid != a.Gfid && !replaced.Gfid.IsZero() && !r.holds(ctx, i, replaced.Gfid)
@@ -122,7 +131,11 @@ func (r *Replicate) undoDirRename(ctx context.Context, done Mask, oldpath, newpa
 	if had {
 		r.remakeDir(ctx, i, newpath, replaced)
 	}
-	r.markLosers(ctx, outcome{winners: done, losers: r.all &^ done}, []string{oldpath})
+	marks := []string{parentOf(oldpath), oldpath}
+	if p := parentOf(newpath); p != marks[0] {
+		marks = append(marks, p)
+	}
+	r.markLosers(ctx, outcome{winners: done, losers: r.all &^ done}, marks)
 	return true
 }
 
@@ -150,17 +163,23 @@ func (r *Replicate) holds(ctx context.Context, i int, g layer.Gfid) bool {
 
 // heldElsewhere returns the directory a replica outside done holds at
 // path, if it is another than gfid g: the one a rename done by done
-// alone replaced there.
-func (r *Replicate) heldElsewhere(ctx context.Context, done Mask, path string, g layer.Gfid) (layer.Attr, bool) {
+// alone replaced there; spread if one holds g there (a heal gave it the
+// rename meanwhile).
+func (r *Replicate) heldElsewhere(ctx context.Context, done Mask, path string, g layer.Gfid) (held layer.Attr, spread bool) {
 	for j := range r.children {
 		if done.Has(j) || !r.up().Has(j) {
 			continue
 		}
-		if a, err := r.children[j].Layer.Lookup(ctx, path); err == nil && a.IsDir() && a.Gfid != g {
-			return a, true
+		a, err := r.children[j].Layer.Lookup(ctx, path)
+		switch {
+		case err != nil || !a.IsDir():
+		case a.Gfid == g:
+			return layer.Attr{}, true
+		default:
+			held = a
 		}
 	}
-	return layer.Attr{}, false
+	return held, false
 }
 
 // doneBy is the mask of the replicas did says did it.
