@@ -1,0 +1,55 @@
+package replicate
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/mortarfs/mortar/layer"
+)
+
+// Files a client went away from while writing them: the bricks of a
+// replicated set mark them layer.Dirty (brick.BrickOptions.MarkAbandoned);
+// their copies may differ with no mark blaming any, each an equally
+// right source, and heal takes one (heal's abandoned.go: the biggest,
+// then the newest). A read before heal reads the copy the file's key
+// picks; heal keeping another changed what clients had read (the
+// simulation, replica3x2 seed 164: a copy a dying put had truncated read
+// as zeros after heal, the others' content before it). So the first read
+// of such a file pins the copy it reads: that replica blames the other
+// good data copies, and from then on every read and heal take it.
+
+// pinAbandoned pins src, the replica a read of the regular file at path
+// takes its content from, when the good copies of v carry the Dirty mark
+// and blame nobody, and returns the copies to read from then (src and
+// the arbiters once pinned, else v's good ones) and false if a pin was
+// needed and failed.
+func (r *Replicate) pinAbandoned(ctx context.Context, path string, v Verdict, copies []Copy, src int) (Mask, bool) {
+	good := v.Good
+	others := good &^ Bit(src) &^ r.arbiters
+	if r.opts.Fragments || src < 0 || !good.Has(src) || r.arbiters.Has(src) || others == 0 || !v.Attr.IsReg() || !dirtyAmong(copies, good) {
+		return good, true
+	}
+	h, ok := r.children[src].Layer.(layer.HealStore)
+	err := error(syscall.ENOTSUP)
+	if ok {
+		err = h.MarkPending(ctx, path, v.Attr.Gfid, uint64(others))
+	}
+	if err != nil {
+		r.log.Warn("a file a client went away from writing not pinned to the copy read: heal may keep another",
+			"path", path, "replica", r.children[src].Name, "err", err)
+		return good, false
+	}
+	r.log.Info("a file a client went away from writing: pinned to the copy read, which heal takes",
+		"path", path, "replica", r.children[src].Name, "others", r.names(others))
+	return good &^ others, true
+}
+
+// dirtyAmong reports whether a copy in m carries the Dirty mark.
+func dirtyAmong(copies []Copy, m Mask) bool {
+	for i, c := range copies {
+		if m.Has(i) && c.Err == nil && c.Attr.Pending&layer.Dirty != 0 {
+			return true
+		}
+	}
+	return false
+}
