@@ -17,8 +17,9 @@ import (
 // that differ with no mark blaming any. Every write a client was told had
 // succeeded reached every good copy (a copy that missed one is blamed), so
 // the copies can differ only in writes nobody was told of, and any of them
-// is a right source (a copy a client read first is pinned so: it blames
-// the others, replicate's pinAbandoned). The healer takes the biggest (the newest of those,
+// is a right source (a copy a client read first is pinned: it blames the
+// others, replicate's pinAbandoned, and is the source as any blaming copy
+// is). The healer takes the biggest (the newest of those,
 // as GlusterFS's AFR does), makes the other copies, and the bricks
 // without the name, sinks (their data is
 // compared chunk by chunk, and only what differs written), and clears the

@@ -236,3 +236,66 @@ func TestAbandonedFileKeepsTheCopyRead(t *testing.T) {
 		sameBytes(t, fmt.Sprintf("replica %d's /f after heal", i), c.content(i, "/f"), read)
 	}
 }
+
+// differentCopies gives /f on each data replica its own 10-byte content
+// ('a'+i then the rest), all of one size.
+func differentCopies(t *testing.T, c *cluster) {
+	t.Helper()
+	c.everywhere(create("/f", layer.NewGfid(), []byte("0123456789")))
+	for i, s := range c.stores {
+		if c.set[i].Arbiter {
+			continue
+		}
+		if err := write("/f", []byte{'a' + byte(i)}, 0)(bg, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// newestCopy makes replica i's copy of /f the newest.
+func newestCopy(t *testing.T, c *cluster, i int) {
+	t.Helper()
+	later := layer.Timespec{Sec: time.Now().Unix() + 10}
+	if _, err := c.stores[i].Setattr(bg, "/f", layer.SetattrIn{Valid: layer.SetMtime, Mtime: later}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A reader that sees one replica down pinned among those up: the copy
+// down was not blamed, and once back (newest) heal took it over the copy
+// read (a review, 2026-11-28). The pin blames every other data replica.
+func TestAbandonedPinBlamesACopyDown(t *testing.T) {
+	c := newCluster(t, 3, false)
+	differentCopies(t, c)
+	newestCopy(t, c, 0)
+	c.markDirty("/f")
+	r := c.repl(t, cutOn(-1), replicate.Options{})
+	c.up[0].Store(false)
+	read := readThrough(t, r, "/f")
+	c.up[0].Store(true)
+	again := readThrough(t, r, "/f")
+	scan(c.healer(Options{Quiet: time.Nanosecond}))
+	if string(again) != string(read) {
+		t.Errorf("read %q with replica 0 down, then %q with it back", read, again)
+	}
+	if got := c.content(0, "/f"); string(got) != string(read) {
+		t.Errorf("read %q before heal, heal kept %q", read, got)
+	}
+}
+
+// Replica 2 + arbiter, one data copy down: the one data copy good was not
+// pinned; back and newer, heal took it (a review, 2026-11-28).
+func TestAbandonedPinWithOneDataCopyUp(t *testing.T) {
+	c := newCluster(t, 3, true)
+	differentCopies(t, c)
+	newestCopy(t, c, 1)
+	c.markDirty("/f")
+	r := c.repl(t, cutOn(-1), replicate.Options{})
+	c.up[1].Store(false)
+	read := readThrough(t, r, "/f")
+	c.up[1].Store(true)
+	scan(c.healer(Options{Quiet: time.Nanosecond}))
+	if got := c.content(0, "/f"); string(got) != string(read) {
+		t.Errorf("read %q before heal, heal kept %q", read, got)
+	}
+}

@@ -16,18 +16,29 @@ import (
 // simulation, replica3x2 seed 164: a copy a dying put had truncated read
 // as zeros after heal, the others' content before it). So the first read
 // of such a file pins the copy it reads: that replica blames the other
-// good data copies, and from then on every read and heal take it.
+// data copies, and from then on reads and heal take it. Not always: a
+// reader that cannot reach the pinned copy reads and pins another; a pin
+// after heal chose its source is undone by that heal; two readers with
+// different replicas up pin two copies, which then blame each other
+// (reads fail with EIO until heal, once the file is quiet, keeps one).
+// Reviews showed each (2026-11-28); the common case, one reader, is
+// closed.
 
 // pinAbandoned pins src, the replica a read of the regular file at path
-// takes its content from, when the good copies of v carry the Dirty mark
-// and blame nobody, and returns the copies to read from then (src and
-// the arbiters once pinned, else v's good ones) and false if a pin was
-// needed and failed.
+// takes its content from, when the good copies of v carry the Dirty mark:
+// src blames every other data replica, down ones too (a copy down, back
+// and newer, was taken by heal over the one read: a review), but those it
+// blames already. It returns the copies to read from then (src and the
+// arbiters, else v's good ones) and false if a pin was needed and failed.
 func (r *Replicate) pinAbandoned(ctx context.Context, path string, v Verdict, copies []Copy, src int) (Mask, bool) {
 	good := v.Good
-	others := good &^ Bit(src) &^ r.arbiters
-	if r.opts.Fragments || src < 0 || !good.Has(src) || r.arbiters.Has(src) || others == 0 || !v.Attr.IsReg() || !dirtyAmong(copies, good) {
+	if r.opts.Fragments || src < 0 || !good.Has(src) || r.arbiters.Has(src) || !v.Attr.IsReg() || !dirtyAmong(copies, good) {
 		return good, true
+	}
+	data := r.all &^ r.arbiters &^ Bit(src)
+	others := data &^ Mask(copies[src].Attr.Pending)
+	if others == 0 {
+		return good &^ data, true
 	}
 	h, ok := r.children[src].Layer.(layer.HealStore)
 	err := error(syscall.ENOTSUP)
@@ -41,7 +52,7 @@ func (r *Replicate) pinAbandoned(ctx context.Context, path string, v Verdict, co
 	}
 	r.log.Info("a file a client went away from writing: pinned to the copy read, which heal takes",
 		"path", path, "replica", r.children[src].Name, "others", r.names(others))
-	return good &^ others, true
+	return good &^ data, true
 }
 
 // dirtyAmong reports whether a copy in m carries the Dirty mark.
