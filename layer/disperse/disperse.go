@@ -68,7 +68,7 @@ func New(children []replicate.Child, m int, opts Options) (*Disperse, error) {
 	}
 	r, err := replicate.New(children, replicate.Options{
 		Quorum: replicate.QuorumFixed, QuorumCount: g.K,
-		ConnectWait: opts.ConnectWait, OpenAll: true, Fragments: true, Logger: log,
+		ConnectWait: opts.ConnectWait, OpenAll: true, Logger: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("disperse: %w", err)

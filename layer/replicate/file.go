@@ -301,11 +301,7 @@ func (r *Replicate) open(ctx context.Context, path string, flags uint32) (layer.
 			return nil, e
 		}
 	}
-	good := v.Good
-	if flags&syscall.O_ACCMODE != syscall.O_WRONLY { // it may read: what it reads, heal keeps
-		good, _ = r.pinAbandoned(ctx, path, v, copies, r.pick(v.Good&r.up(), key))
-	}
-	f := &file{r: r, path: path, flags: flags, key: key, files: files, good: good, attr: v.Attr, checked: time.Now()}
+	f := &file{r: r, path: path, flags: flags, key: key, files: files, good: v.Good, attr: v.Attr, checked: time.Now()}
 	if wantsWrite(flags) || r.opts.OpenAll {
 		if opened == 0 {
 			return nil, firstErr(openErrs, syscall.ENOTCONN)

@@ -15,27 +15,10 @@ var _ layer.DataLooker = (*Replicate)(nil)
 // judges that replica's copy good and its gfid and size are the
 // verdict's; otherwise the verdict's attributes go alone, and the caller
 // opens and reads as usual (from a good copy).
-// A file a client went away from writing gets its content only once the
-// replica read is pinned as its source (pinAbandoned).
 func (r *Replicate) LookupData(ctx context.Context, path string, max int) (layer.Attr, []byte, error) {
 	key := pathKey(path)
-	a, data, l, err := r.lookupDataFrom(ctx, path, func(m Mask) int { return r.pick(m, key) },
+	return r.LookupDataFrom(ctx, path, func(m Mask) int { return r.pick(m, key) },
 		func(l layer.Layer) (layer.Attr, []byte, error) { return layer.LookupData(ctx, l, path, max) })
-	if data == nil {
-		return a, nil, err
-	}
-	if _, pinned := r.pinAbandoned(ctx, path, l.v, l.copies, l.src); !pinned {
-		return a, nil, nil // read through an open, which pins it or reads as it can
-	}
-	return a, data, err
-}
-
-// lookedData is what lookupDataFrom looked at: the verdict, the copies,
-// and the replica the content came from.
-type lookedData struct {
-	v      Verdict
-	copies []Copy
-	src    int
 }
 
 // LookupDataFrom is LookupData with the content asked by get of the
@@ -43,12 +26,6 @@ type lookedData struct {
 // data brick for its fragment.
 func (r *Replicate) LookupDataFrom(ctx context.Context, path string, from func(up Mask) int,
 	get func(l layer.Layer) (layer.Attr, []byte, error)) (layer.Attr, []byte, error) {
-	a, data, _, err := r.lookupDataFrom(ctx, path, from, get)
-	return a, data, err
-}
-
-func (r *Replicate) lookupDataFrom(ctx context.Context, path string, from func(up Mask) int,
-	get func(l layer.Layer) (layer.Attr, []byte, error)) (layer.Attr, []byte, lookedData, error) {
 	src := -1
 	var data []byte
 	v, copies, err := r.judgeAs(ctx, path, true, func(m Mask, i int) (layer.Attr, error) {
@@ -61,12 +38,11 @@ func (r *Replicate) lookupDataFrom(ctx context.Context, path string, from func(u
 		return a, err
 	})
 	a, err := r.lookedUp(path, v, err)
-	l := lookedData{v: v, copies: copies, src: src}
 	if err != nil || src < 0 || !v.Good.Has(src) {
-		return a, nil, l, err
+		return a, nil, err
 	}
 	if c := copies[src].Attr; c.Gfid != a.Gfid || c.Size != a.Size {
-		return a, nil, l, nil
+		return a, nil, nil
 	}
-	return a, data, l, nil
+	return a, data, nil
 }

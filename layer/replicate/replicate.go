@@ -66,11 +66,7 @@ type Options struct {
 	// OpenAll opens files on every replica up, for reading too (disperse
 	// reads from several).
 	OpenAll bool
-	// Fragments: the replicas hold fragments of the content, not copies
-	// (disperse): a Dirty mark is its writers', and no read pins a copy
-	// (abandoned.go).
-	Fragments bool
-	Logger    *slog.Logger
+	Logger  *slog.Logger
 }
 
 // Replicate is the layer over one replica set.
