@@ -1,7 +1,6 @@
 package heal
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -18,8 +17,8 @@ import (
 // that differ with no mark blaming any. Every write a client was told had
 // succeeded reached every good copy (a copy that missed one is blamed), so
 // the copies can differ only in writes nobody was told of, and any of them
-// is a right source. The healer takes the biggest (of one size, the
-// content most copies hold, else the newest: biggestHeld), makes the
+// is a right source. The healer takes the biggest (of one size, the one
+// reads take, else the newest: sourceOf), makes the
 // other copies, and the bricks without the name, sinks (their data is
 // compared chunk by chunk, and only what differs written), and clears
 // the Dirty marks as it settles (guarded by the ctimes it saw, like every
@@ -40,13 +39,13 @@ func dirtyAmong(copies []replicate.Copy, m replicate.Mask) bool {
 // later scan until its copies have gone unchanged for Options.Quiet (a
 // write of the client may still be on its way to a brick, or another
 // client is writing the file).
-func (h *Healer) abandoned(ctx context.Context, si int, path string, p *plan, arbs replicate.Mask) bool {
+func (h *Healer) abandoned(si int, path string, p *plan, arbs replicate.Mask) bool {
 	if !h.quietNow(p) {
 		h.log.Debug("written by a client that went away; compared once quiet", "path", path)
 		return false
 	}
 	data := p.good &^ arbs
-	src := h.biggestHeld(ctx, si, path, p.copies, data)
+	src := sourceOf(path, p.copies, data, arbs)
 	if src < 0 {
 		return true // only arbiters: nothing to compare
 	}
@@ -62,49 +61,19 @@ func (h *Healer) abandoned(ctx context.Context, si int, path string, p *plan, ar
 	return true
 }
 
-// biggestHeld picks the source of a Dirty file among the data copies in
-// data: the biggest; of several of that size, the content most of them
-// hold, else the newest. A dying client's put or write reaches few
-// bricks, and reads before heal most likely took what most hold: the
-// newest of one size alone kept a copy a dying put had emptied, zeros
-// where clients had read the others' content (the simulation, replica3x2
-// seed 164). Copies of one size are read whole to compare them (heal
-// reads them chunk by chunk after, to write what differs).
-func (h *Healer) biggestHeld(ctx context.Context, si int, path string, copies []replicate.Copy, data replicate.Mask) int {
+// sourceOf picks the source of a Dirty file among the data copies in
+// data: the biggest, and of several of that size the one a read takes
+// (replicate.ReadReplica: every reader with these copies up read it),
+// else the newest. The newest alone kept a copy a dying put had emptied,
+// zeros where clients had read another copy's content (the simulation,
+// replica3x2 seed 164). Not exact: a reader with another copy down, or
+// by another name (a rename since), may have read another.
+func sourceOf(path string, copies []replicate.Copy, data, arbs replicate.Mask) int {
 	src := bySize(copies, data)
-	if src < 0 {
-		return src
+	if read := replicate.ReadReplica(data, arbs, path); read >= 0 && src >= 0 && copies[read].Attr.Size == copies[src].Attr.Size {
+		return read
 	}
-	var tied replicate.Mask
-	for i, c := range copies {
-		if data.Has(i) && c.Attr.Size == copies[src].Attr.Size {
-			tied |= replicate.Bit(i)
-		}
-	}
-	if tied.Count() < 2 {
-		return src
-	}
-	bySum := map[string]replicate.Mask{}
-	for i := range copies {
-		if tied.Has(i) {
-			sum, err := checksum(ctx, h.sets[si][i].Layer, path)
-			if err != nil {
-				return src
-			}
-			bySum[sum] |= replicate.Bit(i)
-		}
-	}
-	top := 0
-	for _, m := range bySum {
-		top = max(top, m.Count())
-	}
-	var most replicate.Mask // the contents held most; several: the newest of them
-	for _, m := range bySum {
-		if m.Count() == top {
-			most |= m
-		}
-	}
-	return bySize(copies, most)
+	return src
 }
 
 // abandonedDir makes every good copy of a Dirty directory a sink of its

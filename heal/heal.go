@@ -46,7 +46,8 @@
 // operation still under way. Full heals every difference. One exception:
 // a regular file marked layer.Dirty by the bricks of a replicated set (a
 // client went away with it written) has its copies compared once it is
-// quiet, the biggest as the source (abandoned.go).
+// quiet, the biggest as the source, of one size the one reads take
+// (abandoned.go).
 //
 // Before a sink is written the good copies are marked as blaming it (if not
 // already), so an interrupted heal is never mistaken for a finished one; the

@@ -248,7 +248,7 @@ func (h *Healer) plan(ctx context.Context, j *job, path string, copies []replica
 		if j.deep && p.sinks == 0 && h.data == nil && copies[p.src].Attr.IsReg() { // disperse: Dirty marks and verify
 			h.sizesDiffer(j.set, path, p, arbs)
 		}
-		if h.data == nil && copies[p.src].Attr.IsReg() && dirtyAmong(copies, p.good) && !h.abandoned(ctx, j.set, path, p, arbs) {
+		if h.data == nil && copies[p.src].Attr.IsReg() && dirtyAmong(copies, p.good) && !h.abandoned(j.set, path, p, arbs) {
 			return nil, nil // not quiet yet: a later scan looks again
 		}
 		if copies[p.src].Attr.IsDir() && dirtyAmong(copies, p.good) && !h.abandonedDir(path, p) {

@@ -43,10 +43,23 @@ func pathKey(p string) uint64 {
 	return h.Sum64()
 }
 
+// ReadReplica returns the replica a read of path takes its content from
+// when good are the good copies up and arbiters the set's arbiters (what
+// an open for reading picks; -1 if none): heal keeps that copy of a file
+// whose copies may differ unblamed, which every reader with those copies
+// up read.
+func ReadReplica(good, arbiters Mask, path string) int {
+	return pickOf(good, arbiters, pathKey(path))
+}
+
 // pick returns the replica to read from among good, by key, preferring
 // data replicas; -1 if none.
 func (r *Replicate) pick(good Mask, key uint64) int {
-	if d := good &^ r.arbiters; d != 0 {
+	return pickOf(good, r.arbiters, key)
+}
+
+func pickOf(good, arbiters Mask, key uint64) int {
+	if d := good &^ arbiters; d != 0 {
 		good = d
 	}
 	n := good.Count()
@@ -54,7 +67,7 @@ func (r *Replicate) pick(good Mask, key uint64) int {
 		return -1
 	}
 	k := int(key % uint64(n))
-	for i := range r.children {
+	for i := range 64 {
 		if good.Has(i) {
 			if k == 0 {
 				return i
