@@ -234,7 +234,7 @@ func (f *file) ReadUndo(ctx context.Context, p []byte, off int64) (int, error) {
 // [from, to) (to < 0: to the end), which a change that keeps no copy
 // replaces (undoKeeper.cut); nothing to do while nothing is kept.
 func (s *Store) cutUndo(fd int, from, to int64) {
-	if !s.undo.holding() {
+	if !s.disperse || !s.undo.holding() { // only a disperse brick keeps copies
 		return
 	}
 	if g, err := readGfid("", fd); err == nil {

@@ -27,13 +27,13 @@ import (
 // is taken, as a brick's copy and current chunk order them (a copy holds
 // what its brick's current chunk replaced); nothing when none is known
 // to be the newest, when the stripe is not torn, or when the copies
-// cannot make it whole. A record is never put
-// back to a hole: a write from the file's end on keeps nothing (both
-// versions hold every byte the file held), nor does a brick restarted
-// since (it kept them in memory), so a missing copy says nothing about
-// what the record was. The healer writes those records back; a reader
-// holding the writers' lock only reads them, so that it reads a torn
-// stripe as heal will put it back rather than old or new per chunk.
+// cannot make it whole. A record is never put back to a hole: a write
+// from the file's end on keeps nothing (both versions hold every byte the
+// file held), nor does a brick restarted since (it kept them in memory),
+// so a missing copy says nothing about what the record was. The healer
+// writes those records back; a reader holding the writers' lock only
+// reads them, so that it reads a torn stripe as heal will put it back
+// rather than old or new per chunk.
 func revert(ctx context.Context, g Geometry, files []layer.File, reach, trusted replicate.Mask, sc *stripeChunks, s int64) replicate.Mask {
 	if torn := !agreed(g, sc); !torn {
 		return 0
