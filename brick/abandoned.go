@@ -3,6 +3,7 @@ package brick
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
 	"sync"
 	"syscall"
@@ -88,16 +89,27 @@ type changedInodes struct {
 	clean bool              // the client said goodbye
 }
 
-// changesNames lists the operations that change names, and so their
-// parents' entries; changesMeta those that change the inode at their
-// path.
+// makesNames lists the operations that make a name (a rename moves one
+// to where its target is); changesNames those and the ones that remove
+// names: they change their parents' entries; changesMeta those that
+// change the inode at their path.
 var (
-	changesNames = map[uint8]bool{
+	makesNames = map[uint8]bool{
 		wire.OpCreate: true, wire.OpMake: true, wire.OpMknod: true, wire.OpMkdir: true, wire.OpSymlink: true,
-		wire.OpLink: true, wire.OpUnlink: true, wire.OpUnlinkData: true, wire.OpRmdir: true, wire.OpRename: true,
+		wire.OpLink: true, wire.OpRename: true,
 	}
-	changesMeta = map[uint8]bool{wire.OpSetattr: true, wire.OpSetxattr: true, wire.OpRemovexattr: true}
+	changesNames = withOps(makesNames, wire.OpUnlink, wire.OpUnlinkData, wire.OpRmdir)
+	changesMeta  = map[uint8]bool{wire.OpSetattr: true, wire.OpSetxattr: true, wire.OpRemovexattr: true}
 )
+
+// withOps returns a copy of set with ops added.
+func withOps(set map[uint8]bool, ops ...uint8) map[uint8]bool {
+	out := maps.Clone(set)
+	for _, op := range ops {
+		out[op] = true
+	}
+	return out
+}
 
 // touch notes the inodes request r (its paths checked) changes, before
 // it runs: the client may die while it does.

@@ -35,11 +35,15 @@ type conn struct {
 	watchers *watchers
 	// admitted is who the connection serves, for Server.Recheck.
 	admitted *admission
-	log      *slog.Logger
-	ctx      context.Context
-	cancel   context.CancelFunc
-	limits   Limits
-	wg       sync.WaitGroup
+	// layoutGen is the layout generation the client gave, fence its
+	// brick's (fence.go).
+	layoutGen uint64
+	fence     *fence
+	log       *slog.Logger
+	ctx       context.Context
+	cancel    context.CancelFunc
+	limits    Limits
+	wg        sync.WaitGroup
 
 	// The admission of requests under limits (see admit).
 	gateMu    sync.Mutex
@@ -67,7 +71,7 @@ type conn struct {
 func newConn(nc net.Conn, w *wire.Writer, brickID string, l layer.Layer) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{
-		nc: nc, w: w, l: l, brickID: brickID, ctx: ctx, cancel: cancel,
+		nc: nc, w: w, l: l, brickID: brickID, ctx: ctx, cancel: cancel, fence: &fence{},
 		limits:   DefaultLimits(),
 		log:      slog.New(slog.DiscardHandler),
 		files:    map[uint64]layer.File{},

@@ -236,7 +236,7 @@ func (t *dirLeases) grant(c *conn, path string, err error) uint64 {
 	if l == nil || l.holder != c || l.id != 0 {
 		return 0
 	}
-	if err != nil || l.spoiled || c.ctx.Err() != nil {
+	if err != nil || l.spoiled || c.ctx.Err() != nil || c.fenced(wire.OpMkdir) != nil {
 		t.dropLocked(l)
 		return 0
 	}

@@ -39,6 +39,9 @@ func (c *conn) dispatch(ctx context.Context, r *wire.Request, e *wire.Enc) (err 
 	if err := checkPaths(r); err != nil {
 		return err
 	}
+	if err := c.fenced(r.Op); err != nil {
+		return err
+	}
 	c.touched.touch(r)
 	leave, err := c.dirLeases.enter(ctx, c, r)
 	if err != nil {

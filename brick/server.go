@@ -91,6 +91,7 @@ type brick struct {
 	// dirLeases are directories leased to clients (dirlease.go).
 	dirLeases *dirLeases
 	opts      BrickOptions
+	fence     fence // the lowest layout generation that may make names (fence.go)
 }
 
 // BrickOptions say how a brick serves its clients.
@@ -364,6 +365,7 @@ func (s *Server) handshake(nc net.Conn, p *peer) (c *conn, release func(), err e
 	c.touched.on = (b.opts.MarkAbandoned || b.opts.MarkAbandonedNames) && hello.Version >= goodbyeVersion
 	c.touched.meta = b.opts.MarkAbandoned
 	c.admitted = a
+	c.fence, c.layoutGen = &b.fence, hello.Cookie
 	return c, release, nil
 }
 

@@ -165,7 +165,7 @@ func pathErr(op, name string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &fs.PathError{Op: op, Path: name, Err: layer.ToErrno(err)}
+	return &fs.PathError{Op: op, Path: name, Err: layer.UserErrno(err)}
 }
 
 func (v *Volume) owner() layer.Owner {

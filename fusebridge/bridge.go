@@ -300,7 +300,7 @@ func (b *bridge) status(op, path string, err error) fuse.Status {
 	if err == nil {
 		return fuse.OK
 	}
-	errno := layer.ToErrno(err)
+	errno := layer.UserErrno(err)
 	if errno == syscall.EIO {
 		b.log.Warn("operation failed", "op", op, "path", path, "err", err)
 	}
@@ -309,7 +309,7 @@ func (b *bridge) status(op, path string, err error) fuse.Status {
 
 // errStatus turns a bridge-internal error (always an errno) into a status.
 func errStatus(err error) fuse.Status {
-	return fuse.Status(layer.ToErrno(err))
+	return fuse.Status(layer.UserErrno(err))
 }
 
 // owner is the owner of an inode created by the caller of in.

@@ -351,6 +351,16 @@ func ToErrno(err error) syscall.Errno {
 	return syscall.EIO
 }
 
+// UserErrno is ToErrno for a user of the volume (the kernel, the client
+// library): an errno that only passes between bricks and clients
+// (ErrFenced) is EIO there.
+func UserErrno(err error) syscall.Errno {
+	if e := ToErrno(err); e != ErrFenced {
+		return e
+	}
+	return syscall.EIO
+}
+
 // CheckName reports whether name is acceptable as one path component.
 func CheckName(name string) error {
 	switch {

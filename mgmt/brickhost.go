@@ -40,7 +40,7 @@ type hostCommand struct {
 // hostFlags are the flags of `mortar brick` added since brick hosts
 // outlive their node (see hostEvent.Flags); one with a value is passed
 // as --name=value.
-var hostFlags = []string{"--replicated", "--reserve", "--reserve-file"}
+var hostFlags = []string{"--replicated", "--reserve", "--reserve-file", "--fence-file"}
 
 // hostEvent is what a brick host tells the node: on connection, its Pid;
 // of one brick, that it listens (Addr), could not start (Err) or has

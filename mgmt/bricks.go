@@ -103,6 +103,7 @@ func (n *Node) isRunning(vr *volumeRun, id string) bool {
 func (n *Node) startBrick(vr *volumeRun, v *VolumeState, b BrickState) error {
 	n.writeAuth(v)
 	n.writeReserve(v)
+	n.writeFence(v)
 	proc, err := n.runner.start(BrickConfig{
 		Volume:      v.Name,
 		VolumeID:    v.ID,
@@ -116,6 +117,7 @@ func (n *Node) startBrick(vr *volumeRun, v *VolumeState, b BrickState) error {
 		AuthFile:    n.authFile(b.ID),
 		Reserve:     v.Options[OptStorageReserve],
 		ReserveFile: n.reserveFile(b.ID),
+		FenceFile:   n.fenceFile(b.ID),
 		Logger:      n.log.With("volume", v.Name, "brick", b.Name()),
 	})
 	if err == nil {

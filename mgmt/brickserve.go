@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -61,6 +62,10 @@ type BrickConfig struct {
 	// runs; a missing file changes nothing.
 	Reserve     string
 	ReserveFile string
+	// FenceFile, when set, holds the volume's layout fence (decimal):
+	// clients of an older spec may not make names (brick.Server.SetFence).
+	// Read at the start and at every Recheck; the fence only goes up.
+	FenceFile string
 	// MaxConnsPerClient bounds the connections one client may hold open
 	// (0: brick.DefaultMaxConnsPerClient; < 0: no bound).
 	MaxConnsPerClient int
@@ -128,7 +133,9 @@ func OpenBrick(cfg BrickConfig) (*ServedBrick, error) {
 	}
 	// locks on top: its Files lease (layer.LockLeaser)
 	srv.AddWith(cfg.BrickID, cfg.VolumeID, locks.New(readahead.New(st)), brick.BrickOptions{MarkAbandoned: cfg.Replicated, MarkAbandonedNames: cfg.Disperse})
-	return &ServedBrick{cfg: cfg, ln: ln, srv: srv, store: st}, nil
+	b := &ServedBrick{cfg: cfg, ln: ln, srv: srv, store: st}
+	b.reloadFence()
+	return b, nil
 }
 
 // listenBrick listens on addr, waiting up to addrInUseWait for a given
@@ -164,6 +171,26 @@ func (b *ServedBrick) SetAuth(r tlsconf.AuthRules) { b.srv.SetAuth(b.cfg.VolumeI
 func (b *ServedBrick) Recheck() {
 	b.srv.Recheck()
 	b.reloadReserve()
+	b.reloadFence()
+}
+
+// reloadFence raises the brick's layout fence to what FenceFile holds, if
+// there is one.
+func (b *ServedBrick) reloadFence() {
+	if b.cfg.FenceFile == "" {
+		return
+	}
+	data, err := os.ReadFile(b.cfg.FenceFile)
+	if err != nil {
+		return // none written yet: no fence
+	}
+	gen, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil {
+		b.cfg.Logger.Warn("layout fence not applied", "value", string(data), "err", err)
+		return
+	}
+	b.srv.SetFence(b.cfg.BrickID, gen)
+	b.cfg.Logger.Debug("layout fence applied", "spec_version", gen)
 }
 
 // reloadReserve applies the reserve in ReserveFile, if there is one.

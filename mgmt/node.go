@@ -357,6 +357,7 @@ func (n *Node) reconcile() {
 			ids[v.ID] = true
 			n.writeAuth(v)    // auth.allow or auth.reject may have changed
 			n.writeReserve(v) // or storage.reserve
+			n.writeFence(v)   // or the layout
 			if v.Status != StatusStarted || !slices.ContainsFunc(v.Bricks, func(b BrickState) bool { return b.Node == n.id }) {
 				continue
 			}

@@ -53,6 +53,9 @@ func BrickArgs(cfg BrickConfig, logLevel string) []string {
 	if cfg.ReserveFile != "" {
 		args = append(args, "--reserve-file="+cfg.ReserveFile)
 	}
+	if cfg.FenceFile != "" {
+		args = append(args, "--fence-file="+cfg.FenceFile)
+	}
 	dir, name := cfg.TLSDir, cfg.TLSName
 	if cfg.TLS != nil && dir == "" && name == "" {
 		dir, name = cfg.TLS.Dir(), cfg.TLS.Name()

@@ -541,7 +541,11 @@ func (n *Node) runTask(ctx context.Context, vid, tid string) error {
 		return nil
 	}
 	still := func() bool { _, _, ok := n.taskVolume(vid, tid); return ok }
-	switch err := n.takeUp(ctx, v.Name, now.SpecVersion, still); {
+	err := n.takeUp(ctx, v.Name, now.SpecVersion, still)
+	if err == nil {
+		err = n.fenceUp(ctx, v.Name, now.SpecVersion, still)
+	}
+	switch {
 	case errors.Is(err, errTaskGone):
 		return nil
 	case err != nil:

@@ -61,6 +61,12 @@ type VolumeState struct {
 	// set only until it completes (see volume.Spec).
 	Layout   *volume.Layout `json:"layout,omitempty"`
 	Previous *volume.Layout `json:"previous,omitempty"`
+	// Fence is the oldest spec version whose clients the volume's bricks
+	// let make names (wire.ChallengeSize): a rebalance raises it to the
+	// spec its clients took before files move, so that a client left on
+	// an older layout cannot put files where the rebalance no longer
+	// looks. 0: none.
+	Fence uint64 `json:"fence,omitempty"`
 	// Task is the rebalance or remove-brick of the volume, running or
 	// last run (nil: none since the volume was created).
 	Task *Task `json:"task,omitempty"`
@@ -140,6 +146,9 @@ const (
 	OpSetLayout = "set-layout"
 	// OpSetTask sets volume Name's Task to Volume.Task.
 	OpSetTask = "set-task"
+	// OpSetFence raises volume Name's Fence to Volume.Fence (it never
+	// goes down). Clients follow no change: the spec is the same.
+	OpSetFence = "set-fence"
 	// OpRemoveBricks removes the bricks of volume Name whose ids
 	// Volume.Bricks lists (whole sets), with them from its layouts.
 	OpRemoveBricks = "remove-bricks"
@@ -276,6 +285,8 @@ func (s *State) Apply(cmd Command) error {
 		err = s.setLayout(cmd.Name, cmd.Volume)
 	case OpSetTask:
 		err = s.setTask(cmd.Name, cmd.Volume)
+	case OpSetFence:
+		err = s.setFence(cmd.Name, cmd.Volume)
 	case OpRemoveBricks:
 		err = s.removeBricks(cmd.Name, cmd.Volume)
 	default:
@@ -372,6 +383,22 @@ func (s *State) setLayout(name string, l *VolumeState) error {
 	}
 	next.SpecVersion++
 	s.Volumes[name] = next
+	return nil
+}
+
+func (s *State) setFence(name string, f *VolumeState) error {
+	v, err := s.volume(name)
+	if err != nil {
+		return err
+	}
+	if f == nil || f.Fence > v.SpecVersion {
+		return fmt.Errorf("set-fence %s: no fence, or one beyond the volume's spec", name)
+	}
+	if f.Fence > v.Fence {
+		next := v.Clone()
+		next.Fence = f.Fence
+		s.Volumes[name] = next
+	}
 	return nil
 }
 

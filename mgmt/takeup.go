@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,15 +20,20 @@ import (
 // (takeUp) until every client that watched lately through any node runs
 // it, rather than a fixed grace: a client still on the old layout would
 // create files where that layout put them, behind the walk, and they
-// would not be found once the previous layout is dropped. The wait is
-// bounded by clientTakeUpMax, after which the clients still behind are
-// logged and not waited for (a mount whose node is down: docs/CLUSTER.md,
-// limits); clients that watch without an id (older ones), and nodes that
+// would not be found once the previous layout is dropped. The leader
+// also waits until the nodes have given their bricks the volume's layout
+// fence (VolumeState.Fence, wire.ChallengeSize), so that a client left
+// behind is refused new names before any file moves, rather than making
+// them where the old layout put them (a node says so once it has written
+// the fence where its bricks read it and asked them to read it again).
+// The wait is bounded by clientTakeUpMax, after which the clients and
+// nodes still behind are logged and not waited for (a mount whose node
+// is down: docs/CLUSTER.md, limits); clients that watch without an id (older ones), and nodes that
 // do not answer (down, or older), get the old grace, clientCatchUp. Any
 // client allowed to read the spec can so hold a rebalance back, for
 // clientTakeUpMax at most; a node keeps at most maxWatchers per volume.
 //
-//	GET /v1/local/volumes/{name}/lagging?version=V → Lagging (this node's watchers)
+//	GET /v1/local/volumes/{name}/lagging?version=V&fence=F → Lagging (this node's watchers; its bricks below fence F)
 
 // clientTakeUpMax bounds the leader's wait for clients to take a new
 // layout.
@@ -52,6 +58,9 @@ const (
 type Lagging struct {
 	Clients   []string `json:"clients,omitempty"`   // ids of clients that run an older spec
 	Anonymous bool     `json:"anonymous,omitempty"` // clients without an id watched lately
+	// Unfenced lists the nodes whose bricks of the volume were not
+	// given the fence asked about yet (this node's id, or none).
+	Unfenced []string `json:"unfenced,omitempty"`
 }
 
 // watcher is what a node knows of one client of a volume.
@@ -140,12 +149,51 @@ func (w *watchers) lagging(vol string, version uint64) Lagging {
 
 func (n *Node) takeUpHandlers(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/local/volumes/{name}/lagging", handle(n, func(r *http.Request, _ struct{}) (any, error) {
-		v, err := strconv.ParseUint(r.URL.Query().Get("version"), 10, 64)
+		q := r.URL.Query()
+		v, err := strconv.ParseUint(q.Get("version"), 10, 64)
 		if err != nil {
-			return nil, errorf(ErrInvalid, "lagging: version=%q is not a version", r.URL.Query().Get("version"))
+			return nil, errorf(ErrInvalid, "lagging: version=%q is not a version", q.Get("version"))
 		}
-		return n.watchers.lagging(r.PathValue("name"), v), nil
+		var fence uint64
+		if f := q.Get("fence"); f != "" {
+			if fence, err = strconv.ParseUint(f, 10, 64); err != nil {
+				return nil, errorf(ErrInvalid, "lagging: fence=%q is not a version", f)
+			}
+		}
+		return n.lagging(r.PathValue("name"), v, fence), nil
 	}))
+}
+
+// lagging is what this node knows of volume name's clients older than
+// version, and whether its bricks of it were not given fence yet.
+func (n *Node) lagging(name string, version, fence uint64) Lagging {
+	l := n.watchers.lagging(name, version)
+	if n.unfenced(name, fence) {
+		l.Unfenced = []string{n.id}
+	}
+	return l
+}
+
+// unfenced reports whether one of this node's bricks of volume name was
+// not given layout fence f or a later one.
+func (n *Node) unfenced(name string, f uint64) bool {
+	v := n.store.State().Volumes[name]
+	if f == 0 || v == nil {
+		return false
+	}
+	for _, b := range v.Bricks {
+		if b.Node != n.id {
+			continue
+		}
+		data, err := os.ReadFile(n.fenceFile(b.ID))
+		if err != nil {
+			return true
+		}
+		if got, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64); err != nil || got < f {
+			return true
+		}
+	}
+	return false
 }
 
 // takeUp waits until the clients of volume name run spec version or a
@@ -154,21 +202,48 @@ func (n *Node) takeUpHandlers(mux *http.ServeMux) {
 // It ends early when still (false) says the task is no longer running.
 func (n *Node) takeUp(ctx context.Context, name string, version uint64, still func() bool) error {
 	start := time.Now()
+	return n.awaitNodes(ctx, still, func(ctx context.Context, last bool) bool {
+		l := n.laggingEverywhere(ctx, name, version, 0)
+		if last {
+			n.log.Warn("clients have not taken the new layout; moving files anyway", "volume", name, "version", version, "clients", l.Clients)
+		}
+		return len(l.Clients) == 0 && (!l.Anonymous || time.Since(start) >= clientCatchUp)
+	})
+}
+
+// fenceUp raises volume name's layout fence to spec version (leader) and
+// waits until the nodes have given it to their bricks, at most
+// clientTakeUpMax: see above.
+func (n *Node) fenceUp(ctx context.Context, name string, version uint64, still func() bool) error {
+	if err := n.store.Apply(Command{Op: OpSetFence, Name: name, Volume: &VolumeState{Fence: version}}); err != nil {
+		return err
+	}
+	return n.awaitNodes(ctx, still, func(ctx context.Context, last bool) bool {
+		l := n.laggingEverywhere(ctx, name, version, version)
+		if last {
+			n.log.Warn("nodes have not fenced the old layout off; moving files anyway", "volume", name, "version", version, "nodes", l.Unfenced)
+		}
+		return len(l.Unfenced) == 0
+	})
+}
+
+// awaitNodes asks done every takeUpPoll until it says yes, for
+// clientTakeUpMax at most (done's last call is told so, and the wait
+// ends without error); it ends early when still (false) says the task is
+// no longer running, or ctx is done.
+func (n *Node) awaitNodes(ctx context.Context, still func() bool, done func(ctx context.Context, last bool) bool) error {
+	start := time.Now()
 	ctx, cancel := context.WithDeadline(ctx, start.Add(clientTakeUpMax))
 	defer cancel()
 	t := time.NewTicker(takeUpPoll)
 	defer t.Stop()
-	for {
-		l := n.laggingEverywhere(ctx, name, version)
-		if len(l.Clients) == 0 && (!l.Anonymous || time.Since(start) >= clientCatchUp) {
-			return nil
-		}
+	for !done(ctx, false) {
 		select {
 		case <-ctx.Done():
 			if time.Since(start) < clientTakeUpMax {
 				return ctx.Err() // the caller's
 			}
-			n.log.Warn("clients have not taken the new layout; moving files anyway", "volume", name, "version", version, "clients", l.Clients)
+			done(context.WithoutCancel(ctx), true)
 			return nil
 		case <-t.C:
 		}
@@ -176,6 +251,7 @@ func (n *Node) takeUp(ctx context.Context, name string, version uint64, still fu
 			return errTaskGone
 		}
 	}
+	return nil
 }
 
 // errTaskGone: the task takeUp waited for is no longer running.
@@ -184,14 +260,15 @@ var errTaskGone = errors.New("the task is no longer running")
 // laggingEverywhere gathers every node's lagging clients of volume name,
 // asking them at once; a node that does not answer counts as one with
 // clients without an id.
-func (n *Node) laggingEverywhere(ctx context.Context, name string, version uint64) Lagging {
+func (n *Node) laggingEverywhere(ctx context.Context, name string, version, fence uint64) Lagging {
 	var out Lagging
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	path := "/v1/local/volumes/" + url.PathEscape(name) + "/lagging?version=" + strconv.FormatUint(version, 10)
+	path := "/v1/local/volumes/" + url.PathEscape(name) + "/lagging?version=" + strconv.FormatUint(version, 10) +
+		"&fence=" + strconv.FormatUint(fence, 10)
 	for id := range n.store.State().Nodes {
 		wg.Go(func() {
-			l, err := n.laggingOn(ctx, id, name, path, version)
+			l, err := n.laggingOn(ctx, id, name, path, version, fence)
 			if err != nil {
 				n.log.Debug("a node's spec watchers are unknown", "node", id, "err", err)
 				l = Lagging{Anonymous: true}
@@ -199,6 +276,7 @@ func (n *Node) laggingEverywhere(ctx context.Context, name string, version uint6
 			mu.Lock()
 			defer mu.Unlock()
 			out.Clients = append(out.Clients, l.Clients...)
+			out.Unfenced = append(out.Unfenced, l.Unfenced...)
 			out.Anonymous = out.Anonymous || l.Anonymous
 		})
 	}
@@ -207,9 +285,9 @@ func (n *Node) laggingEverywhere(ctx context.Context, name string, version uint6
 }
 
 // laggingOn asks node id for its lagging clients.
-func (n *Node) laggingOn(ctx context.Context, id, name, path string, version uint64) (Lagging, error) {
+func (n *Node) laggingOn(ctx context.Context, id, name, path string, version, fence uint64) (Lagging, error) {
 	if id == n.id {
-		return n.watchers.lagging(name, version), nil
+		return n.lagging(name, version, fence), nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, lagAsk)
 	defer cancel()

@@ -79,7 +79,7 @@ func TestRebalanceWaitsForFollowersToTakeTheLayout(t *testing.T) {
 		layoutAt = s.Version
 		return err
 	})
-	lag := n.laggingEverywhere(ctx, "dv", layoutAt)
+	lag := n.laggingEverywhere(ctx, "dv", layoutAt, 0)
 	rs, err := c.RebalanceStatus(ctx, "dv")
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestTakeUpWithNodesThatDoNotAnswer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if l := n.laggingEverywhere(ctx, "dv", 1<<40); !l.Anonymous {
+	if l := n.laggingEverywhere(ctx, "dv", 1<<40, 0); !l.Anonymous {
 		t.Fatalf("lagging with nodes that do not answer: %+v, want them taken as clients without an id", l)
 	}
 	start := time.Now()

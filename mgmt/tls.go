@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -142,12 +143,32 @@ func (n *Node) reserveFile(id string) string {
 // where it differs from what is there, and has the running ones apply
 // it.
 func (n *Node) writeReserve(v *VolumeState) {
-	want := v.Options[OptStorageReserve]
+	n.writeBrickValue(v, "storage.reserve", n.reserveFile, v.Options[OptStorageReserve])
+}
+
+// fenceFile is where this node keeps the layout fence of its brick id
+// (VolumeState.Fence), which the brick applies again when rechecked.
+func (n *Node) fenceFile(id string) string {
+	return filepath.Join(n.dir, "auth", id+".fence")
+}
+
+// writeFence writes v's layout fence for this node's bricks of it, where
+// it differs from what is there, and has the running ones apply it.
+func (n *Node) writeFence(v *VolumeState) {
+	if v.Fence != 0 {
+		n.writeBrickValue(v, "layout fence", n.fenceFile, strconv.FormatUint(v.Fence, 10))
+	}
+}
+
+// writeBrickValue writes want (what it is, for logs) to file(brick id)
+// for this node's bricks of v, where it differs from what is there, and
+// has the running ones read it again.
+func (n *Node) writeBrickValue(v *VolumeState, what string, file func(id string) string, want string) {
 	for _, b := range v.Bricks {
 		if b.Node != n.id {
 			continue
 		}
-		path := n.reserveFile(b.ID)
+		path := file(b.ID)
 		if old, err := os.ReadFile(path); err == nil && string(old) == want {
 			continue
 		}
@@ -156,7 +177,7 @@ func (n *Node) writeReserve(v *VolumeState) {
 			err = writeFileAtomic(path, []byte(want))
 		}
 		if err != nil {
-			n.log.Error("writing a brick's storage.reserve failed", "brick", b.Name(), "err", err)
+			n.log.Error("writing a brick's "+what+" failed", "brick", b.Name(), "err", err)
 			continue
 		}
 		n.recheckBrick(v.ID, b.ID)

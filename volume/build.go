@@ -287,6 +287,7 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 	client := func(b Brick, connectWait time.Duration) *protocol.Client {
 		cfg := BrickClientConfig(spec, b)
 		cfg.ConnectWait, cfg.Dial = connectWait, opts.Dial
+		cfg.Layout = spec.Version // the graph places names by its layout
 		if watches(spec, opts) {
 			cfg.OnChange = g.changed
 		}

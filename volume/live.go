@@ -482,30 +482,15 @@ func (l *Live) Setattr(ctx context.Context, path string, in layer.SetattrIn) (la
 }
 
 func (l *Live) Mknod(ctx context.Context, path string, in layer.MknodIn) (layer.Attr, error) {
-	lg, err := l.acquire()
-	if err != nil {
-		return layer.Attr{}, err
-	}
-	defer lg.unref()
-	return lg.g.Top.Mknod(ctx, path, in)
+	return makeName(l, func(top layer.Layer) (layer.Attr, error) { return top.Mknod(ctx, path, in) })
 }
 
 func (l *Live) Mkdir(ctx context.Context, path string, in layer.MkdirIn) (layer.Attr, error) {
-	lg, err := l.acquire()
-	if err != nil {
-		return layer.Attr{}, err
-	}
-	defer lg.unref()
-	return lg.g.Top.Mkdir(ctx, path, in)
+	return makeName(l, func(top layer.Layer) (layer.Attr, error) { return top.Mkdir(ctx, path, in) })
 }
 
 func (l *Live) Symlink(ctx context.Context, path string, in layer.SymlinkIn) (layer.Attr, error) {
-	lg, err := l.acquire()
-	if err != nil {
-		return layer.Attr{}, err
-	}
-	defer lg.unref()
-	return lg.g.Top.Symlink(ctx, path, in)
+	return makeName(l, func(top layer.Layer) (layer.Attr, error) { return top.Symlink(ctx, path, in) })
 }
 
 func (l *Live) Readlink(ctx context.Context, path string) (string, error) {
@@ -536,36 +521,73 @@ func (l *Live) Rmdir(ctx context.Context, path string) error {
 }
 
 func (l *Live) Rename(ctx context.Context, oldpath, newpath string, flags uint32) error {
-	lg, err := l.acquire()
-	if err != nil {
-		return err
-	}
-	defer lg.unref()
-	return lg.g.Top.Rename(ctx, oldpath, newpath, flags)
+	_, err := makeName(l, func(top layer.Layer) (struct{}, error) {
+		return struct{}{}, top.Rename(ctx, oldpath, newpath, flags)
+	})
+	return err
 }
 
 func (l *Live) Link(ctx context.Context, oldpath, newpath string) (layer.Attr, error) {
-	lg, err := l.acquire()
-	if err != nil {
-		return layer.Attr{}, err
-	}
-	defer lg.unref()
-	return lg.g.Top.Link(ctx, oldpath, newpath)
+	return makeName(l, func(top layer.Layer) (layer.Attr, error) { return top.Link(ctx, oldpath, newpath) })
 }
 
 // Create opens the new file on the current graph, which it holds until
 // Release.
 func (l *Live) Create(ctx context.Context, path string, in layer.CreateIn) (layer.File, layer.Attr, error) {
-	lg, err := l.acquire()
-	if err != nil {
-		return nil, layer.Attr{}, err
+	var a layer.Attr
+	f, err := makeNameHeld(l, func(lg *liveGraph) (layer.File, error) {
+		f, made, err := lg.g.Top.Create(ctx, path, in)
+		a = made
+		if err != nil {
+			return nil, err
+		}
+		return &liveFile{File: f, lg: lg}, nil // the operation's reference is the file's
+	})
+	return f, a, err
+}
+
+// makeName runs op, an operation that makes a name, on the current graph
+// (see makeNameHeld).
+func makeName[T any](l *Live, op func(top layer.Layer) (T, error)) (T, error) {
+	return makeNameHeld(l, func(lg *liveGraph) (T, error) {
+		defer lg.unref()
+		return op(lg.g.Top)
+	})
+}
+
+// makeNameHeld runs op, an operation that makes a name, on the current
+// graph, handing it the graph's reference (op releases it or keeps it
+// for what it returns). Fenced there (layer.ErrFenced: the bricks admit
+// only a layout newer than the graph's, the operation made nothing), op
+// runs once more on the graph that replaced it. With none, or fenced
+// again, it fails with EIO: the client runs a layout the volume has
+// left, most likely cut off from the management nodes that would give it
+// the new one, and names it made would be lost behind a rebalance.
+func makeNameHeld[T any](l *Live, op func(lg *liveGraph) (T, error)) (T, error) {
+	var fenced *liveGraph
+	for {
+		lg, err := l.acquire()
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		if lg == fenced {
+			lg.unref()
+			break
+		}
+		v, err := op(lg)
+		if !errors.Is(err, layer.ErrFenced) {
+			return v, err
+		}
+		if fenced != nil {
+			break
+		}
+		fenced = lg
 	}
-	f, a, err := lg.g.Top.Create(ctx, path, in)
-	if err != nil {
-		lg.unref()
-		return nil, a, err
-	}
-	return &liveFile{File: f, lg: lg}, a, nil // the operation's reference is the file's
+	l.log.Error("the bricks refuse this client's new names: it runs an older layout than the volume's; is it cut off from the management nodes?",
+		"volume", fenced.g.Spec.Name, "spec_version", fenced.g.Spec.Version)
+	var zero T
+	return zero, syscall.EIO
 }
 
 // Open opens the file on the current graph, which it holds until Release.

@@ -27,15 +27,17 @@ import (
 // carry none, and its answers no symlink targets. Version 12 added
 // FlagKeepUndo and OpReadUndo (layer.UndoReader), which only version 12
 // clients send. Version 13 added a Rename's Gfid (layer.SourceRenamer):
-// an older client's carry none, and name no inode.
+// an older client's carry none, and name no inode. Version 14 added a
+// Handshake's Cookie (the layout generation, below): an older client's
+// carry none, and its names are admitted as the layout-less ones.
 const (
-	Version    = 13
+	Version    = 14
 	MinVersion = 4
 )
 
 // addedSince are the fields at the end of an operation's schema that
 // clients of earlier versions do not send: decoded as zero when absent.
-var addedSince = map[uint8]field{OpSetlk: fFlags, OpMkdir: fFlags, OpDropHealEntry: fPath, OpMake: fSize, OpLookupData: fFlags, OpReaddir: fFlags, OpRename: fGfid}
+var addedSince = map[uint8]field{OpSetlk: fFlags, OpMkdir: fFlags, OpDropHealEntry: fPath, OpMake: fSize, OpLookupData: fFlags, OpReaddir: fFlags, OpRename: fGfid, OpHandshake: fCookie}
 
 // ReaddirTargets, in a Readdir's Flags, asks for each entry's symlink
 // target (layer.Entry.Target) after its attributes in the answer.
@@ -48,6 +50,15 @@ const ReaddirTargets uint32 = 1
 // HandshakeProof(volume secret, ...) over that challenge; the brick admits
 // it (an empty answer) or refuses it. The volume's secret never crosses
 // the network, and a proof is good for its one challenge only.
+//
+// A Handshake's Cookie is the client's layout generation: the version of
+// the volume spec whose layout its graph places names by (0: it places
+// none by a layout, as a healer, which makes names where the other copies
+// have them). A brick refuses operations that make names (layer.ErrFenced)
+// to a connection whose generation is below the volume's fence, which the
+// cluster raises once its clients have taken a new layout and before a
+// rebalance moves files: a client cut off from the cluster meanwhile
+// cannot make files where the old layout put them, behind the rebalance.
 const ChallengeSize = 32
 
 // HandshakeProof is the proof, for a brick's challenge, that the client
@@ -280,7 +291,7 @@ const (
 )
 
 var schema = [opMax][]field{
-	OpHandshake:     {fVersion, fVolume, fBrick, fProof},
+	OpHandshake:     {fVersion, fVolume, fBrick, fProof, fCookie}, // Cookie: the layout generation (version 14)
 	OpLookup:        {fPath},
 	OpSetattr:       {fPath, fSetattr, fPending, fSize},
 	OpMknod:         {fPath, fOwner, fMode, fRdev, fLinkto, fPending},

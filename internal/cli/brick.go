@@ -92,6 +92,7 @@ func brickFlags(f *pflag.FlagSet, cfg *mgmt.BrickConfig, logLevel, authAllow, au
 	f.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", 0, "connections one client may hold (0: default, < 0: no limit)")
 	f.StringVar(&cfg.Reserve, "reserve", "", "space kept free for marks (storage.reserve): a percentage of the file system or a size such as 10GB (default 1%, at most 1 GiB)")
 	f.StringVar(&cfg.ReserveFile, "reserve-file", "", "file of the volume's storage.reserve, applied again on SIGHUP (a change while the brick runs)")
+	f.StringVar(&cfg.FenceFile, "fence-file", "", "file of the volume's layout fence (the oldest spec version whose clients may make names), applied again on SIGHUP")
 	return f
 }
 

@@ -93,6 +93,8 @@ that belong there, while clients keep reading and writing them:
   2. the new layout takes effect: each old set hands each new one an equal
      share of its hash ranges, so only the files that must move do; clients
      follow it at once and find the files not moved yet where they were;
+     then the bricks refuse new names to clients still on the old layout
+     (cut off from the cluster), which would make them where nobody looks;
   3. every node moves the misplaced files of the sets whose first brick it
      serves, in parallel; a file being written is copied again, and its
      writers wait only for the final switch; a node that restarts resumes

@@ -54,7 +54,9 @@ The mount follows the changes of the volume — options set with "mortar volume
 set", bricks added, removed or replaced, bricks that come back on new ports —
 without being remounted: new operations use the new layout at once, files open
 at the change finish on the old one, which is then freed. While the server is
-unreachable (or the volume stopped), the mount goes on with the layout it has.
+unreachable (or the volume stopped), the mount goes on with the layout it has;
+once a rebalance has moved on from that layout, the bricks refuse it new names
+(creates, mkdirs, links and renames fail with EIO) until it reaches a node.
 The kernel cache timeouts are those of mount time.
 
 By default the mount runs in the background: the command returns once the

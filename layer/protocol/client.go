@@ -54,6 +54,12 @@ type Config struct {
 	// DirLeases asks the brick, at every mkdir, to lease the new
 	// directory's names to the client (dirlease.go, layer.NameLeaser).
 	DirLeases bool
+	// Layout is the layout generation the client gives the brick in its
+	// handshake: the version of the spec whose layout places the names it
+	// makes (0: none, as a healer; wire.ChallengeSize). A brick whose
+	// fence is higher refuses it the operations that make names
+	// (layer.ErrFenced).
+	Layout uint64
 	// OnRecall is handed a leased directory the brick recalls: it must
 	// return once the client has sent every create it held back in that
 	// directory (the lease is returned then). It runs on a goroutine of
@@ -280,7 +286,7 @@ func (c *Client) connect() (*session, error) {
 	c.mu.Unlock()
 	s := newSession(nc, gen, c.drop)
 	s.onRecall = c.cfg.OnRecall
-	if err := s.handshake(c.cfg.VolumeID, c.cfg.BrickID, c.cfg.Secret); err != nil {
+	if err := s.handshake(c.cfg.VolumeID, c.cfg.BrickID, c.cfg.Secret, c.cfg.Layout); err != nil {
 		nc.Close()
 		return nil, err
 	}

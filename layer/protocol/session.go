@@ -73,9 +73,10 @@ func newSession(nc net.Conn, gen uint64, onDead func(*session)) *session {
 }
 
 // handshake introduces the client to the brick, and answers the brick's
-// challenge with the volume's secret (wire/msgs.go).
-func (s *session) handshake(volumeID, brickID, secret string) error {
-	req := wire.Request{Op: wire.OpHandshake, Version: wire.Version, VolumeID: volumeID, BrickID: brickID}
+// challenge with the volume's secret (wire/msgs.go), giving its layout
+// generation.
+func (s *session) handshake(volumeID, brickID, secret string, layout uint64) error {
+	req := wire.Request{Op: wire.OpHandshake, Version: wire.Version, VolumeID: volumeID, BrickID: brickID, Cookie: layout}
 	challenge, err := s.exchange([]byte(wire.Magic), &req)
 	if err != nil {
 		return err
