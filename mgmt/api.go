@@ -108,6 +108,7 @@ func (n *Node) handler() http.Handler {
 	mux.HandleFunc("GET /v1/volumes/{name}/spec", n.serveSpec)
 	n.healHandlers(mux)
 	n.clusterHandlers(mux)
+	n.revokeHandlers(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Error: fmt.Sprintf("no such API endpoint: %s %s", r.Method, r.URL.Path)})
 	})

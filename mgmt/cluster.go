@@ -35,7 +35,7 @@ import (
 //	POST   /v1/local/bricks/unmark           MarkRequest → {}
 //	POST   /v1/local/volumes/{id}/heal       HealRequest → FullHeal (this node's heal daemon: the sets it acts for)
 //	GET    /v1/local/volumes/{id}/heal       HealInfo (this node's daemon's counts, no bricks)
-//	GET    /v1/local/volumes/{name}/lagging  ?version=V → Lagging (this node's spec watchers on an older spec)
+//	GET    /v1/local/volumes/{name}/lagging  ?version=V&fence=F → Lagging (this node's spec watchers on an older spec; its bricks below fence F)
 const viaHeader = "X-Mortar-Via"
 
 // nodeCallTimeout bounds one request to another node.

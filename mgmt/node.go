@@ -351,6 +351,7 @@ func (n *Node) reconcile() {
 		case <-n.kick:
 		}
 		st := n.store.State()
+		n.writeRevoked(st)
 		ids := map[string]bool{}
 		for _, name := range st.VolumeNames() {
 			v := st.Volumes[name]

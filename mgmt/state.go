@@ -29,6 +29,9 @@ type State struct {
 	Index   uint64                  `json:"index"`
 	Nodes   map[string]NodeState    `json:"nodes"`
 	Volumes map[string]*VolumeState `json:"volumes"`
+	// Revoked are the serial numbers of the certificates the cluster
+	// refuses, each with a note saying which (revoke.go).
+	Revoked map[string]string `json:"revoked,omitempty"`
 }
 
 // NodeState is one node (peer) of the cluster.
@@ -146,6 +149,9 @@ const (
 	OpSetLayout = "set-layout"
 	// OpSetTask sets volume Name's Task to Volume.Task.
 	OpSetTask = "set-task"
+	// OpRevoke adds serial number Key, with note Value, to the
+	// certificates the cluster refuses (revoke.go).
+	OpRevoke = "revoke"
 	// OpSetFence raises volume Name's Fence to Volume.Fence (it never
 	// goes down). Clients follow no change: the spec is the same.
 	OpSetFence = "set-fence"
@@ -185,7 +191,7 @@ func NewState() *State {
 
 // Clone returns a deep copy of s.
 func (s *State) Clone() *State {
-	c := &State{Index: s.Index, Nodes: maps.Clone(s.Nodes), Volumes: make(map[string]*VolumeState, len(s.Volumes))}
+	c := &State{Index: s.Index, Nodes: maps.Clone(s.Nodes), Volumes: make(map[string]*VolumeState, len(s.Volumes)), Revoked: maps.Clone(s.Revoked)}
 	if c.Nodes == nil {
 		c.Nodes = map[string]NodeState{}
 	}
@@ -287,6 +293,8 @@ func (s *State) Apply(cmd Command) error {
 		err = s.setTask(cmd.Name, cmd.Volume)
 	case OpSetFence:
 		err = s.setFence(cmd.Name, cmd.Volume)
+	case OpRevoke:
+		err = s.revoke(cmd.Key, cmd.Value)
 	case OpRemoveBricks:
 		err = s.removeBricks(cmd.Name, cmd.Volume)
 	default:

@@ -103,14 +103,41 @@ func Revoke(dir, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	serial := serialOf(c)
+	_, err = AddRevoked(dir, serial, fmt.Sprintf("%s, revoked %s", c.Subject.CommonName, time.Now().UTC().Format(time.RFC3339)))
+	return serial, err
+}
+
+// CheckSerial reports whether s is a serial number as the list writes it
+// (lower-case hexadecimal, at most 20 bytes as RFC 5280 allows).
+func CheckSerial(s string) error {
+	if s == "" || len(s) > 40 || strings.Trim(s, "0123456789abcdef") != "" {
+		return fmt.Errorf("%q is not a certificate serial number (lower-case hexadecimal)", s)
+	}
+	return nil
+}
+
+// AddRevoked adds serial to dir's revocation list, with note as its
+// comment, unless the list has it already; it reports whether it did.
+func AddRevoked(dir, serial, note string) (bool, error) {
+	if err := CheckSerial(serial); err != nil {
+		return false, err
+	}
+	have, err := readRevoked(RevokedPath(dir))
+	if err != nil && !os.IsNotExist(err) {
+		return false, err
+	}
+	if have[serial] {
+		return false, nil
+	}
 	f, err := os.OpenFile(RevokedPath(dir), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return "", err
+		return false, err
 	}
-	line := fmt.Sprintf("%s # %s, revoked %s\n", serialOf(c), c.Subject.CommonName, time.Now().UTC().Format(time.RFC3339))
-	if _, err := f.WriteString(line); err != nil {
+	note = strings.NewReplacer("\n", " ", "\r", " ").Replace(note)
+	if _, err := fmt.Fprintf(f, "%s # %s\n", serial, note); err != nil {
 		f.Close()
-		return "", err
+		return false, err
 	}
-	return serialOf(c), f.Close()
+	return true, f.Close()
 }

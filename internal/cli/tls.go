@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"crypto/x509"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mortarfs/mortar/mgmt"
 	"github.com/mortarfs/mortar/tlsconf"
 )
 
@@ -178,34 +180,66 @@ replaced: to renew, remove NAME.pem and NAME.key and issue again.`,
 }
 
 func newTLSRevokeCommand() *cobra.Command {
-	var dir string
+	var dir, server, name string
 	cmd := &cobra.Command{
-		Use:   "revoke --dir DIR NAME",
+		Use:   "revoke --dir DIR NAME [--server HOST --tls-name NODE]",
 		Short: "Stop accepting certificate NAME of DIR",
 		Long: `Add the serial number of DIR/NAME.pem to DIR/revoked, the revocation list
 that every server, brick, mount and CLI using DIR refuses at the TLS handshake:
 a revoked client cannot connect, a revoked node is not trusted by clients.
-They read the list again whenever it changes: no restart. Copy DIR/revoked to
-the TLS directory of every machine of the cluster, as the certificates were
-(mortar does not copy it). The CA itself cannot be revoked: make a new one.`,
-		Example: `  mortar tls revoke --dir /etc/mortar/tls laptop
-  scp /etc/mortar/tls/revoked server2:/etc/mortar/tls/`,
+They read the list again whenever it changes: no restart.
+
+With --server, the cluster is told too (presenting node certificate NODE of
+DIR): it keeps the serial in its replicated state, and every node adds it to
+its own TLS directory's list at once (a node that is down, when it is back),
+so its server and bricks refuse the certificate. Mounts and CLIs on machines
+that are not nodes read their own DIR/revoked: copy it there. The CA itself
+cannot be revoked: make a new one.`,
+		Example: `  mortar tls revoke --dir /etc/mortar/tls laptop --server node1 --tls-name node1
+  mortar tls revoke --dir /etc/mortar/tls laptop    # this machine's list only`,
 		Args: usageArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := needDir(dir); err != nil {
 				return err
 			}
+			if server != "" && name == "" {
+				return fmt.Errorf("tls revoke: --server needs --tls-name, a node certificate of %s to present", dir)
+			}
 			serial, err := tlsconf.Revoke(dir, args[0])
 			if err != nil {
 				return fmt.Errorf("tls revoke: %w", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s (serial %s) in %s; copy it to every machine's TLS directory\n",
-				args[0], serial, tlsconf.RevokedPath(dir))
+			out := cmd.OutOrStdout()
+			if server == "" {
+				fmt.Fprintf(out, "revoked %s (serial %s) in %s; copy it to every machine's TLS directory, or run again with --server\n",
+					args[0], serial, tlsconf.RevokedPath(dir))
+				return nil
+			}
+			if err := revokeInCluster(cmd.Context(), dir, name, server, args[0], serial); err != nil {
+				return fmt.Errorf("tls revoke: revoked in %s, but not in the cluster: %w", tlsconf.RevokedPath(dir), err)
+			}
+			fmt.Fprintf(out, "revoked %s (serial %s) in %s and in the cluster (every node's list)\n", args[0], serial, tlsconf.RevokedPath(dir))
 			return nil
 		},
 	}
 	tlsDirFlag(cmd, &dir)
+	f := cmd.Flags()
+	f.StringVar(&server, "server", "", "management address of a node of the cluster to tell, host[:port]")
+	f.StringVar(&name, "tls-name", "", "the node certificate of DIR to present to --server")
 	return cmd
+}
+
+// revokeInCluster tells the cluster at server, as node certificate name
+// of dir, to refuse the certificate of serial (which, name says).
+func revokeInCluster(ctx context.Context, dir, name, server, which, serial string) error {
+	id, err := tlsconf.Load(dir, name)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	note := fmt.Sprintf("%s, revoked %s", which, time.Now().UTC().Format(time.RFC3339))
+	return mgmt.NewTLSClient(server, id).Revoke(ctx, serial, note)
 }
 
 func newTLSShowCommand() *cobra.Command {

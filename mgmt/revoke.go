@@ -1,0 +1,101 @@
+package mgmt
+
+import (
+	"context"
+	"net/http"
+	"slices"
+
+	"github.com/mortarfs/mortar/tlsconf"
+)
+
+// Revocation across the cluster. `mortar tls revoke --server` gives the
+// serial number of a revoked certificate to the cluster, which keeps it in
+// its replicated state (State.Revoked); every node of a TLS cluster adds
+// what the state holds to its own TLS directory's list (tlsconf.RevokedPath),
+// which its server and bricks read again whenever it changes: revoked
+// once, the certificate is refused by every node within a moment, and by a
+// node that was down once it is back. A node's own list may hold more (an
+// operator's local revocations); nothing is ever taken off.
+//
+//	POST /v1/tls/revoked  RevokeRequest → {} (node certificates only)
+//	GET  /v1/tls/revoked  map serial → note
+
+// RevokeRequest revokes the certificate of serial number Serial
+// (lower-case hexadecimal), Note saying which (its name, when).
+type RevokeRequest struct {
+	Serial string `json:"serial"`
+	Note   string `json:"note,omitempty"`
+}
+
+// maxRevokeNote bounds a revocation's note.
+const maxRevokeNote = 200
+
+func (n *Node) revokeHandlers(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/tls/revoked", handle(n, func(r *http.Request, req RevokeRequest) (any, error) {
+		if err := tlsconf.CheckSerial(req.Serial); err != nil {
+			return nil, errorf(ErrInvalid, "revoke: %v", err)
+		}
+		if len(req.Note) > maxRevokeNote {
+			return nil, errorf(ErrInvalid, "revoke: the note is longer than %d bytes", maxRevokeNote)
+		}
+		return struct{}{}, n.store.Apply(Command{Op: OpRevoke, Key: req.Serial, Value: req.Note})
+	}))
+	mux.HandleFunc("GET /v1/tls/revoked", handle(n, func(r *http.Request, _ struct{}) (any, error) {
+		out := n.store.State().Revoked
+		if out == nil {
+			out = map[string]string{}
+		}
+		return out, nil
+	}))
+}
+
+// revoke records serial as revoked in s (a command the state applies).
+func (s *State) revoke(serial, note string) error {
+	if err := tlsconf.CheckSerial(serial); err != nil {
+		return err
+	}
+	if _, ok := s.Revoked[serial]; ok {
+		return nil
+	}
+	if s.Revoked == nil {
+		s.Revoked = map[string]string{}
+	}
+	s.Revoked[serial] = note
+	return nil
+}
+
+// writeRevoked adds the serials the cluster revoked to this node's TLS
+// directory's list (a TLS node only).
+func (n *Node) writeRevoked(st *State) {
+	if n.tls == nil || len(st.Revoked) == 0 {
+		return
+	}
+	serials := make([]string, 0, len(st.Revoked))
+	for s := range st.Revoked {
+		serials = append(serials, s)
+	}
+	slices.Sort(serials)
+	for _, s := range serials {
+		added, err := tlsconf.AddRevoked(n.tls.Dir(), s, st.Revoked[s]+" (from the cluster)")
+		if err != nil {
+			n.log.Error("the cluster's revocation list could not be copied to this node's", "dir", n.tls.Dir(), "err", err)
+			return
+		}
+		if added {
+			n.log.Info("certificate revoked by the cluster", "serial", s, "note", st.Revoked[s])
+		}
+	}
+}
+
+// Revoke has the cluster refuse the certificate of serial number serial
+// (tlsconf's form) on every node; note says which it is.
+func (c *Client) Revoke(ctx context.Context, serial, note string) error {
+	return c.do(ctx, http.MethodPost, "/v1/tls/revoked", RevokeRequest{Serial: serial, Note: note}, nil)
+}
+
+// Revoked lists the serial numbers the cluster revoked, with their notes.
+func (c *Client) Revoked(ctx context.Context) (map[string]string, error) {
+	var out map[string]string
+	err := c.do(ctx, http.MethodGet, "/v1/tls/revoked", nil, &out)
+	return out, err
+}
