@@ -39,9 +39,6 @@ func (c *conn) dispatch(ctx context.Context, r *wire.Request, e *wire.Enc) (err 
 	if err := checkPaths(r); err != nil {
 		return err
 	}
-	if err := c.fenced(r.Op); err != nil {
-		return err
-	}
 	c.touched.touch(r)
 	leave, err := c.dirLeases.enter(ctx, c, r)
 	if err != nil {
@@ -66,6 +63,11 @@ func (c *conn) pathOp(ctx context.Context, r *wire.Request, e *wire.Enc) error {
 		return c.entrylk(r)
 	}
 	if err := c.waitEntries(ctx, r); err != nil {
+		return err
+	}
+	// After the waits (another client's lease, a healer's hold): the
+	// fence may have gone up meanwhile (fence.go).
+	if err := c.fenced(r.Op); err != nil {
 		return err
 	}
 	switch r.Op {

@@ -88,3 +88,32 @@ func TestFenceRefusesNamesFromOlderLayouts(t *testing.T) {
 		t.Errorf("unlink by an older layout: %v", err)
 	}
 }
+
+// The fence is checked after an operation waited (for another client's
+// directory lease, or a healer's entry lock): raised while it waits, the
+// create is refused (a review, 2026-11-28: it ran).
+func TestFenceRaisedWhileParkedRefuses(t *testing.T) {
+	st, _ := newStore(t)
+	ts := startServer(t, st, DefaultLimits())
+	ctx := context.Background()
+	recalled, release := make(chan struct{}), make(chan struct{})
+	holder := protocol.New(protocol.Config{Addr: ts.addr, BrickID: testBrick, VolumeID: testVolume,
+		ConnectWait: 10 * time.Second, Layout: 7, DirLeases: true,
+		OnRecall: func(string) { close(recalled); <-release }})
+	t.Cleanup(func() { holder.Close() })
+	stale := fenceClient(t, ts.addr, 5)
+	if _, err := holder.Mkdir(ctx, "/d", layer.MkdirIn{Mode: 0o755}); err != nil { // leased to holder
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := stale.Create(ctx, "/d/late", layer.CreateIn{Flags: syscall.O_RDWR | syscall.O_EXCL, Mode: 0o644})
+		done <- err
+	}()
+	<-recalled // the stale create passed the fence check and waits for the lease
+	ts.srv.SetFence(testBrick, 7)
+	close(release)
+	if err := <-done; err == nil {
+		t.Fatal("a create parked before the fence went up made its name after it")
+	}
+}

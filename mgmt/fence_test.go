@@ -3,12 +3,16 @@ package mgmt
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
 
 	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/volume"
 )
 
 // A client cut off from the cluster keeps the layout it had. Once a
@@ -62,4 +66,38 @@ func TestStaleClientFencedByRebalance(t *testing.T) {
 	}
 	mustWrite(t, live, "/d/new0", []byte("y"))
 	mustMkdir(t, live, "/d/sub")
+}
+
+// Nodes serving bricks of the volume that cannot say their bricks have
+// the fence — one that does not answer (down while its bricks serve, or
+// hung), one older than fences (it answers without saying) — count as
+// unfenced, for the leader to wait for and log; a node serving none of
+// the volume's bricks does not (a review, 2026-11-28).
+func TestNodesThatCannotTellCountUnfenced(t *testing.T) {
+	n, _ := startNode(t, t.TempDir())
+	ctx := ctxT(t)
+	older := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{}`)) // knows /lagging, not fences
+	}))
+	defer older.Close()
+	nodes := map[string]string{"older": older.Listener.Addr().String(), "hung": hungListener(t), "idle": older.Listener.Addr().String()}
+	for id, addr := range nodes {
+		if err := n.store.Apply(Command{Op: OpSetNode, Node: &NodeState{ID: id, Addr: addr}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := &VolumeState{Name: "sv", ID: "5e5e5e5e-0000-1111-2222-333333333333", Type: volume.Distribute, Bricks: []BrickState{
+		{ID: "b-older", Node: "older", Host: "h1", Path: "/b"}, {ID: "b-hung", Node: "hung", Host: "h2", Path: "/b"}}}
+	if err := n.store.Apply(Command{Op: OpCreateVolume, Volume: v}); err != nil {
+		t.Fatal(err)
+	}
+	l := n.laggingEverywhere(ctx, "sv", 1, 1)
+	slices.Sort(l.Unfenced)
+	if !slices.Equal(l.Unfenced, []string{"hung", "older"}) {
+		t.Fatalf("unfenced %v, want hung and older (not idle, nor this node)", l.Unfenced)
+	}
+	if l := n.laggingEverywhere(ctx, "sv", 1, 0); len(l.Unfenced) != 0 {
+		t.Fatalf("no fence asked about: unfenced %v", l.Unfenced)
+	}
 }

@@ -58,9 +58,13 @@ const (
 type Lagging struct {
 	Clients   []string `json:"clients,omitempty"`   // ids of clients that run an older spec
 	Anonymous bool     `json:"anonymous,omitempty"` // clients without an id watched lately
-	// Unfenced lists the nodes whose bricks of the volume were not
-	// given the fence asked about yet (this node's id, or none).
-	Unfenced []string `json:"unfenced,omitempty"`
+	// Fenced: the fence asked about was given to every brick of the
+	// volume this node serves (true if it serves none). A node older
+	// than fences never says so.
+	Fenced bool `json:"fenced,omitempty"`
+	// Unfenced, gathered by the leader (laggingEverywhere), lists the
+	// nodes serving bricks of the volume that did not say Fenced.
+	Unfenced []string `json:"-"`
 }
 
 // watcher is what a node knows of one client of a volume.
@@ -168,9 +172,7 @@ func (n *Node) takeUpHandlers(mux *http.ServeMux) {
 // version, and whether its bricks of it were not given fence yet.
 func (n *Node) lagging(name string, version, fence uint64) Lagging {
 	l := n.watchers.lagging(name, version)
-	if n.unfenced(name, fence) {
-		l.Unfenced = []string{n.id}
-	}
+	l.Fenced = fence != 0 && !n.unfenced(name, fence)
 	return l
 }
 
@@ -259,14 +261,17 @@ var errTaskGone = errors.New("the task is no longer running")
 
 // laggingEverywhere gathers every node's lagging clients of volume name,
 // asking them at once; a node that does not answer counts as one with
-// clients without an id.
+// clients without an id. With fence set, the nodes serving bricks of the
+// volume that do not say their bricks have it (not answering, or older)
+// are Unfenced.
 func (n *Node) laggingEverywhere(ctx context.Context, name string, version, fence uint64) Lagging {
 	var out Lagging
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	path := "/v1/local/volumes/" + url.PathEscape(name) + "/lagging?version=" + strconv.FormatUint(version, 10) +
 		"&fence=" + strconv.FormatUint(fence, 10)
-	for id := range n.store.State().Nodes {
+	st := n.store.State()
+	for id := range st.Nodes {
 		wg.Go(func() {
 			l, err := n.laggingOn(ctx, id, name, path, version, fence)
 			if err != nil {
@@ -276,12 +281,20 @@ func (n *Node) laggingEverywhere(ctx context.Context, name string, version, fenc
 			mu.Lock()
 			defer mu.Unlock()
 			out.Clients = append(out.Clients, l.Clients...)
-			out.Unfenced = append(out.Unfenced, l.Unfenced...)
 			out.Anonymous = out.Anonymous || l.Anonymous
+			if fence != 0 && !l.Fenced && servesBricksOf(st, id, name) {
+				out.Unfenced = append(out.Unfenced, id)
+			}
 		})
 	}
 	wg.Wait()
 	return out
+}
+
+// servesBricksOf reports whether node id serves bricks of volume name.
+func servesBricksOf(st *State, id, name string) bool {
+	v := st.Volumes[name]
+	return v != nil && slices.ContainsFunc(v.Bricks, func(b BrickState) bool { return b.Node == id })
 }
 
 // laggingOn asks node id for its lagging clients.

@@ -136,21 +136,7 @@ func TestTakeUpWithNodesThatDoNotAnswer(t *testing.T) {
 	twoOfThree(t, c)
 	old := httptest.NewServer(http.NotFoundHandler())
 	defer old.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer conn.Close() // never answers
-		}
-	}()
-	for id, addr := range map[string]string{"old": old.Listener.Addr().String(), "hung": ln.Addr().String()} {
+	for id, addr := range map[string]string{"old": old.Listener.Addr().String(), "hung": hungListener(t)} {
 		if err := n.store.Apply(Command{Op: OpSetNode, Node: &NodeState{ID: id, Addr: addr}}); err != nil {
 			t.Fatal(err)
 		}
@@ -165,4 +151,31 @@ func TestTakeUpWithNodesThatDoNotAnswer(t *testing.T) {
 	if took := time.Since(start); took < clientCatchUp || took >= clientTakeUpMax {
 		t.Fatalf("takeUp took %v: want the grace (%v), within the bound (%v)", took, clientCatchUp, clientTakeUpMax)
 	}
+}
+
+// hungListener returns the address of a listener that takes connections
+// and never answers, until the test ends.
+func hungListener(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, conn)
+		}
+	}()
+	return ln.Addr().String()
 }

@@ -234,6 +234,7 @@ func (l *Live) Swap(spec Spec) error {
 	start := time.Now()
 	missing := l.waitConnected(old.g, g)
 	l.cur.Store(l.track(g))
+	l.sendHeld(old.g)
 	old.unref()
 	l.log.Info("volume graph switched", "volume", spec.Name,
 		"old_version", old.g.Spec.Version, "new_version", spec.Version,
@@ -242,6 +243,19 @@ func (l *Live) Swap(spec Spec) error {
 		l.log.Warn("new volume graph not connected to every brick the old one was", "volume", spec.Name, "bricks", missing)
 	}
 	return nil
+}
+
+// sendHeld sends, on the graph just replaced, the creates it holds back
+// (create-behind), at most the connect wait: the client reports the new
+// spec once Swap returns, and the cluster may then fence the old graph's
+// layout off (wire.ChallengeSize), which would refuse them. Files open on
+// the old graph keep writing there; their creates are made.
+func (l *Live) sendHeld(old *Graph) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.connectWait)
+	defer cancel()
+	if err := layer.Sync(ctx, old.Top); err != nil {
+		l.log.Warn("what the replaced graph held back was not all sent", "volume", old.Spec.Name, "version", old.Spec.Version, "err", err)
+	}
 }
 
 // waitConnected waits until g is connected to the bricks old is connected
@@ -357,10 +371,16 @@ func (l *Live) Follow(ctx context.Context, watch func(ctx context.Context, after
 		case errors.Is(err, ErrLiveClosed):
 			return err
 		case err != nil:
+			// Tried again (the spec as it is then) after a pause: a client
+			// left on its old graph would be fenced off its layout after
+			// a rebalance.
 			l.log.Error("cannot switch to the volume's new spec; keeping the current graph",
 				"volume", spec.Name, "version", spec.Version, "err", err)
+			f.swapWait = min(max(2*f.swapWait, followBackoffMin), followBackoffMax)
+			sleepCtx(ctx, f.swapWait)
+			continue
 		}
-		f.after = spec.Version
+		f.after, f.swapWait = spec.Version, 0
 	}
 	return ctx.Err()
 }
@@ -380,6 +400,9 @@ type follower struct {
 	after   uint64
 	backoff time.Duration
 	failing string // the last error, while watching fails
+	// swapWait is the pause before building a spec that failed to build
+	// again (0: none failed).
+	swapWait time.Duration
 }
 
 // failed logs a failed watch: at warning level once per new error.
@@ -539,6 +562,7 @@ func (l *Live) Create(ctx context.Context, path string, in layer.CreateIn) (laye
 		f, made, err := lg.g.Top.Create(ctx, path, in)
 		a = made
 		if err != nil {
+			lg.unref()
 			return nil, err
 		}
 		return &liveFile{File: f, lg: lg}, nil // the operation's reference is the file's

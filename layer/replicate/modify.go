@@ -34,9 +34,12 @@ type outcome struct {
 // the side holding the good copies wins (good: the replicas whose copies
 // of the changed inodes are current, if known); failing that, the side
 // with quorum, or the larger one. The others are losers, to be marked
-// pending on the winners.
+// pending on the winners. A replica whose brick fenced the client's
+// layout off (layer.ErrFenced; its fence raised before the others')
+// makes the refusal win whatever the others did: the client must not
+// make names by that layout, and heal takes away those it made.
 func (r *Replicate) settle(targets Mask, errs []error, good Mask) outcome {
-	var ok, down, failed Mask
+	var ok, down, failed, fenced Mask
 	for i := range r.children {
 		switch {
 		case !targets.Has(i):
@@ -46,9 +49,14 @@ func (r *Replicate) settle(targets Mask, errs []error, good Mask) outcome {
 			down |= Bit(i)
 		default:
 			failed |= Bit(i)
+			if errors.Is(errs[i], layer.ErrFenced) {
+				fenced |= Bit(i)
+			}
 		}
 	}
 	switch {
+	case fenced != 0 && ok != 0:
+		return outcome{winners: failed, losers: ok, err: layer.ErrFenced}
 	case ok == 0 && failed == 0:
 		return outcome{err: syscall.ENOTCONN, losers: down}
 	case ok == 0:
