@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"errors"
+	"syscall"
 	"time"
 )
 
@@ -168,6 +170,9 @@ func (r *run) crashDuringPut() error {
 		r.m.set(p, data) // it was told so: it must stay
 	} else {
 		r.m.doubt(p)
+	}
+	if !errors.Is(err, syscall.ENOENT) {
+		r.learnt(p)
 	}
 	return nil
 }

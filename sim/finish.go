@@ -61,7 +61,10 @@ func (r *run) finish() error {
 			return violated("after the rebalance: %v\n%s", err, r.pending(ctx))
 		}
 	}
-	return r.checkAll()
+	if err := r.checkAll(); err != nil {
+		return err
+	}
+	return r.checkMoved()
 }
 
 func (r *run) connected() bool {

@@ -44,6 +44,10 @@ type Config struct {
 	// the last set out of the layout, move its files to the others, and
 	// remove it from the volume (rebalance.go).
 	Shrink bool
+	// DirRenames adds steps that rename a directory and back, the
+	// client dying in the middle half of the time (renamedir.go). Off, a
+	// seed runs the steps it ran before they existed.
+	DirRenames bool
 }
 
 func (c *Config) setDefaults() {
@@ -78,6 +82,7 @@ type run struct {
 	trace  []string
 	paths  []string
 	setLen int
+	moved  []*movedDir // directories a failed rename left under either name (renamedir.go)
 }
 
 // opTimeout bounds one operation: an operation that takes longer hangs.
@@ -159,6 +164,8 @@ func (r *run) once() error {
 		return r.unlink()
 	case n < 60:
 		return r.rename()
+	case n < 63 && r.cfg.DirRenames:
+		return r.renameDir()
 	case n < 66:
 		return r.session()
 	case n < 90:
@@ -219,6 +226,9 @@ func (r *run) changed(op string, err error, apply func(), paths ...string) error
 	if err != nil {
 		r.note("  -> %v", err)
 	}
+	if !errors.Is(err, syscall.ENOENT) { // ENOENT: under a moved directory, nothing done
+		r.learnt(paths...)
+	}
 	switch {
 	case err == nil:
 		apply()
@@ -244,6 +254,11 @@ func (r *run) allowed(op string, err error, paths []string) bool {
 	}
 	if len(paths) == 0 {
 		return false
+	}
+	for _, p := range paths {
+		if errors.Is(err, syscall.ENOENT) && r.movedOf(p) != nil {
+			return true // its directory may be under its other name
+		}
 	}
 	exists, known := r.m.known(paths[0])
 	return !known || (!exists && errors.Is(err, syscall.ENOENT))
@@ -434,7 +449,7 @@ func (r *run) list() error {
 	defer cancel()
 	ents, err := layer.ReadDirAll(ctx, top, dir)
 	if err != nil {
-		if unavailable(err) {
+		if unavailable(err) || errors.Is(err, syscall.ENOENT) && r.movedOf(dir+"/x") != nil {
 			r.rep.Failed++
 			return nil
 		}

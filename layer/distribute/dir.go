@@ -93,6 +93,10 @@ func (d *Distribute) mkdirCopy(ctx context.Context, i int, dir string, a layer.A
 		Mode:  a.Mode & 07777,
 	}
 	mk := func() error { _, err := d.child(i).Mkdir(ctx, dir, in); return err }
+	if d.heldElsewhere(ctx, i, a.Gfid) && !holdsAt(ctx, d.child(i), dir, a.Gfid) {
+		d.log.Warn("not making a directory again where it is under another name", "path", dir, "child", d.children[i].ID, "gfid", a.Gfid)
+		return fmt.Errorf("distribute: %s on %s: %w: %w", dir, d.children[i].ID, errSplit, syscall.EIO)
+	}
 	err := d.withParent(ctx, i, dir, mk)
 	if errors.Is(err, syscall.EEXIST) {
 		b, lerr := d.child(i).Lookup(ctx, dir)

@@ -121,16 +121,21 @@
 // # Renaming a directory
 //
 // The target, if it exists, must be an empty directory on every child
-// (checked first, stale pointers deleted). The rename runs on the target
-// name's hashed child first (its errors decide, e.g. EEXIST with
-// RenameNoReplace), then on every other child in parallel; if one fails,
-// those that renamed are renamed back and a replaced empty target is made
-// again. While it runs, Lookup sees the new name from the first step on
-// and the old one until the old name's hashed child has renamed: both
-// names for a moment, never neither. A crash in between leaves the
-// directory under the new name on some children and the old one on the
-// others; both names then list partial contents until a future heal
-// reconciles them.
+// (checked first, stale pointers deleted). The rename runs on the decider
+// first — the hashed child of the smaller of the two names (its errors
+// decide, e.g. EEXIST with RenameNoReplace) — then on every other child in
+// parallel; if one fails, those that renamed are renamed back, the
+// decider last, and a replaced empty target is made again. While it runs,
+// both names may be seen for a moment. A crash in between (or a rollback
+// that fails) leaves the directory under the new name on some children
+// and the old one on the others: nothing makes it again on a child that
+// holds it under the other name (mkdirCopy looks for its gfid there
+// first, and refuses with EIO), and a listing of the parent, which sees
+// one gfid under two names, moves it on every child to the name the
+// decider holds, the one the rename had reached (splitdir.go). A
+// directory moved so into another parent is not seen by one listing:
+// creates that need it on a child holding it elsewhere fail with EIO
+// until the directory is renamed again.
 //
 // # Changing the layout
 //

@@ -39,6 +39,12 @@ func (d *Distribute) Readdir(ctx context.Context, path string, cookie uint64, ma
 	if cookie != 0 {
 		return layer.DirPage{Next: cookie, EOF: true}, nil
 	}
+	return d.readdir(ctx, path, true)
+}
+
+// readdir lists directory path; with settle, a directory it finds under
+// two names (splitdir.go) is settled and the listing taken again.
+func (d *Distribute) readdir(ctx context.Context, path string, settle bool) (layer.DirPage, error) {
 	h, err := d.hashedChild(ctx, path)
 	if err != nil {
 		return layer.DirPage{}, err
@@ -74,6 +80,9 @@ func (d *Distribute) Readdir(ctx context.Context, path string, cookie uint64, ma
 	lay, err := d.layoutOf(ctx, path)
 	if err != nil {
 		return layer.DirPage{}, err
+	}
+	if settle && d.splits(ctx, path, lists) {
+		return d.readdir(ctx, path, false)
 	}
 	entries, orphans := merge(lists, lay)
 	entries = append(entries, d.resolvePointers(ctx, path, orphans)...)

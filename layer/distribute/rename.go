@@ -292,7 +292,9 @@ func (d *Distribute) renameDir(ctx context.Context, oldpath, newpath string, fla
 			return err
 		}
 	}
-	hd, err := d.hashedChild(ctx, newpath)
+	// The decider first, and last when undone (splitdir.go): the name it
+	// holds is the one the rename has reached.
+	hd, err := d.decider(ctx, oldpath, newpath)
 	if err != nil {
 		return err
 	}
@@ -305,6 +307,9 @@ func (d *Distribute) renameDir(ctx context.Context, oldpath, newpath string, fla
 		err := layer.RenameDir(ctx, d.child(i), oldpath, newpath, flags, replaced)
 		if !errors.Is(err, syscall.ENOENT) {
 			return err
+		}
+		if holdsAt(ctx, d.child(i), newpath, src.attr.Gfid) {
+			return nil // moved there already (a rename left half done, settled since)
 		}
 		// The directory or newpath's parent is missing on this child.
 		if herr := d.mkdirCopy(ctx, i, oldpath, src.attr); herr != nil {
@@ -323,7 +328,7 @@ func (d *Distribute) renameDir(ctx context.Context, oldpath, newpath string, fla
 	if err == nil {
 		return nil
 	}
-	for _, i := range append([]int{hd}, d.others(hd)...) {
+	for _, i := range append(d.others(hd), hd) {
 		if errs[i] != nil {
 			continue
 		}
