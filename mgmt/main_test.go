@@ -51,6 +51,7 @@ func testBrickMain(args []string) error {
 	fs.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", 0, "")
 	fs.StringVar(&cfg.Reserve, "reserve", "", "")
 	fs.StringVar(&cfg.ReserveFile, "reserve-file", "", "")
+	fs.StringVar(&cfg.FenceFile, "fence-file", "", "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
