@@ -122,8 +122,8 @@
 //
 // The target, if it exists, must be an empty directory on every child
 // (checked first, stale pointers deleted). The rename runs on the decider
-// first — the hashed child of the smaller of the two names (its errors
-// decide, e.g. EEXIST with RenameNoReplace) — then on every other child in
+// first — the volume's first child (its errors decide, e.g. EEXIST with
+// RenameNoReplace) — then on every other child in
 // parallel; if one fails, those that renamed are renamed back, the
 // decider last, and a replaced empty target is made again. While it runs,
 // both names may be seen for a moment. A crash in between (or a rollback
@@ -133,9 +133,10 @@
 // first, and refuses with EIO), and a listing of the parent, which sees
 // one gfid under two names, moves it on every child to the name the
 // decider holds, the one the rename had reached (splitdir.go). A
-// directory moved so into another parent is not seen by one listing:
-// creates that need it on a child holding it elsewhere fail with EIO
-// until the directory is renamed again.
+// directory moved so into another parent is not seen by one listing, and
+// is not settled yet: creates that need it on a child holding it
+// elsewhere, and renames of it, fail with EIO, and a rebalance counts it
+// failed (keeping the previous layout).
 //
 // # Changing the layout
 //

@@ -113,6 +113,13 @@ func (r *rebalancer) walk(ctx context.Context, dir string) error {
 		return err
 	}
 	lists, err := r.list(ctx, dir)
+	if errors.Is(err, errSplit) {
+		// Under another name on some child (a directory rename left half
+		// done into another parent): its files cannot be placed; the
+		// failure keeps the previous layout (splitdir.go).
+		r.fail(dir, err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -183,6 +190,9 @@ func (r *rebalancer) list(ctx context.Context, dir string) ([][]layer.Entry, err
 	})
 	if err := firstErr(errs, -1); err != nil {
 		return nil, fmt.Errorf("rebalance: list %s: %w", dir, err)
+	}
+	if d.splits(ctx, dir, lists) {
+		return r.list(ctx, dir) // settled: listed again
 	}
 	return lists, nil
 }

@@ -294,10 +294,7 @@ func (d *Distribute) renameDir(ctx context.Context, oldpath, newpath string, fla
 	}
 	// The decider first, and last when undone (splitdir.go): the name it
 	// holds is the one the rename has reached.
-	hd, err := d.decider(ctx, oldpath, newpath)
-	if err != nil {
-		return err
-	}
+	hd := d.decider()
 	newDir, _ := layer.Split(newpath)
 	var replaced layer.Attr // tells a replica set that moves the rename back what to make again
 	if target != nil {
@@ -324,7 +321,7 @@ func (d *Distribute) renameDir(ctx context.Context, oldpath, newpath string, fla
 		return err
 	}
 	errs := d.parallel(d.others(hd), mv)
-	err = firstErr(errs, -1)
+	err := firstErr(errs, -1)
 	if err == nil {
 		return nil
 	}

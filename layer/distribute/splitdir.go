@@ -3,6 +3,7 @@ package distribute
 import (
 	"context"
 	"errors"
+	"slices"
 	"syscall"
 
 	"github.com/mortarfs/mortar/layer"
@@ -16,48 +17,47 @@ import (
 // (mkdirCopy, by its gfid) beside the other: two directories, each child
 // holding part of the files under each name.
 //
-// So one child decides: the decider, the hashed child of the smaller of
-// the two names, which both the renamer and whoever finds the split can
-// tell from the names alone. A directory rename is done there first and
-// undone there last, so the name the decider holds is the one the rename
-// has reached; whoever finds the directory under two names moves it on
-// the other children to the decider's name (settleSplit). A listing of
-// the parent finds such splits (the two names carry one gfid); mkdirCopy
-// never makes a directory on a child that holds its gfid already.
+// So one child decides: the decider, the volume's first child, which
+// every client agrees on whatever layout it runs (a rebalance changes
+// layouts, and a client may run the old one for a while; sets are added
+// after the others, and the first leaves only by a remove-brick, whose
+// clients are fenced off the old spec before it commits). A directory
+// rename is done there first and undone there last, so the name the
+// decider holds is the one the rename has reached; whoever finds the
+// directory under two names moves it on the other children to the
+// decider's name (settleSplit). A listing of the parent finds such splits
+// (the two names carry one gfid); mkdirCopy never makes a directory on a
+// child that holds its gfid already.
 
-// decider is the child whose name for a directory renamed between paths
-// a and b counts.
-func (d *Distribute) decider(ctx context.Context, a, b string) (int, error) {
-	return d.hashedChild(ctx, min(a, b))
-}
+// decider is the child whose name for a renamed directory counts.
+func (d *Distribute) decider() int { return 0 }
 
 // splits finds, in the listings of directory dir, directories listed
 // under two names (one gfid) by different children, and settles each. It
 // reports whether it settled any (the listings are stale then).
 func (d *Distribute) splits(ctx context.Context, dir string, lists [][]layer.Entry) bool {
-	names := map[layer.Gfid]map[string]layer.Attr{}
+	first := map[layer.Gfid]string{}
+	var pairs [][2]string
+	var gfids []layer.Gfid
 	for _, list := range lists {
 		for _, e := range list {
 			if !e.Attr.IsDir() || e.Attr.Gfid.IsZero() {
 				continue
 			}
-			if names[e.Attr.Gfid] == nil {
-				names[e.Attr.Gfid] = map[string]layer.Attr{}
+			n, seen := first[e.Attr.Gfid]
+			switch {
+			case !seen:
+				first[e.Attr.Gfid] = e.Name
+			case n != e.Name && !slices.Contains(gfids, e.Attr.Gfid):
+				pairs = append(pairs, [2]string{layer.Join(dir, n), layer.Join(dir, e.Name)})
+				gfids = append(gfids, e.Attr.Gfid)
 			}
-			names[e.Attr.Gfid][e.Name] = e.Attr
 		}
 	}
 	settled := false
-	for g, byName := range names {
-		if len(byName) != 2 {
-			continue
-		}
-		var two []string
-		for n := range byName {
-			two = append(two, layer.Join(dir, n))
-		}
-		if _, err := d.settleSplit(ctx, two[0], two[1], g); err != nil {
-			d.log.Warn("a directory under two names could not be settled", "names", two, "gfid", g, "err", err)
+	for k, two := range pairs {
+		if _, err := d.settleSplit(ctx, two[0], two[1], gfids[k]); err != nil {
+			d.log.Warn("a directory under two names could not be settled", "names", two, "gfid", gfids[k], "err", err)
 			continue
 		}
 		settled = true
@@ -67,11 +67,10 @@ func (d *Distribute) splits(ctx context.Context, dir string, lists [][]layer.Ent
 
 // settleSplit moves directory g, found under names a and b on different
 // children, to the decider's name on every child, and returns that name.
+// A child holding another, empty directory under that name (the target a
+// rename replaced, where the rename did not reach) has it replaced.
 func (d *Distribute) settleSplit(ctx context.Context, a, b string, g layer.Gfid) (string, error) {
-	dec, err := d.decider(ctx, a, b)
-	if err != nil {
-		return "", err
-	}
+	dec := d.decider()
 	keep, drop := a, b
 	if !holdsAt(ctx, d.child(dec), keep, g) {
 		keep, drop = b, a
@@ -83,7 +82,16 @@ func (d *Distribute) settleSplit(ctx context.Context, a, b string, g layer.Gfid)
 		if !holdsAt(ctx, d.child(i), drop, g) {
 			return nil
 		}
-		return d.child(i).Rename(ctx, drop, keep, layer.RenameNoReplace)
+		replaced, err := d.child(i).Lookup(ctx, keep)
+		switch {
+		case errors.Is(err, syscall.ENOENT):
+			return d.child(i).Rename(ctx, drop, keep, layer.RenameNoReplace)
+		case err != nil:
+			return err
+		case !replaced.IsDir():
+			return syscall.EEXIST
+		}
+		return layer.RenameDir(ctx, d.child(i), drop, keep, 0, replaced) // ENOTEMPTY unless empty
 	})
 	if err := firstErr(errs, -1); err != nil {
 		return "", err
