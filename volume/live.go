@@ -253,9 +253,7 @@ func (l *Live) Swap(spec Spec) error {
 func (l *Live) sendHeld(old *Graph) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.connectWait)
 	defer cancel()
-	if err := layer.Sync(ctx, old.Top); err != nil {
-		l.log.Warn("what the replaced graph held back was not all sent", "volume", old.Spec.Name, "version", old.Spec.Version, "err", err)
-	}
+	old.windows.Send(ctx) // errors stay with their files (not layer.Sync, which takes them)
 }
 
 // waitConnected waits until g is connected to the bricks old is connected

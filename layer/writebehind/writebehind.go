@@ -165,6 +165,10 @@ func New(child layer.Layer, opts Options) *Layer {
 		createBehind: opts.CreateBehind && !opts.Off, unlinkBehind: opts.UnlinkBehind && !opts.Off, changed: opts.Changed}
 }
 
+// Send sends every window (creates held back among them); their errors
+// stay with their files, reported where a program would see them.
+func (w *Windows) Send(ctx context.Context) { w.flushAll(ctx) }
+
 // flushAll sends every window; their errors stay with their files.
 func (w *Windows) flushAll(ctx context.Context) {
 	w.sendEach(ctx, func(*file) bool { return true })
