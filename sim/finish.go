@@ -61,10 +61,10 @@ func (r *run) finish() error {
 			return violated("after the rebalance: %v\n%s", err, r.pending(ctx))
 		}
 	}
-	if err := r.checkAll(); err != nil {
+	if err := r.checkMoved(); err != nil {
 		return err
 	}
-	return r.checkMoved()
+	return r.checkAll()
 }
 
 func (r *run) connected() bool {
@@ -171,7 +171,7 @@ func (r *run) indexEmpty(ctx context.Context) bool {
 func (r *run) checkAll() error {
 	for i, c := range r.w.clients {
 		for _, p := range r.paths {
-			got, err := readFile(c.graph.Top, p)
+			got, err := readFile(c.graph.Top, r.finalPath(p))
 			if err != nil && unavailable(err) {
 				return violated("client %d: read %s with every brick up: %v", i, p, err)
 			}

@@ -19,12 +19,14 @@ import (
 // renamed again in the run, and after heal exactly one of its two names
 // must hold it (once its parent is listed: a rename done on one set of
 // the volume and not the other is settled so), with every file it held
-// unless the model has learnt otherwise since (checkMoved).
+// unless the model has learnt otherwise since (checkMoved), and what the
+// model learnt since under its old name (checkAll, at finalPath).
 
 // movedDir is a directory a rename left under one of two names.
 type movedDir struct {
 	dir   string            // /dK; the other name is dir + "~"
 	files map[string][]byte // path under dir → content when the rename failed
+	at    string            // the name it ends under, after heal (checkMoved)
 }
 
 // away is the other name of directory dir.
@@ -107,6 +109,17 @@ func (r *run) openUnder(dir string) bool {
 	return false
 }
 
+// finalPath is where path is after heal: under the name its directory
+// ends under, if a rename left it under either (checkMoved says which).
+// What the model learnt under the old name after the rename failed moves
+// with the directory: the rename may take effect when it is settled.
+func (r *run) finalPath(path string) string {
+	if d := r.movedOf(path); d != nil && d.at != "" {
+		return d.at + strings.TrimPrefix(path, d.dir)
+	}
+	return path
+}
+
 // learnt forgets what a moved directory held at path: an operation on it
 // was answered since (the model knows, or doubts, it anew).
 func (r *run) learnt(paths ...string) {
@@ -140,12 +153,12 @@ func (r *run) checkMoved() error {
 		if (herr == nil) == (aerr == nil) {
 			return violated("after heal, %s is under both or neither of %s and %s (%v, %v)", d.dir, d.dir, away(d.dir), herr, aerr)
 		}
-		at := d.dir
+		d.at = d.dir
 		if aerr == nil {
-			at = away(d.dir)
+			d.at = away(d.dir)
 		}
 		for p, want := range d.files {
-			q := at + strings.TrimPrefix(p, d.dir)
+			q := r.finalPath(p)
 			got, err := readFile(top, q)
 			if err != nil || string(got) != string(want) {
 				return violated("after heal, %s (moved with %s): %d bytes, %v; want the %d it held", q, d.dir, len(got), err, len(want))
