@@ -3,7 +3,6 @@ package mgmt
 import (
 	"context"
 	"net/http"
-	"slices"
 
 	"github.com/mortarfs/mortar/tlsconf"
 )
@@ -70,20 +69,17 @@ func (n *Node) writeRevoked(st *State) {
 	if n.tls == nil || len(st.Revoked) == 0 {
 		return
 	}
-	serials := make([]string, 0, len(st.Revoked))
-	for s := range st.Revoked {
-		serials = append(serials, s)
+	notes := make(map[string]string, len(st.Revoked))
+	for s, note := range st.Revoked {
+		notes[s] = note + " (from the cluster)"
 	}
-	slices.Sort(serials)
-	for _, s := range serials {
-		added, err := tlsconf.AddRevoked(n.tls.Dir(), s, st.Revoked[s]+" (from the cluster)")
-		if err != nil {
-			n.log.Error("the cluster's revocation list could not be copied to this node's", "dir", n.tls.Dir(), "err", err)
-			return
-		}
-		if added {
-			n.log.Info("certificate revoked by the cluster", "serial", s, "note", st.Revoked[s])
-		}
+	added, err := tlsconf.AddRevoked(n.tls.Dir(), notes)
+	if err != nil {
+		n.log.Error("the cluster's revocation list could not be copied to this node's", "dir", n.tls.Dir(), "err", err)
+		return
+	}
+	for _, s := range added {
+		n.log.Info("certificate revoked by the cluster", "serial", s, "note", st.Revoked[s])
 	}
 }
 

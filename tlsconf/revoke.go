@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"crypto/x509"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -104,7 +106,7 @@ func Revoke(dir, name string) (string, error) {
 		return "", err
 	}
 	serial := serialOf(c)
-	_, err = AddRevoked(dir, serial, fmt.Sprintf("%s, revoked %s", c.Subject.CommonName, time.Now().UTC().Format(time.RFC3339)))
+	_, err = AddRevoked(dir, map[string]string{serial: fmt.Sprintf("%s, revoked %s", c.Subject.CommonName, time.Now().UTC().Format(time.RFC3339))})
 	return serial, err
 }
 
@@ -117,27 +119,38 @@ func CheckSerial(s string) error {
 	return nil
 }
 
-// AddRevoked adds serial to dir's revocation list, with note as its
-// comment, unless the list has it already; it reports whether it did.
-func AddRevoked(dir, serial, note string) (bool, error) {
-	if err := CheckSerial(serial); err != nil {
-		return false, err
+// AddRevoked adds the serials (serial → note, its comment) that dir's
+// revocation list lacks to it, in order, reading it once; it returns those
+// it added. A bad serial adds nothing.
+func AddRevoked(dir string, serials map[string]string) ([]string, error) {
+	for s := range serials {
+		if err := CheckSerial(s); err != nil {
+			return nil, err
+		}
 	}
 	have, err := readRevoked(RevokedPath(dir))
 	if err != nil && !os.IsNotExist(err) {
-		return false, err
+		return nil, err
 	}
-	if have[serial] {
-		return false, nil
+	var lines strings.Builder
+	var added []string
+	for _, s := range slices.Sorted(maps.Keys(serials)) {
+		if !have[s] {
+			note := strings.NewReplacer("\n", " ", "\r", " ").Replace(serials[s])
+			fmt.Fprintf(&lines, "%s # %s\n", s, note)
+			added = append(added, s)
+		}
+	}
+	if len(added) == 0 {
+		return nil, nil
 	}
 	f, err := os.OpenFile(RevokedPath(dir), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	note = strings.NewReplacer("\n", " ", "\r", " ").Replace(note)
-	if _, err := fmt.Fprintf(f, "%s # %s\n", serial, note); err != nil {
+	if _, err := f.WriteString(lines.String()); err != nil {
 		f.Close()
-		return false, err
+		return nil, err
 	}
-	return true, f.Close()
+	return added, f.Close()
 }
