@@ -45,6 +45,9 @@ func (h *Healer) healEntries(ctx context.Context, j *job, path string, p *plan, 
 	// then names only sinks have.
 	var passes [3][]string
 	seen := map[string]bool{}
+	if p.dirty {
+		seen = h.undecided(ctx, si, members, hint)
+	}
 	for _, l := range hint.lists {
 		for name := range l {
 			if seen[name] {
@@ -337,9 +340,17 @@ func (h *Healer) place(ctx context.Context, si, s int, path string, p *plan, hin
 		return placeHad, fmt.Errorf("%s: %w", path, layer.ErrReplaced)
 	}
 	how := placeMoved
+	held, err := false, error(nil)
 	switch {
 	case hint != nil && h.reuse(ctx, si, s, path, want, hint):
 		h.renameSettled(ctx, si, want)
+	case want.IsDir():
+		if held, err = h.moveHere(ctx, si, s, path, want); !held && err == nil {
+			how, err = h.make(ctx, si, s, path, p, hint)
+		}
+		if err != nil {
+			return placeHad, err
+		}
 	case h.linkByID(ctx, si, s, path, want):
 		h.renameSettled(ctx, si, want)
 	case h.data != nil && want.IsReg() && h.namedElsewhere(ctx, l, want):
@@ -362,21 +373,7 @@ func (h *Healer) place(ctx context.Context, si, s int, path string, p *plan, hin
 		// that first (healUp does, for errNoParent), then look again.
 		return placeHad, errNoParent
 	default:
-		how = placeMade
-		if hint != nil && want.IsReg() {
-			h.renameSettledIfNamed(ctx, l, si, want)
-		}
-		err := h.create(ctx, si, s, path, p)
-		if errors.Is(err, syscall.EEXIST) {
-			// Made meanwhile (by a client): fine if it is that inode.
-			if a, lerr := l.Lookup(ctx, path); lerr == nil && sameInode(a, want) {
-				err, how = nil, placeHad
-			}
-		}
-		if errors.Is(err, syscall.ENOENT) {
-			return placeHad, errNoParent
-		}
-		if err != nil {
+		if how, err = h.make(ctx, si, s, path, p, hint); err != nil {
 			return placeHad, err
 		}
 	}
@@ -385,6 +382,25 @@ func (h *Healer) place(ctx context.Context, si, s int, path string, p *plan, hin
 		hint.added(s, name, want)
 	}
 	return how, nil
+}
+
+// make creates the source's inode at path on sink s, which lacks it.
+func (h *Healer) make(ctx context.Context, si, s int, path string, p *plan, hint *dirHint) (placed, error) {
+	want, l := p.attr(), h.sets[si][s].Layer
+	if hint != nil && want.IsReg() {
+		h.renameSettledIfNamed(ctx, l, si, want)
+	}
+	err := h.create(ctx, si, s, path, p)
+	if errors.Is(err, syscall.EEXIST) {
+		// Made meanwhile (by a client): fine if it is that inode.
+		if a, lerr := l.Lookup(ctx, path); lerr == nil && sameInode(a, want) {
+			return placeHad, nil
+		}
+	}
+	if errors.Is(err, syscall.ENOENT) {
+		return placeHad, errNoParent
+	}
+	return placeMade, err
 }
 
 // placed is how a sink came to hold an inode.
@@ -443,9 +459,10 @@ func (h *Healer) namedElsewhere(ctx context.Context, l layer.Layer, want layer.A
 func (h *Healer) reuse(ctx context.Context, si, s int, path string, want layer.Attr, hint *dirHint) bool {
 	dir, name := layer.Split(path)
 	other, link := hint.other(s, name, want.Gfid)
-	if other == "" || (link && want.IsDir()) {
+	if other == "" {
 		return false
 	}
+	link = link && !want.IsDir() // a directory's other name is stale (see dirname.go)
 	l := h.sets[si][s].Layer
 	from := layer.Join(dir, other)
 	var err error

@@ -84,6 +84,14 @@ func (g Gfid) Ino() uint64 {
 // up by it has as Nlink the names it has (0 once they are all gone).
 func IDPath(g Gfid) string { return "/.mortar/gfid/" + g.String() }
 
+// XattrPath, read (Getxattr) on the IDPath of a directory, is the path
+// where the brick holds that directory: heal moves a directory a sink
+// holds under another name to the one the good copies give it, rather
+// than making a second directory of one gfid. Bricks answer it for
+// directories by their id alone (EINVAL for another path, ENOENT for an
+// id of no directory they hold); it is never listed or set.
+const XattrPath = "trusted.mortar.path"
+
 func (g Gfid) String() string {
 	h := hex.EncodeToString(g[:])
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]

@@ -208,19 +208,47 @@ func (s *Store) names(st *unix.Stat_t, g layer.Gfid) uint64 {
 // path, and the error ENOENT for an id the brick does not hold (or a
 // malformed one).
 func (s *Store) idPath(p string) (a at, ok bool, err error) {
-	rest, ok := strings.CutPrefix(p, idPrefix)
-	if !ok {
-		return at{}, false, nil
-	}
-	var g layer.Gfid
-	if g.UnmarshalText([]byte(rest)) != nil || !indexed(g) || rest != g.String() {
-		return at{}, true, unix.ENOENT
+	g, ok, err := idOf(p)
+	if !ok || err != nil {
+		return at{}, ok, err
 	}
 	if _, dir := s.dirEntry(g); dir {
 		a, err := s.dirByID(g)
 		return a, true, err
 	}
 	return at{dir: s.idfd, name: idName(g)}, true, nil
+}
+
+// idOf parses a layer.IDPath: ok is false for any other path, and the
+// error ENOENT for a malformed id.
+func idOf(p string) (g layer.Gfid, ok bool, err error) {
+	rest, ok := strings.CutPrefix(p, idPrefix)
+	if !ok {
+		return g, false, nil
+	}
+	if g.UnmarshalText([]byte(rest)) != nil || !indexed(g) || rest != g.String() {
+		return g, true, unix.ENOENT
+	}
+	return g, true, nil
+}
+
+// dirPathOf answers layer.XattrPath: the path of the directory p names
+// by its id, checked to hold it.
+func (s *Store) dirPathOf(p string) ([]byte, error) {
+	g, ok, err := idOf(p)
+	if !ok {
+		return nil, unix.EINVAL
+	}
+	if err != nil {
+		return nil, err
+	}
+	a, err := s.dirByID(g)
+	if err != nil {
+		return nil, err
+	}
+	a.close()
+	dp, err := s.dirPath(g)
+	return []byte(dp), err
 }
 
 // park removes the name at a of the non-directory inode with gfid g but

@@ -301,6 +301,16 @@ func TestIDIndexDirectories(t *testing.T) {
 	if p, err := s.dirPath(b.Gfid); err != nil || p != "/z/a2/b" {
 		t.Fatalf("path of b: %q %v", p, err)
 	}
+	// Heal asks for it by the directory's id (layer.XattrPath).
+	if p, err := s.Getxattr(ctx, layer.IDPath(b.Gfid), layer.XattrPath); err != nil || string(p) != "/z/a2/b" {
+		t.Fatalf("XattrPath of b: %q %v", p, err)
+	}
+	if _, err := s.Getxattr(ctx, layer.IDPath(fa.Gfid), layer.XattrPath); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("XattrPath of a file: %v, want ENOENT", err)
+	}
+	if _, err := s.Getxattr(ctx, "/z/a2/b", layer.XattrPath); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("XattrPath by a path: %v, want EINVAL", err)
+	}
 	// A brick restart keeps directory entries (they are no orphans).
 	s.Close()
 	if s, err = New(dir, Options{VolumeID: testVolume}); err != nil {

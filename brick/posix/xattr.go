@@ -97,9 +97,12 @@ func listxattr(path string) ([]string, error) {
 
 // Getxattr returns a user.* xattr of the inode at path, or its
 // layer.XattrRenamed record (path may then name it by its id,
-// layer.IDPath).
+// layer.IDPath), or a directory's layer.XattrPath.
 func (s *Store) Getxattr(ctx context.Context, path, name string) ([]byte, error) {
 	resolve := s.resolve
+	if name == layer.XattrPath {
+		return s.dirPathOf(path)
+	}
 	if name == layer.XattrRenamed {
 		resolve = func(p string, _ bool) (at, error) { return s.resolveSource(p) }
 	} else if err := checkUserXattr(name); err != nil {

@@ -119,6 +119,27 @@ type adjuster func(targets Mask, errs []error, good Mask) (done, judged Mask)
 // whose refusal adjust turned into a success record, as the others did
 // in the request, that the replicas not among targets missed it.
 func (r *Replicate) modifyWith(ctx context.Context, marks []string, adjust adjuster, fn func(ctx context.Context, i int) error) (outcome, error) {
+	return r.modifySent(ctx, marks, adjust, r.parallel, fn)
+}
+
+// sender runs fn for the replicas in targets and returns the errors by
+// replica: parallel, or deciderFirst.
+type sender func(targets Mask, fn func(i int) error) []error
+
+// deciderFirst runs fn on the first of targets (the decider), then on
+// the others at once: what the decider answered is what a client that
+// goes away in between leaves done, and heal settles the copies by it
+// (a directory's rename: heal/dirname.go). One round trip more.
+func (r *Replicate) deciderFirst(targets Mask, fn func(i int) error) []error {
+	d := targets.First()
+	first := r.parallel(Bit(d), fn)
+	errs := r.parallel(targets&^Bit(d), fn)
+	errs[d] = first[d]
+	return errs
+}
+
+// modifySent is modifyWith, sending the operation with send.
+func (r *Replicate) modifySent(ctx context.Context, marks []string, adjust adjuster, send sender, fn func(ctx context.Context, i int) error) (outcome, error) {
 	targets, err := r.writable(ctx)
 	if err != nil {
 		return outcome{}, err
@@ -129,7 +150,7 @@ func (r *Replicate) modifyWith(ctx context.Context, marks []string, adjust adjus
 		}
 	}
 	pctx := r.withPending(ctx, targets)
-	errs := r.parallel(targets, func(i int) error { return fn(pctx, i) })
+	errs := send(targets, func(i int) error { return fn(pctx, i) })
 	good := Mask(0)
 	if disagree(targets, errs) {
 		// Rare: find out which side holds the current copies.

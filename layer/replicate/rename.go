@@ -17,9 +17,16 @@ func (r *Replicate) Rename(ctx context.Context, oldpath, newpath string, flags u
 // RenameDir is Rename of a directory over replaced, the directory at
 // newpath as the caller looked it up (layer.DirRenamer; zero: none
 // known): moved back where one replica alone did it, a rename makes it
-// again there (undoDirRename).
+// again there (undoDirRename). It is sent to the first replica up (the
+// decider) before the others (deciderFirst): a client that goes away in
+// between leaves the copies of the parents listing the directory under
+// two names, blaming nobody, and heal keeps the decider's
+// (heal/dirname.go). A client's rename of any other inode comes with
+// its gfid (RenameSource, sent to every replica at once); Rename without
+// one, a directory's or one of distribute's own moves of a file, is sent
+// as RenameDir.
 func (r *Replicate) RenameDir(ctx context.Context, oldpath, newpath string, flags uint32, replaced layer.Attr) error {
-	return r.rename(ctx, oldpath, newpath, r.sourceMissed(ctx, oldpath, newpath), replaced, func(ctx context.Context, i int) error {
+	return r.rename(ctx, oldpath, newpath, r.sourceMissed(ctx, oldpath, newpath), replaced, r.deciderFirst, func(ctx context.Context, i int) error {
 		return r.children[i].Layer.Rename(ctx, oldpath, newpath, flags)
 	})
 }
@@ -37,7 +44,7 @@ func (r *Replicate) RenameDir(ctx context.Context, oldpath, newpath string, flag
 func (r *Replicate) RenameSource(ctx context.Context, oldpath, newpath string, flags uint32, src layer.Gfid) error {
 	adjust := staleRefused(r.sourceMissed(ctx, oldpath, newpath))
 	did, stale := make([]bool, len(r.children)), make([]bool, len(r.children)) // each replica's goroutine writes its own
-	err := r.rename(ctx, oldpath, newpath, adjust, layer.Attr{}, func(ctx context.Context, i int) error {
+	err := r.rename(ctx, oldpath, newpath, adjust, layer.Attr{}, r.parallel, func(ctx context.Context, i int) error {
 		err := layer.RenameSource(ctx, r.children[i].Layer, oldpath, newpath, flags, src)
 		did[i], stale[i] = err == nil && !r.arbiters.Has(i), errors.Is(err, syscall.ESTALE)
 		return err
@@ -60,13 +67,13 @@ func (r *Replicate) RenameSource(ctx context.Context, oldpath, newpath string, f
 // where some replicas did it leaves its record on the inode there
 // (recordRenamed), or a directory moved back (undoDirRename, which makes
 // replaced again).
-func (r *Replicate) rename(ctx context.Context, oldpath, newpath string, adjust adjuster, replaced layer.Attr, fn func(ctx context.Context, i int) error) error {
+func (r *Replicate) rename(ctx context.Context, oldpath, newpath string, adjust adjuster, replaced layer.Attr, send sender, fn func(ctx context.Context, i int) error) error {
 	marks := []string{parentOf(oldpath)}
 	if p := parentOf(newpath); p != marks[0] {
 		marks = append(marks, p)
 	}
 	did := make([]bool, len(r.children)) // each replica's goroutine writes its own
-	o, err := r.modifyWith(ctx, marks, adjust, func(ctx context.Context, i int) error {
+	o, err := r.modifySent(ctx, marks, adjust, send, func(ctx context.Context, i int) error {
 		err := fn(ctx, i)
 		did[i] = err == nil
 		return err

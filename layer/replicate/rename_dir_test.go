@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"syscall"
 	"testing"
 
@@ -74,5 +75,61 @@ func TestDirectoryRenamedOnTooFewReplicasMovedBack(t *testing.T) {
 	}
 	if _, err := g.r.Lookup(g.ctx, "/e/N"); !errors.Is(err, syscall.ENOENT) {
 		t.Errorf("/e/N through the set: %v, want ENOENT", err)
+	}
+}
+
+// orderedRename records when each replica's rename starts and ends.
+type orderedRename struct {
+	layer.Layer
+	i   int
+	log chan<- string
+}
+
+func (o orderedRename) Rename(ctx context.Context, oldpath, newpath string, flags uint32) error {
+	o.log <- fmt.Sprintf("start %d", o.i)
+	err := o.Layer.Rename(ctx, oldpath, newpath, flags)
+	o.log <- fmt.Sprintf("end %d", o.i)
+	return err
+}
+
+// A directory's rename reaches the first replica up (the decider) before
+// the others are sent it: a client that goes away in between leaves the
+// decider's name the one heal keeps (heal/dirname.go). With the first
+// replica down, the next one decides.
+func TestDirectoryRenameGoesToTheDeciderFirst(t *testing.T) {
+	for _, down := range []int{-1, 0} {
+		t.Run(fmt.Sprintf("down %d", down), func(t *testing.T) {
+			g := newRig(t, 3, false, Options{})
+			if _, err := g.r.Mkdir(g.ctx, "/d", layer.MkdirIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o755}); err != nil {
+				t.Fatal(err)
+			}
+			log := make(chan string, 6)
+			var children []Child
+			for i, c := range g.set.Clients {
+				children = append(children, Child{Name: g.set.Name(i), Layer: orderedRename{c, i, log}, Up: c.Connected})
+			}
+			r, err := New(children, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if down >= 0 {
+				g.kill(down)
+			}
+			if err := r.Rename(g.ctx, "/d", "/e", 0); err != nil {
+				t.Fatal(err)
+			}
+			close(log)
+			var got []string
+			for l := range log {
+				got = append(got, l)
+			}
+			decider := down + 1
+			if len(got) < 2 || got[0] != fmt.Sprintf("start %d", decider) || got[1] != fmt.Sprintf("end %d", decider) {
+				t.Fatalf("renames in the order %v, want replica %d's first and alone", got, decider)
+			}
+			if want := 2 * (3 - max(0, down+1)); len(got) != want {
+				t.Fatalf("%d rename events %v, want %d", len(got), got, want)
+			}
+		})
 	}
 }
