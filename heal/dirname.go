@@ -3,6 +3,7 @@ package heal
 import (
 	"context"
 	"errors"
+	"fmt"
 	"syscall"
 
 	"github.com/mortarfs/mortar/layer"
@@ -24,29 +25,37 @@ import (
 // undecided returns the names in directory path's copies (the members of
 // set si) that the heal of a Dirty directory must not give to other
 // copies: the names of a directory listed under other names, or not at
-// all, by other copies, which its decider (the first good copy holding
-// it) holds under another name or in another directory. The decider's
+// all, by other copies, whose decider (the first good copy holding it)
+// holds it under another name or in another directory. The decider's
 // name here is placed as any name is, moving the others' copies to it;
-// a name in another directory is its heal's (the decider's copy of that
-// directory is Dirty too).
-func (h *Healer) undecided(ctx context.Context, si int, members replicate.Mask, hint *dirHint) map[string]bool {
+// a copy here of a directory the decider holds in another directory is
+// moved there now (that directory's Dirty mark can be gone: a client
+// renamed it before the brick marked it).
+func (h *Healer) undecided(ctx context.Context, si int, members replicate.Mask, hint *dirHint) (map[string]bool, error) {
 	skip := map[string]bool{}
 	for g, names := range hint.dirNames(members) {
 		if names.agree(members) {
 			continue
 		}
-		keep, found := h.decidersName(ctx, si, g, names, members&hint.good)
-		if !found {
+		d, keep := h.decider(ctx, si, g, names, members&hint.good)
+		if d < 0 {
 			continue
 		}
-		for _, n := range names {
-			if n != "" && n != keep {
-				h.log.Debug("a directory's other name left to its decider's", "name", n, "gfid", g, "decider's", keep)
-				skip[n] = true
+		for r, n := range names {
+			if n == "" || n == keep {
+				continue
+			}
+			h.log.Debug("a directory's other name left for its decider's", "name", n, "gfid", g, "decider's", keep)
+			skip[n] = true
+			if keep != "" {
+				continue
+			}
+			if err := h.moveTo(ctx, si, r, d, hint.lists[r][n].Attr); err != nil {
+				return nil, err
 			}
 		}
 	}
-	return skip
+	return skip, nil
 }
 
 // dirNames is a directory's name in each copy of its parent ("": not
@@ -65,51 +74,109 @@ func (n dirNames) agree(members replicate.Mask) bool {
 }
 
 // dirNames returns, for each directory some member's copy lists, its
-// name in every copy.
+// name in every copy. A directory some copy lists under two names (a
+// second directory of its gfid, made by an earlier heal) is left out:
+// its names are healed as any.
 func (d *dirHint) dirNames(members replicate.Mask) map[layer.Gfid]dirNames {
-	out := map[layer.Gfid]dirNames{}
+	out, twice := map[layer.Gfid]dirNames{}, map[layer.Gfid]bool{}
 	for r, l := range d.lists {
 		if !members.Has(r) {
 			continue
 		}
 		for name, e := range l {
-			if !e.Attr.IsDir() {
-				continue
+			g := e.Attr.Gfid
+			switch {
+			case !e.Attr.IsDir():
+			case out[g] == nil:
+				out[g] = make(dirNames, len(d.lists))
+				fallthrough
+			case out[g][r] == "":
+				out[g][r] = name
+			default:
+				twice[g] = true
 			}
-			if out[e.Attr.Gfid] == nil {
-				out[e.Attr.Gfid] = make(dirNames, len(d.lists))
-			}
-			out[e.Attr.Gfid][r] = name
 		}
+	}
+	for g := range twice {
+		delete(out, g)
 	}
 	return out
 }
 
-// decidersName returns directory g's name in the decider's copy ("": the
-// decider holds it in another directory), the decider being the first of
-// cand listing it or holding it by its id; found is false if none does.
-func (h *Healer) decidersName(ctx context.Context, si int, g layer.Gfid, names dirNames, cand replicate.Mask) (name string, found bool) {
+// decider returns the decider of directory g, the first of cand listing
+// it or holding it by its id (-1: none), and its name there ("": in
+// another directory).
+func (h *Healer) decider(ctx context.Context, si int, g layer.Gfid, names dirNames, cand replicate.Mask) (int, string) {
 	for r := range names {
 		if !cand.Has(r) {
 			continue
 		}
 		if names[r] != "" {
-			return names[r], true
+			return r, names[r]
 		}
 		if a, err := h.sets[si][r].Layer.Lookup(ctx, layer.IDPath(g)); err == nil && a.IsDir() {
-			return "", true
+			return r, ""
 		}
 	}
-	return "", false
+	return -1, ""
 }
+
+// relocate moves sink s's stale copy of directory path (one p.remove
+// says to remove) to where a copy trusted holds it, rather than remove
+// it while the heal of that name moves it (or makes it anew), and
+// reports whether it did, or failed to (err): false if no such copy
+// holds it, or the sink has something there already (removed then).
+func (h *Healer) relocate(ctx context.Context, si, s int, path string, p *plan) (moved bool, err error) {
+	a := p.copies[s].Attr
+	if !a.IsDir() {
+		return false, nil
+	}
+	for c := range h.sets[si] {
+		if c == s || p.remove.Has(c) || p.copies[c].Err != nil && !errors.Is(p.copies[c].Err, syscall.ENOENT) {
+			continue
+		}
+		to, err := h.sets[si][c].Layer.Getxattr(ctx, layer.IDPath(a.Gfid), layer.XattrPath)
+		if err != nil {
+			continue
+		}
+		err = layer.RenameSource(ctx, h.sets[si][s].Layer, path, string(to), layer.RenameNoReplace, a.Gfid)
+		h.log.Debug("a stale directory moved to where a good copy holds it", "replica", h.sets[si][s].Name,
+			"from", path, "to", string(to), "err", err)
+		if errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.ENOTEMPTY) {
+			return false, nil
+		}
+		return true, err
+	}
+	return false, nil
+}
+
+// moveTo moves replica r's copy of directory a to where replica d holds
+// it.
+func (h *Healer) moveTo(ctx context.Context, si, r, d int, a layer.Attr) error {
+	to, err := h.sets[si][d].Layer.Getxattr(ctx, layer.IDPath(a.Gfid), layer.XattrPath)
+	if err != nil {
+		return fmt.Errorf("where %s holds directory %s: %w", h.sets[si][d].Name, a.Gfid, err)
+	}
+	_, err = h.moveHere(ctx, si, r, d, string(to), a)
+	return err
+}
+
+// errMovedSince: a sink holds a directory in a directory whose copy there
+// blames the source (the sink's is newer: the directory was moved there
+// since); that directory's heal settles it first.
+var errMovedSince = errors.New("the sink's copy of the directory was moved where the source's copy is behind")
 
 // moveHere gives sink s directory want at path by moving the sink's copy
 // of it from where the sink holds it (layer.XattrPath), rather than make
-// a second directory of its gfid. held is false if the sink holds no
-// directory of that gfid; err is set if it holds one it could not move
-// (a move into its own subtree, or a name taken meanwhile): the heal
-// fails and is tried again.
-func (h *Healer) moveHere(ctx context.Context, si, s int, path string, want layer.Attr) (held bool, err error) {
+// a second directory of its gfid; src is the copy healed from. held is
+// false if the sink holds no directory of that gfid, or holds it where
+// the source holds it too (a second directory of the gfid, made by an
+// earlier heal: the sink gets one as well). err is set if it holds one
+// it could not move: where its copy of the parent blames the source
+// (errMovedSince: a client moved it there since, and the move is that
+// directory's heal's to settle), into its own subtree, or a name taken
+// meanwhile; the heal fails and is tried again.
+func (h *Healer) moveHere(ctx context.Context, si, s, src int, path string, want layer.Attr) (held bool, err error) {
 	l := h.sets[si][s].Layer
 	id := layer.IDPath(want.Gfid)
 	if a, err := l.Lookup(ctx, id); errors.Is(err, syscall.ENOENT) || err == nil && !a.IsDir() {
@@ -117,12 +184,25 @@ func (h *Healer) moveHere(ctx context.Context, si, s int, path string, want laye
 	} else if err != nil {
 		return true, err
 	}
-	from, err := l.Getxattr(ctx, id, layer.XattrPath)
+	b, err := l.Getxattr(ctx, id, layer.XattrPath)
 	if err != nil {
 		return true, err
 	}
-	err = layer.RenameSource(ctx, l, string(from), path, layer.RenameNoReplace, want.Gfid)
+	from := string(b)
+	if from == path {
+		return true, nil
+	}
+	if a, err := h.sets[si][src].Layer.Lookup(ctx, from); err == nil && a.Gfid == want.Gfid {
+		return false, nil
+	}
+	dir, _ := layer.Split(from)
+	if a, err := l.Lookup(ctx, dir); err != nil {
+		return true, err
+	} else if replicate.Mask(a.Pending).Has(src) {
+		return true, fmt.Errorf("%s on %s: %w", from, h.sets[si][s].Name, errMovedSince)
+	}
+	err = layer.RenameSource(ctx, l, from, path, layer.RenameNoReplace, want.Gfid)
 	h.log.Debug("a directory moved to where the good copies hold it", "replica", h.sets[si][s].Name,
-		"from", string(from), "to", path, "err", err)
+		"from", from, "to", path, "err", err)
 	return true, err
 }

@@ -46,7 +46,10 @@ func (h *Healer) healEntries(ctx context.Context, j *job, path string, p *plan, 
 	var passes [3][]string
 	seen := map[string]bool{}
 	if p.dirty {
-		seen = h.undecided(ctx, si, members, hint)
+		var err error
+		if seen, err = h.undecided(ctx, si, members, hint); err != nil {
+			return 0, err
+		}
 	}
 	for _, l := range hint.lists {
 		for name := range l {
@@ -244,6 +247,14 @@ func (d *dirHint) onGoodAs(name string, g layer.Gfid) (same, any bool) {
 	return same, any
 }
 
+// listsAs reports whether replica r's copy lists name with gfid g.
+func (d *dirHint) listsAs(r int, name string, g layer.Gfid) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.lists[r][name]
+	return ok && e.Attr.Gfid == g
+}
+
 // linked reports whether a good copy lists name as a non-directory with
 // other names.
 func (d *dirHint) linked(name string) bool {
@@ -342,10 +353,10 @@ func (h *Healer) place(ctx context.Context, si, s int, path string, p *plan, hin
 	how := placeMoved
 	held, err := false, error(nil)
 	switch {
-	case hint != nil && h.reuse(ctx, si, s, path, want, hint):
+	case hint != nil && h.reuse(ctx, si, s, p.src, path, want, hint):
 		h.renameSettled(ctx, si, want)
 	case want.IsDir():
-		if held, err = h.moveHere(ctx, si, s, path, want); !held && err == nil {
+		if held, err = h.moveHere(ctx, si, s, p.src, path, want); !held && err == nil {
 			how, err = h.make(ctx, si, s, path, p, hint)
 		}
 		if err != nil {
@@ -456,13 +467,21 @@ func (h *Healer) namedElsewhere(ctx context.Context, l layer.Layer, want layer.A
 
 // reuse gives sink s the inode at path by linking or renaming another name
 // of it in the same directory; false if there is none or that failed.
-func (h *Healer) reuse(ctx context.Context, si, s int, path string, want layer.Attr, hint *dirHint) bool {
+func (h *Healer) reuse(ctx context.Context, si, s, src int, path string, want layer.Attr, hint *dirHint) bool {
 	dir, name := layer.Split(path)
 	other, link := hint.other(s, name, want.Gfid)
 	if other == "" {
 		return false
 	}
-	link = link && !want.IsDir() // a directory's other name is stale (see dirname.go)
+	if want.IsDir() {
+		// A directory's other name is stale (see dirname.go), unless the
+		// source lists it too: a second directory of the gfid, made by
+		// an earlier heal, that the sink gets as well.
+		if hint.listsAs(src, other, want.Gfid) {
+			return false
+		}
+		link = false
+	}
 	l := h.sets[si][s].Layer
 	from := layer.Join(dir, other)
 	var err error

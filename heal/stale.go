@@ -62,6 +62,10 @@ func (h *Healer) removeStale(ctx context.Context, si int, path string, p *plan) 
 			if h.park(ctx, si, s, path, p) {
 				continue
 			}
+			if moved, err := h.relocate(ctx, si, s, path, p); moved {
+				errs = append(errs, err)
+				continue
+			}
 			errs = append(errs, removeAll(ctx, h.sets[si][s].Layer, path, p.copies[s].Attr))
 		}
 	}
