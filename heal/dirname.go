@@ -121,6 +121,48 @@ func (h *Healer) decider(ctx context.Context, si int, g layer.Gfid, names dirNam
 	return -1, ""
 }
 
+// gather gives the sinks of plan p that lack directory path their copy of
+// it, held under another name in the same directory (reuse) or in
+// another directory (moveHere), before anything is marked or healed, and
+// returns those it moved. The moved copies are the same inode with their
+// own marks: judged with them, a copy newer than the source's (the
+// source's directory missed changes made in it under its other name) is
+// healed from, not to; marked first as a sink by the source (premark),
+// it lost names it alone held (sim replica3x2-dirs seed 15: an
+// acknowledged file).
+func (h *Healer) gather(ctx context.Context, si int, path string, p *plan, hint *dirHint) (replicate.Mask, error) {
+	want := p.attr()
+	if !want.IsDir() {
+		return 0, nil
+	}
+	var moved replicate.Mask
+	for s := range h.sets[si] {
+		if !p.sinks.Has(s) || p.good.Has(s) || !errors.Is(p.copies[s].Err, syscall.ENOENT) {
+			continue
+		}
+		if hint != nil && h.reuse(ctx, si, s, p.src, path, want, hint) {
+			moved |= replicate.Bit(s)
+			continue
+		}
+		held, err := h.moveHere(ctx, si, s, p.src, path, want, false)
+		if err != nil {
+			return moved, fmt.Errorf("%s on %s: %w", path, h.sets[si][s].Name, err)
+		}
+		if held {
+			moved |= replicate.Bit(s)
+		}
+	}
+	return moved, nil
+}
+
+// blames reports whether replica r's copy of path's directory blames
+// replica s.
+func (h *Healer) blames(ctx context.Context, si, r int, path string, s int) bool {
+	dir, _ := layer.Split(path)
+	a, err := h.sets[si][r].Layer.Lookup(ctx, dir)
+	return err == nil && replicate.Mask(a.Pending).Has(s)
+}
+
 // relocate moves sink s's stale copy of directory path (one p.remove
 // says to remove) to where a copy trusted holds it, rather than remove
 // it while the heal of that name moves it (or makes it anew), and
@@ -157,7 +199,7 @@ func (h *Healer) moveTo(ctx context.Context, si, r, d int, a layer.Attr) error {
 	if err != nil {
 		return fmt.Errorf("where %s holds directory %s: %w", h.sets[si][d].Name, a.Gfid, err)
 	}
-	_, err = h.moveHere(ctx, si, r, d, string(to), a)
+	_, err = h.moveHere(ctx, si, r, d, string(to), a, true)
 	return err
 }
 
@@ -165,6 +207,13 @@ func (h *Healer) moveTo(ctx context.Context, si, r, d int, a layer.Attr) error {
 // blames the source (the sink's is newer: the directory was moved there
 // since); that directory's heal settles it first.
 var errMovedSince = errors.New("the sink's copy of the directory was moved where the source's copy is behind")
+
+// errNameInDoubt: a sink holds a directory in a directory whose names a
+// client left half changed (Dirty): its heal settles the directory's
+// name first, by the decider's (undecided). Moved away by another heal
+// meanwhile (of the directory's own marks, which judge its content, not
+// its name), the two heals moved it back and forth.
+var errNameInDoubt = errors.New("the sink's copy of the directory is in a directory a client left half changed")
 
 // moveHere gives sink s directory want at path by moving the sink's copy
 // of it from where the sink holds it (layer.XattrPath), rather than make
@@ -175,8 +224,12 @@ var errMovedSince = errors.New("the sink's copy of the directory was moved where
 // it could not move: where its copy of the parent blames the source
 // (errMovedSince: a client moved it there since, and the move is that
 // directory's heal's to settle), into its own subtree, or a name taken
-// meanwhile; the heal fails and is tried again.
-func (h *Healer) moveHere(ctx context.Context, si, s, src int, path string, want layer.Attr) (held bool, err error) {
+// meanwhile; the heal fails and is tried again. Unless decided (the heal
+// of that Dirty directory moves it), a copy in a directory the sink's
+// copy of which is Dirty is not moved either (errNameInDoubt), unless
+// the source's copy of path's directory blames the sink (a client's
+// change there, acknowledged, that the sink missed).
+func (h *Healer) moveHere(ctx context.Context, si, s, src int, path string, want layer.Attr, decided bool) (held bool, err error) {
 	l := h.sets[si][s].Layer
 	id := layer.IDPath(want.Gfid)
 	if a, err := l.Lookup(ctx, id); errors.Is(err, syscall.ENOENT) || err == nil && !a.IsDir() {
@@ -200,6 +253,8 @@ func (h *Healer) moveHere(ctx context.Context, si, s, src int, path string, want
 		return true, err
 	} else if replicate.Mask(a.Pending).Has(src) {
 		return true, fmt.Errorf("%s on %s: %w", from, h.sets[si][s].Name, errMovedSince)
+	} else if !decided && a.Pending&layer.Dirty != 0 && !h.blames(ctx, si, src, path, s) {
+		return true, fmt.Errorf("%s on %s: %w", from, h.sets[si][s].Name, errNameInDoubt)
 	}
 	err = layer.RenameSource(ctx, l, from, path, layer.RenameNoReplace, want.Gfid)
 	h.log.Debug("a directory moved to where the good copies hold it", "replica", h.sets[si][s].Name,

@@ -216,3 +216,50 @@ func TestAbandonedRenameOverAnEmptyDirectory(t *testing.T) {
 		})
 	}
 }
+
+// The decider renamed /p/d1 to /p/d1~ and its client died; other clients
+// then made and removed files in /p/d1 on replicas 1 and 2 (the decider,
+// lacking /p/d1, missed them and is blamed there). Whichever name heal
+// keeps (the decider's, when the Dirty parent heals first; /p/d1 when
+// /p/d1's own marks do), the directory's names are the newer copies',
+// not the decider's (sim replica3x2-dirs seed 15: the decider's copy,
+// marked the source before the others' were moved to its name, took an
+// acknowledged file from them).
+func TestDirectoryMovedToTheDecidersNameKeepsItsNewerNames(t *testing.T) {
+	for _, to := range []string{"/p/d1~", "/q/d1"} {
+		for _, first := range []string{"/p", ""} {
+			t.Run(to+" first "+first, func(t *testing.T) {
+				c := newCluster(t, 3, false)
+				gd, data := layer.NewGfid(), pattern(3283, 5)
+				c.everywhere(seq(mkdir("/p", layer.NewGfid()), mkdir("/q", layer.NewGfid()), mkdir("/p/d1", gd),
+					create("/p/d1/old", layer.NewGfid(), []byte("old"))))
+				if err := rename("/p/d1", to)(bg, c.stores[0]); err != nil {
+					t.Fatal(err)
+				}
+				c.markDirtyOn(0, "/p", path.Dir(to))
+				c.on([]int{1, 2}, seq(create("/p/d1/new", layer.NewGfid(), data), unlink("/p/d1/old")))
+				h := c.healer(Options{Quiet: time.Nanosecond})
+				if first != "" {
+					if err := h.Heal(bg, 0, first); err != nil {
+						t.Fatal(err)
+					}
+				}
+				c.scanSettled(h)
+				c.healthy()
+				at, err := c.stores[0].Getxattr(bg, layer.IDPath(gd), layer.XattrPath)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if first != "" && string(at) != to {
+					t.Errorf("the directory at %s, want the decider's %s", at, to)
+				}
+				for i := range c.stores {
+					sameBytes(t, fmt.Sprintf("replica %d's %s/new", i, at), c.content(i, string(at)+"/new"), data)
+					if _, err := c.stores[i].Lookup(bg, string(at)+"/old"); err == nil {
+						t.Errorf("replica %d holds %s/old, removed", i, at)
+					}
+				}
+			})
+		}
+	}
+}

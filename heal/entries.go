@@ -356,7 +356,7 @@ func (h *Healer) place(ctx context.Context, si, s int, path string, p *plan, hin
 	case hint != nil && h.reuse(ctx, si, s, p.src, path, want, hint):
 		h.renameSettled(ctx, si, want)
 	case want.IsDir():
-		if held, err = h.moveHere(ctx, si, s, p.src, path, want); !held && err == nil {
+		if held, err = h.moveHere(ctx, si, s, p.src, path, want, false); !held && err == nil {
 			how, err = h.make(ctx, si, s, path, p, hint)
 		}
 		if err != nil {

@@ -269,6 +269,10 @@ func removeTree(path string) func(context.Context, layer.Layer) error {
 	}
 }
 
+func unlink(path string) func(context.Context, layer.Layer) error {
+	return func(ctx context.Context, l layer.Layer) error { return l.Unlink(ctx, path) }
+}
+
 // seq runs ops in order.
 func seq(ops ...func(context.Context, layer.Layer) error) func(context.Context, layer.Layer) error {
 	return func(ctx context.Context, l layer.Layer) error {

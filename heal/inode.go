@@ -134,6 +134,15 @@ func (h *Healer) healOnce(ctx context.Context, j *job, path string, distrust, wi
 		hint.changedOn(p.remove)
 		return nil, h.removeStale(ctx, j.set, path, p)
 	}
+	if moved, err := h.gather(ctx, j.set, path, p, hint); err != nil {
+		return nil, err
+	} else if moved != 0 {
+		// Judged again with the moved copies and their own marks.
+		hint.changedOn(moved)
+		jj := *j
+		jj.crawl = jj.crawl || !j.deep
+		return h.healOnce(ctx, &jj, path, distrust&^moved, within, hint, unsure)
+	}
 	if err := h.apply(ctx, j, path, p, hint); err != nil {
 		return nil, err
 	}
