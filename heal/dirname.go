@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 
 	"github.com/mortarfs/mortar/layer"
@@ -22,15 +23,16 @@ import (
 // decider's name for such a directory, moving their copy there (reuse,
 // moveHere), and does not give them the other names (undecided).
 
-// undecided returns the names in directory path's copies (the members of
-// set si) that the heal of a Dirty directory must not give to other
-// copies: the names of a directory listed under other names, or not at
-// all, by other copies, whose decider (the first good copy holding it)
-// holds it under another name or in another directory. The decider's
-// name here is placed as any name is, moving the others' copies to it;
-// a copy here of a directory the decider holds in another directory is
-// moved there now (that directory's Dirty mark can be gone: a client
-// renamed it before the brick marked it).
+// undecided settles, in the heal of Dirty directory path, the names of
+// directories its copies (the members of set si) list under other names,
+// or not at all: each copy of such a directory is moved now to where its
+// decider (the first good copy holding it) holds it, here or in another
+// directory, and the names it had are returned, not to be given to the
+// other copies. Left to the heal of the decider's name, the move could
+// wait for ever: that heal looks at nothing while the directory itself
+// is Dirty and not quiet yet (a review: the copies kept both names,
+// their marks cleared); left to the other directory's, its Dirty mark
+// can be gone (a client renamed it before the brick marked it).
 func (h *Healer) undecided(ctx context.Context, si int, members replicate.Mask, hint *dirHint) (map[string]bool, error) {
 	skip := map[string]bool{}
 	for g, names := range hint.dirNames(members) {
@@ -45,17 +47,32 @@ func (h *Healer) undecided(ctx context.Context, si int, members replicate.Mask, 
 			if n == "" || n == keep {
 				continue
 			}
-			h.log.Debug("a directory's other name left for its decider's", "name", n, "gfid", g, "decider's", keep)
-			skip[n] = true
-			if keep != "" {
-				continue
-			}
-			if err := h.moveTo(ctx, si, r, d, hint.lists[r][n].Attr); err != nil {
+			h.log.Debug("a directory's other name moved to its decider's", "name", n, "gfid", g, "decider's", keep)
+			moved, err := h.moveTo(ctx, si, r, d, hint.lists[r][n].Attr)
+			if err != nil {
 				return nil, err
+			}
+			if moved {
+				skip[n] = true
+				hint.moved(r, n, keep)
 			}
 		}
 	}
 	return skip, nil
+}
+
+// moved records that replica r's copy of the directory named name was
+// moved to to ("": out of the directory).
+func (d *dirHint) moved(r int, name, to string) {
+	if to != "" {
+		d.renamed(r, name, to)
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.lists[r][name]
+	delete(d.lists[r], name)
+	d.byGfid[r][e.Attr.Gfid] = slices.DeleteFunc(d.byGfid[r][e.Attr.Gfid], func(n string) bool { return n == name })
 }
 
 // dirNames is a directory's name in each copy of its parent ("": not
@@ -193,14 +210,13 @@ func (h *Healer) relocate(ctx context.Context, si, s int, path string, p *plan) 
 }
 
 // moveTo moves replica r's copy of directory a to where replica d holds
-// it.
-func (h *Healer) moveTo(ctx context.Context, si, r, d int, a layer.Attr) error {
+// it, and reports whether r holds it there now.
+func (h *Healer) moveTo(ctx context.Context, si, r, d int, a layer.Attr) (bool, error) {
 	to, err := h.sets[si][d].Layer.Getxattr(ctx, layer.IDPath(a.Gfid), layer.XattrPath)
 	if err != nil {
-		return fmt.Errorf("where %s holds directory %s: %w", h.sets[si][d].Name, a.Gfid, err)
+		return false, fmt.Errorf("where %s holds directory %s: %w", h.sets[si][d].Name, a.Gfid, err)
 	}
-	_, err = h.moveHere(ctx, si, r, d, string(to), a, true)
-	return err
+	return h.moveHere(ctx, si, r, d, string(to), a, true)
 }
 
 // errMovedSince: a sink holds a directory in a directory whose copy there
@@ -208,12 +224,43 @@ func (h *Healer) moveTo(ctx context.Context, si, r, d int, a layer.Attr) error {
 // since); that directory's heal settles it first.
 var errMovedSince = errors.New("the sink's copy of the directory was moved where the source's copy is behind")
 
-// errNameInDoubt: a sink holds a directory in a directory whose names a
-// client left half changed (Dirty): its heal settles the directory's
-// name first, by the decider's (undecided). Moved away by another heal
-// meanwhile (of the directory's own marks, which judge its content, not
-// its name), the two heals moved it back and forth.
-var errNameInDoubt = errors.New("the sink's copy of the directory is in a directory a client left half changed")
+// errNameInDoubt: a sink, the decider of a directory's name, holds it in
+// a directory whose names a client left half changed (Dirty): the heal
+// of the directory's own marks, which judge its content, not its name,
+// moves the other copies to the decider's name (followDecider), as the
+// heal of that Dirty directory does (undecided), and looks again. Moving
+// the decider's copy instead, the two heals moved it back and forth;
+// waiting for that heal, which waits until the directory is quiet, left
+// the copy unhealed while clients kept changing it (a review).
+var errNameInDoubt = errors.New("the directory's decider holds it in a directory a client left half changed: moved the others there")
+
+// firstHolder returns the first replica of set si up that holds
+// directory g (-1: none).
+func (h *Healer) firstHolder(ctx context.Context, si int, g layer.Gfid) int {
+	for r := range h.sets[si] {
+		if !h.up(si, r) {
+			continue
+		}
+		if a, err := h.sets[si][r].Layer.Lookup(ctx, layer.IDPath(g)); err == nil && a.IsDir() {
+			return r
+		}
+	}
+	return -1
+}
+
+// followDecider moves every other copy of directory want in set si to
+// where replica d, its decider, holds it.
+func (h *Healer) followDecider(ctx context.Context, si, d int, want layer.Attr) error {
+	for r := range h.sets[si] {
+		if r == d || !h.up(si, r) {
+			continue
+		}
+		if _, err := h.moveTo(ctx, si, r, d, want); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // moveHere gives sink s directory want at path by moving the sink's copy
 // of it from where the sink holds it (layer.XattrPath), rather than make
@@ -225,10 +272,11 @@ var errNameInDoubt = errors.New("the sink's copy of the directory is in a direct
 // (errMovedSince: a client moved it there since, and the move is that
 // directory's heal's to settle), into its own subtree, or a name taken
 // meanwhile; the heal fails and is tried again. Unless decided (the heal
-// of that Dirty directory moves it), a copy in a directory the sink's
-// copy of which is Dirty is not moved either (errNameInDoubt), unless
-// the source's copy of path's directory blames the sink (a client's
-// change there, acknowledged, that the sink missed).
+// of that Dirty directory moves it), the decider's copy in a directory
+// the sink's copy of which is Dirty is not moved either: the others are
+// moved to it (errNameInDoubt), unless the source's copy of path's
+// directory blames the sink (a client's change there, acknowledged, that
+// the sink missed).
 func (h *Healer) moveHere(ctx context.Context, si, s, src int, path string, want layer.Attr, decided bool) (held bool, err error) {
 	l := h.sets[si][s].Layer
 	id := layer.IDPath(want.Gfid)
@@ -253,11 +301,47 @@ func (h *Healer) moveHere(ctx context.Context, si, s, src int, path string, want
 		return true, err
 	} else if replicate.Mask(a.Pending).Has(src) {
 		return true, fmt.Errorf("%s on %s: %w", from, h.sets[si][s].Name, errMovedSince)
-	} else if !decided && a.Pending&layer.Dirty != 0 && !h.blames(ctx, si, src, path, s) {
+	} else if !decided && a.Pending&layer.Dirty != 0 && !h.blames(ctx, si, src, path, s) && h.firstHolder(ctx, si, want.Gfid) == s {
+		if err := h.followDecider(ctx, si, s, want); err != nil {
+			return true, err
+		}
 		return true, fmt.Errorf("%s on %s: %w", from, h.sets[si][s].Name, errNameInDoubt)
 	}
 	err = layer.RenameSource(ctx, l, from, path, layer.RenameNoReplace, want.Gfid)
+	if decided && (errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.ENOTEMPTY)) {
+		err = h.renameOver(ctx, si, s, src, from, path, want)
+	}
 	h.log.Debug("a directory moved to where the good copies hold it", "replica", h.sets[si][s].Name,
 		"from", from, "to", path, "err", err)
+	if errors.Is(err, errNotReplaced) {
+		return false, nil
+	}
 	return true, err
+}
+
+// errNotReplaced: a decided move found at its path another inode than one
+// the decider's rename replaced.
+var errNotReplaced = errors.New("another inode at the decider's name")
+
+// renameOver moves sink s's copy of directory want from from over what it
+// holds at path, if that is a directory the source no longer holds: the
+// empty directory the decider's rename replaced (rename(2) over an empty
+// directory). Anything else there is left (errNotReplaced): the names are
+// healed as any, the majority's inode winning the name.
+func (h *Healer) renameOver(ctx context.Context, si, s, src int, from, path string, want layer.Attr) error {
+	l := h.sets[si][s].Layer
+	a, err := l.Lookup(ctx, path)
+	if err != nil || !a.IsDir() || a.Gfid == want.Gfid {
+		return errNotReplaced
+	}
+	if _, err := h.sets[si][src].Layer.Lookup(ctx, layer.IDPath(a.Gfid)); !errors.Is(err, syscall.ENOENT) {
+		return errNotReplaced
+	}
+	if err := layer.RenameSource(ctx, l, from, path, 0, want.Gfid); err != nil {
+		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+			return errNotReplaced
+		}
+		return err
+	}
+	return nil
 }

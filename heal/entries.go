@@ -293,6 +293,9 @@ func (d *dirHint) renamed(s int, from, to string) {
 	defer d.mu.Unlock()
 	e := d.lists[s][from]
 	delete(d.lists[s], from)
+	if over, ok := d.lists[s][to]; ok { // a directory a decided move replaced (dirname.go)
+		d.byGfid[s][over.Attr.Gfid] = slices.DeleteFunc(d.byGfid[s][over.Attr.Gfid], func(n string) bool { return n == to })
+	}
 	d.lists[s][to] = e
 	names := d.byGfid[s][e.Attr.Gfid]
 	if i := slices.Index(names, from); i >= 0 {

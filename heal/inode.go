@@ -579,11 +579,15 @@ func (h *Healer) apply(ctx context.Context, j *job, path string, p *plan, hint *
 // ClearPending.
 func (h *Healer) premark(ctx context.Context, si int, path string, p *plan) error {
 	sinks := p.sinks
-	if p.v.Merge {
+	if p.v.Merge || p.dirty {
 		// The union of names made here is new to a replica down too: it
 		// is blamed for it, or once back, its copy (blamed by none) would
 		// be taken as good beside the merged ones, the names it lacks
-		// never given to it (a review, 2026-11-28).
+		// never given to it (a review, 2026-11-28). So is what the heal
+		// of copies a client went away from settles: back with its own
+		// Dirty mark, the replica would otherwise settle them again, its
+		// way (the decider of a directory's name: heal/dirname.go; a
+		// review, 2026-11-29).
 		sinks |= p.v.Down
 	}
 	if p.dirty {
