@@ -18,8 +18,12 @@
 // After each fault the run waits until every client sees the network as
 // it is, so that operations find the same state whatever the timing of
 // reconnections: a seed replays the same steps with the same outcomes
-// (the goroutines inside a step are not scheduled by the run, so a
-// race can still play out differently).
+// (Report.History; TestSimReplays checks it) up to the first client
+// dying in the middle of a write: how much of that write reached each
+// brick depends on how write-behind batched it, and the goroutines
+// inside a step are not scheduled by the run, so from there a race can
+// play out differently (in 20 seeds of disperse 2 + 1 run twice, one
+// did).
 //
 // At the end every fault is lifted, the files held open are closed, and
 // the healer runs. The run fails (a violation) if a client was told

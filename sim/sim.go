@@ -68,6 +68,9 @@ type Report struct {
 	// Unmarked, if not empty, is a difference between copies that the
 	// index heal left (nothing marked it) and a full heal repaired.
 	Unmarked string
+	// History is every step and its outcome, in order (the trace without
+	// times): a seed replays it (TestSimReplays).
+	History []string
 }
 
 // run is one run under way.
@@ -126,6 +129,7 @@ func (r *run) note(format string, args ...any) {
 	if r.cfg.Trace != nil {
 		r.cfg.Trace(fmt.Sprintf("%8.3fs %s", time.Since(r.began).Seconds(), s))
 	}
+	r.rep.History = append(r.rep.History, s)
 	r.trace = append(r.trace, s)
 	if len(r.trace) > 40 {
 		r.trace = r.trace[1:]
