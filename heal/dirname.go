@@ -221,7 +221,9 @@ func (h *Healer) moveTo(ctx context.Context, si, r, d int, a layer.Attr) (bool, 
 
 // errMovedSince: a sink holds a directory in a directory whose copy there
 // blames the source (the sink's is newer: the directory was moved there
-// since); that directory's heal settles it first.
+// since), and the source's copy of the directory it would go to does
+// not blame the sink (or does, the sink being the lower replica); that
+// directory's heal settles it first.
 var errMovedSince = errors.New("the sink's copy of the directory was moved where the source's copy is behind")
 
 // errNameInDoubt: a sink, the decider of a directory's name, holds it in
@@ -299,7 +301,10 @@ func (h *Healer) moveHere(ctx context.Context, si, s, src int, path string, want
 	dir, _ := layer.Split(from)
 	if a, err := l.Lookup(ctx, dir); err != nil {
 		return true, err
-	} else if replicate.Mask(a.Pending).Has(src) {
+	} else if replicate.Mask(a.Pending).Has(src) && (src > s || !h.blames(ctx, si, src, path, s)) {
+		// Where the copies of the two directories blame each other, the
+		// lower replica's place wins, as the decider's (else each side
+		// refused to move to the other's: sim replica3x2-dirs seed 15).
 		return true, fmt.Errorf("%s on %s: %w", from, h.sets[si][s].Name, errMovedSince)
 	} else if !decided && a.Pending&layer.Dirty != 0 && !h.blames(ctx, si, src, path, s) && h.firstHolder(ctx, si, want.Gfid) == s {
 		if err := h.followDecider(ctx, si, s, want); err != nil {

@@ -362,3 +362,29 @@ func TestBusyDirtyParentDoesNotBlockTheChildsHeal(t *testing.T) {
 		sameBytes(t, fmt.Sprintf("replica %d's /p/d1~/new", i), c.content(i, "/p/d1~/new"), data)
 	}
 }
+
+// The decider renamed /p/d1 to /p/d1~ and its client died, while the
+// copies of /p blame each other for other names (each made one the other
+// missed) and replicas 1 and 2 made a file in /p/d1 the decider missed:
+// the heal of /p would move their copy to the decider's name and the
+// heal of /p/d1 the decider's copy to theirs, each refused as the other
+// side's directory blamed it, for ever (sim replica3x2-dirs seed 15).
+// The lower replica's place wins.
+func TestDirectoryMovedWhereParentsBlameEachOther(t *testing.T) {
+	c := newCluster(t, 3, false)
+	gd, data := layer.NewGfid(), pattern(1000, 9)
+	c.everywhere(seq(mkdir("/p", layer.NewGfid()), mkdir("/p/d1", gd)))
+	if err := rename("/p/d1", "/p/d1~")(bg, c.stores[0]); err != nil {
+		t.Fatal(err)
+	}
+	c.markDirtyOn(0, "/p")
+	c.on([]int{0}, create("/p/x", layer.NewGfid(), []byte("x")))
+	c.on([]int{2}, create("/p/y", layer.NewGfid(), []byte("y")))
+	c.on([]int{1, 2}, create("/p/d1/new", layer.NewGfid(), data))
+	c.scanSettled(c.healer(Options{Quiet: time.Nanosecond}))
+	c.healthy()
+	at := c.where(gd)
+	for i := range c.stores {
+		sameBytes(t, fmt.Sprintf("replica %d's %s/new", i, at[i]), c.content(i, at[i]+"/new"), data)
+	}
+}
