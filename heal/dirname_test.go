@@ -388,3 +388,31 @@ func TestDirectoryMovedWhereParentsBlameEachOther(t *testing.T) {
 		sameBytes(t, fmt.Sprintf("replica %d's %s/new", i, at[i]), c.content(i, at[i]+"/new"), data)
 	}
 }
+
+// Replicas 0 and 2 renamed /d1 to /d1~ (replica 1 blamed for it on /),
+// while replica 1 removed a file in the directory the others missed (its
+// copy of the directory blames them). The heal of / moves replica 1's
+// copy to /d1~; judged there with its own marks, not distrusted for its
+// stale name, it is the newer copy and the file stays removed (sim
+// replica3x2-dirs seed 48: an acknowledged unlink undone).
+func TestMovedDirectoryJudgedByItsOwnMarks(t *testing.T) {
+	c := newCluster(t, 3, false)
+	gd := layer.NewGfid()
+	c.everywhere(seq(mkdir("/d1", gd), create("/d1/f1", layer.NewGfid(), []byte("removed")),
+		create("/d1/f2", layer.NewGfid(), []byte("kept"))))
+	c.on([]int{0, 2}, rename("/d1", "/d1~"))
+	c.on([]int{1}, unlink("/d1/f1"))
+	h := c.healer(Options{})
+	h.Heal(bg, 0, "/d1") // replica 1's index entry first: its stale name is moved (relocate)
+	if at := c.where(gd); at[1] != "/d1~" {
+		t.Fatalf("replica 1's copy at %s after the heal of its stale name", at[1])
+	}
+	c.scanSettled(h)
+	c.healthy()
+	for i, s := range c.stores {
+		if _, err := s.Lookup(bg, "/d1~/f1"); err == nil {
+			t.Errorf("replica %d holds /d1~/f1, removed", i)
+		}
+		sameBytes(t, fmt.Sprintf("replica %d's /d1~/f2", i), c.content(i, "/d1~/f2"), []byte("kept"))
+	}
+}
