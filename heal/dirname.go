@@ -210,13 +210,23 @@ func (h *Healer) relocate(ctx context.Context, si, s int, path string, p *plan) 
 }
 
 // moveTo moves replica r's copy of directory a to where replica d holds
-// it, and reports whether r holds it there now.
+// it, and reports whether r holds it there now. The copy moved is marked
+// Dirty, as the bricks mark a directory a client went away from: what
+// was made or removed in it under its other name and not acknowledged
+// (replicate refuses a change by too few replicas, which may still have
+// made it) is compared with the others' once quiet.
 func (h *Healer) moveTo(ctx context.Context, si, r, d int, a layer.Attr) (bool, error) {
 	to, err := h.sets[si][d].Layer.Getxattr(ctx, layer.IDPath(a.Gfid), layer.XattrPath)
 	if err != nil {
 		return false, fmt.Errorf("where %s holds directory %s: %w", h.sets[si][d].Name, a.Gfid, err)
 	}
-	return h.moveHere(ctx, si, r, d, string(to), a, true)
+	moved, err := h.moveHere(ctx, si, r, d, string(to), a, true)
+	if moved && err == nil {
+		if merr := h.stores[si][r].MarkPending(ctx, string(to), a.Gfid, layer.Dirty); merr != nil {
+			h.log.Warn("a moved directory not marked for a compare of its names", "replica", h.sets[si][r].Name, "path", string(to), "err", merr)
+		}
+	}
+	return moved, err
 }
 
 // errMovedSince: a sink holds a directory in a directory whose copy there
