@@ -135,7 +135,8 @@ func TestDirectoryRenameGoesToTheDeciderFirst(t *testing.T) {
 }
 
 // A directory renamed on replicas 0 and 1 and not on 2, the client gone
-// before it could mark anything: neither name is looked up until heal
+// before it could mark anything (its bricks mark the parent Dirty when
+// its connection ends): neither name is looked up until heal
 // settles it, and a change under the old name is not acknowledged (it
 // was, made by replica 2 alone, and undone by heal: sim replica3x2-dirs
 // seed 48). One under the new name is made by a quorum, as heal keeps.
@@ -146,6 +147,18 @@ func TestHalfRenamedDirectoryRefused(t *testing.T) {
 	}
 	for i := range 2 {
 		if err := g.onBrick(i).Rename(g.ctx, "/d1", "/d1~", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// In flight (no mark yet: another client's rename between the
+	// decider's answer and the others'), the names are answered as the
+	// parent's marks say.
+	if _, err := g.r.Lookup(g.ctx, "/d1~"); errors.Is(err, syscall.EIO) {
+		t.Errorf("lookup of /d1~ while the rename is in flight: %v", err)
+	}
+	// The client gone: its bricks mark the parent Dirty.
+	for i := range 2 {
+		if err := g.bricks[i].Store.MarkPending(g.ctx, "/", layer.RootGfid, layer.Dirty); err != nil {
 			t.Fatal(err)
 		}
 	}

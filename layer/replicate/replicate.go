@@ -288,7 +288,8 @@ func (r *Replicate) judgeAs(ctx context.Context, path string, statOnly bool, loo
 func (r *Replicate) verdict(ctx context.Context, m Mask, path string, copies []Copy) Verdict {
 	v := JudgeQuorum(copies, 0, r.arbiters, r.quorate)
 	if (v.Present != 0 && v.Absent != 0 || differ(copies, v.Present)) && path != "/" {
-		pv := JudgeQuorum(r.lookupAll(ctx, m, parentOf(path)), 0, r.arbiters, r.quorate)
+		parents := r.lookupAll(ctx, m, parentOf(path))
+		pv := JudgeQuorum(parents, 0, r.arbiters, r.quorate)
 		distrust := pv.StaleNames()
 		if pv.Merge {
 			distrust |= r.removedHolders(ctx, m, path, copies)
@@ -306,7 +307,7 @@ func (r *Replicate) verdict(ctx context.Context, m Mask, path string, copies []C
 		if distrust != 0 {
 			v = JudgeQuorum(copies, distrust, r.arbiters, r.quorate)
 		}
-		if v.Err == nil && v.Present != 0 && r.renamedOn(ctx, v.Absent&^distrust, copies[v.Present.First()].Attr) {
+		if v.Err == nil && v.Present != 0 && dirtyCopy(parents) && r.renamedOn(ctx, v.Absent&^distrust, copies[v.Present.First()].Attr) {
 			v.Err = fmt.Errorf("%s: %w", path, errHalfRenamed)
 		}
 	}
@@ -314,12 +315,26 @@ func (r *Replicate) verdict(ctx context.Context, m Mask, path string, copies []C
 }
 
 // errHalfRenamed: a directory some replicas hold under path and others,
-// which nothing blames, under another name: a rename of it the client
-// went away in the middle of. Until heal settles its name (by the
-// set's first replica's: heal/dirname.go), neither name is answered for
-// (a change under one would be made by a minority, and acknowledged:
-// sim replica3x2-dirs seed 48, an unlink undone by heal).
+// which nothing blames, under another name, in a parent a copy of which
+// is Dirty: a rename of it the client went away in the middle of (the
+// bricks mark the directories such a client changed; a rename in
+// flight, seen by another client between the decider's answer and the
+// others', leaves no such mark and is answered as before). Until heal
+// settles its name (by the set's first replica's: heal/dirname.go),
+// neither name is answered for (a change under one would be made by a
+// minority, and acknowledged: sim replica3x2-dirs seed 48, an unlink
+// undone by heal).
 var errHalfRenamed = fmt.Errorf("a directory renamed on some replicas only, not settled yet: %w", syscall.EIO)
+
+// dirtyCopy reports whether a copy carries the layer.Dirty mark.
+func dirtyCopy(copies []Copy) bool {
+	for _, c := range copies {
+		if c.Err == nil && c.Attr.Pending&layer.Dirty != 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // renamedOn reports whether a replica of m holds directory a (by its id)
 // under another name.
