@@ -171,3 +171,44 @@ func TestHalfRenamedDirectoryRefused(t *testing.T) {
 		t.Error("a create under the old name succeeded (one replica made it)")
 	}
 }
+
+// The state a client's own RenameDir is in between the decider's answer
+// and the others' (deciderFirst): another client's lookups of either
+// name, and below them, are answered (a review: EIO, when a half-renamed
+// directory was refused without the Dirty mark of a client gone).
+func TestInFlightDirectoryRenameLookedUp(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	for _, p := range []string{"/d1", "/d1/sub"} {
+		if _, err := g.r.Mkdir(g.ctx, p, layer.MkdirIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o755}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.onBrick(0).Rename(g.ctx, "/d1", "/d2", 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/d1", "/d2", "/d1/sub", "/d2/sub"} {
+		if _, err := g.r.Lookup(g.ctx, p); err != nil {
+			t.Errorf("lookup of %s mid-rename: %v", p, err)
+		}
+	}
+}
+
+// A lookup racing a mkdir under a Dirty parent: replicas 1 and 2
+// answered ENOENT for /n, then made it (a mkdir is sent to all at once)
+// before they were asked where they hold it: the same name, not a
+// rename half done (a review).
+func TestLookupRacingMkdirNotHalfRenamed(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	if _, err := g.r.Mkdir(g.ctx, "/n", layer.MkdirIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.bricks[0].Store.MarkPending(g.ctx, "/", layer.RootGfid, layer.Dirty); err != nil {
+		t.Fatal(err)
+	}
+	copies := g.r.lookupAll(g.ctx, g.r.all, "/n")
+	copies[1] = Copy{Err: syscall.ENOENT}
+	copies[2] = Copy{Err: syscall.ENOENT}
+	if v := g.r.verdict(g.ctx, g.r.all, "/n", copies); v.Err != nil {
+		t.Errorf("lookup racing mkdir: %v", v.Err)
+	}
+}

@@ -307,7 +307,7 @@ func (r *Replicate) verdict(ctx context.Context, m Mask, path string, copies []C
 		if distrust != 0 {
 			v = JudgeQuorum(copies, distrust, r.arbiters, r.quorate)
 		}
-		if v.Err == nil && v.Present != 0 && dirtyCopy(parents) && r.renamedOn(ctx, v.Absent&^distrust, copies[v.Present.First()].Attr) {
+		if v.Err == nil && v.Present != 0 && dirtyCopy(parents) && r.renamedOn(ctx, v.Absent&^distrust, copies[v.Present.First()].Attr, path) {
 			v.Err = fmt.Errorf("%s: %w", path, errHalfRenamed)
 		}
 	}
@@ -337,14 +337,15 @@ func dirtyCopy(copies []Copy) bool {
 }
 
 // renamedOn reports whether a replica of m holds directory a (by its id)
-// under another name.
-func (r *Replicate) renamedOn(ctx context.Context, m Mask, a layer.Attr) bool {
+// under another name than path (under path itself: it made it since it
+// answered, a mkdir racing the lookup).
+func (r *Replicate) renamedOn(ctx context.Context, m Mask, a layer.Attr, path string) bool {
 	if m == 0 || !a.IsDir() {
 		return false
 	}
 	for i := range r.children {
 		if m.Has(i) {
-			if b, err := r.children[i].Layer.Lookup(ctx, layer.IDPath(a.Gfid)); err == nil && b.IsDir() {
+			if at, err := r.children[i].Layer.Getxattr(ctx, layer.IDPath(a.Gfid), layer.XattrPath); err == nil && string(at) != path {
 				return true
 			}
 		}
