@@ -22,7 +22,9 @@
 //   - a missing name, or another inode under the name, is replaced by the
 //     source's inode created with the same gfid, type, mode and owner
 //     (within a directory heal, a same-gfid name on the sink is renamed
-//     or hard-linked instead of copied);
+//     or hard-linked instead of copied; a directory the sink holds
+//     anywhere is moved there, never made twice, and judged again with
+//     its own marks: dirname.go);
 //   - directories get their names healed: names only on the sink are
 //     removed, missing names created, each with its subtree; directories
 //     that blame each other (replicate.Verdict.Merge) get the union of
@@ -47,7 +49,10 @@
 // a regular file marked layer.Dirty by the bricks of a replicated set (a
 // client went away with it written) has its copies compared once it is
 // quiet, the biggest as the source, of one size the one reads take
-// (abandoned.go).
+// (abandoned.go); a directory a client went away from has the names its
+// copies hold given to all, but a directory listed in it under two names
+// (a rename half done) goes to where the set's first replica holding it
+// has it, which replicate renames first (dirname.go).
 //
 // Before a sink is written the good copies are marked as blaming it (if not
 // already), so an interrupted heal is never mistaken for a finished one; the
