@@ -131,7 +131,7 @@ func (h *Healer) decider(ctx context.Context, si int, g layer.Gfid, names dirNam
 		if names[r] != "" {
 			return r, names[r]
 		}
-		if a, err := h.sets[si][r].Layer.Lookup(ctx, layer.IDPath(g)); err == nil && a.IsDir() {
+		if h.holdsDir(ctx, si, r, g) {
 			return r, ""
 		}
 	}
@@ -191,7 +191,7 @@ func (h *Healer) relocate(ctx context.Context, si, s int, path string, p *plan) 
 		return false, nil
 	}
 	for c := range h.sets[si] {
-		if c == s || p.remove.Has(c) || p.copies[c].Err != nil && !errors.Is(p.copies[c].Err, syscall.ENOENT) {
+		if !keptBy(p, c, s) {
 			continue
 		}
 		to, err := h.sets[si][c].Layer.Getxattr(ctx, layer.IDPath(a.Gfid), layer.XattrPath)
@@ -253,11 +253,18 @@ func (h *Healer) firstHolder(ctx context.Context, si int, g layer.Gfid) int {
 		if !h.up(si, r) {
 			continue
 		}
-		if a, err := h.sets[si][r].Layer.Lookup(ctx, layer.IDPath(g)); err == nil && a.IsDir() {
+		if h.holdsDir(ctx, si, r, g) {
 			return r
 		}
 	}
 	return -1
+}
+
+// holdsDir reports whether replica r of set si holds directory g (by its
+// id).
+func (h *Healer) holdsDir(ctx context.Context, si, r int, g layer.Gfid) bool {
+	a, err := h.sets[si][r].Layer.Lookup(ctx, layer.IDPath(g))
+	return err == nil && a.IsDir()
 }
 
 // followDecider moves every other copy of directory want in set si to

@@ -28,7 +28,7 @@ func (h *Healer) park(ctx context.Context, si, s int, path string, p *plan) bool
 	}
 	held := false
 	for c := range h.sets[si] {
-		if c == s || p.remove.Has(c) || p.copies[c].Err != nil && !errors.Is(p.copies[c].Err, syscall.ENOENT) {
+		if !keptBy(p, c, s) {
 			continue
 		}
 		if b, err := h.sets[si][c].Layer.Lookup(ctx, layer.IDPath(a.Gfid)); err == nil && sameInode(a, b) {
@@ -42,6 +42,13 @@ func (h *Healer) park(ctx context.Context, si, s int, path string, p *plan) bool
 	err := h.sets[si][s].Layer.Rename(ctx, path, layer.IDPath(a.Gfid), 0)
 	h.log.Debug("parking a stale name's inode", "replica", h.sets[si][s].Name, "path", path, "err", err)
 	return err == nil
+}
+
+// keptBy reports whether replica c, another than sink s, keeps what p
+// removes from s: p does not remove from it, and it answered (ENOENT
+// too: it holds the inode elsewhere, if at all).
+func keptBy(p *plan, c, s int) bool {
+	return c != s && !p.remove.Has(c) && (p.copies[c].Err == nil || errors.Is(p.copies[c].Err, syscall.ENOENT))
 }
 
 // removeStale deletes path from the copies of p.remove: the trusted

@@ -242,13 +242,12 @@ func (s *Store) dirPathOf(p string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := s.dirByID(g)
+	a, dp, err := s.dirAt(g)
 	if err != nil {
 		return nil, err
 	}
 	a.close()
-	dp, err := s.dirPath(g)
-	return []byte(dp), err
+	return []byte(dp), nil
 }
 
 // park removes the name at a of the non-directory inode with gfid g but
@@ -556,18 +555,24 @@ func (s *Store) dirPath(g layer.Gfid) (string, error) {
 // dirByID resolves directory g to where it is, checking that what is
 // there is g.
 func (s *Store) dirByID(g layer.Gfid) (at, error) {
+	a, _, err := s.dirAt(g)
+	return a, err
+}
+
+// dirAt is dirByID, with the path it resolved.
+func (s *Store) dirAt(g layer.Gfid) (at, string, error) {
 	p, err := s.dirPath(g)
 	if err != nil {
-		return at{}, err
+		return at{}, "", err
 	}
 	a, err := s.resolve(p, false)
 	if err != nil {
-		return at{}, unix.ENOENT
+		return at{}, "", unix.ENOENT
 	}
 	cur, err := readGfid(procAt(a.dir, a.name), -1)
 	if err != nil || cur != g {
 		a.close()
-		return at{}, unix.ENOENT
+		return at{}, "", unix.ENOENT
 	}
-	return a, nil
+	return a, p, nil
 }
