@@ -320,3 +320,48 @@ func undoRig(t *testing.T, seed int64, stripes int) (*rig, *rand.Rand, []byte) {
 	g.writeFile("/f", v0)
 	return g, r, v0
 }
+
+// A brick holding the current fragment under another name than the one
+// healed (a rename it missed, or parked by the heal of its stale name)
+// still serves it, by its id; and a stripe is never taken for torn while
+// a brick's fragment is out of reach: the sink's stale chunk and the one
+// current chunk reachable by the name made the file old and new at once
+// (sim disperse2+1x2-dirs seed 60).
+func TestHealReadsAFragmentNamedElsewhere(t *testing.T) {
+	g := newRig(t, 3, 1)
+	ctx := g.ctx
+	stripe := int(g.d.g.Stripe())
+	v0 := bytes.Repeat([]byte("old "), stripe/4)
+	v1 := bytes.Repeat([]byte("new "), stripe/4)
+	g.writeFile("/f", v0)
+	g.kill(0)
+	g.writeFile("/f", v1) // brick 0 misses it
+	g.revive(0)
+	a, err := g.clients[1].Lookup(ctx, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.clients[2].Rename(ctx, "/f", "/g", 0); err != nil {
+		t.Fatal(err)
+	}
+	dh, err := NewDataHealer([][]replicate.Child{g.children}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = dh.HealData(ctx, 0, "/f", a.Gfid, replicate.Bit(1)|replicate.Bit(2), replicate.Bit(0), uint64(len(v1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.clients[2].Rename(ctx, "/g", "/f", 0); err != nil {
+		t.Fatal(err)
+	}
+	sc, corrupt := fetchStripe(ctx, g.d.g, openAll(t, g), g.d.all(), 0)
+	if corrupt != 0 {
+		t.Fatalf("corrupt on %b after heal", corrupt)
+	}
+	for i := range sc.headers {
+		if sc.headers[i].Version != sc.headers[1].Version {
+			t.Fatalf("brick %d has version %x, brick 1 (current) %x", i, sc.headers[i].Version, sc.headers[1].Version)
+		}
+	}
+}

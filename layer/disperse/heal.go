@@ -95,16 +95,9 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, gfid la
 	// writing too: a torn stripe is written again on every brick
 	// (healStripe; a good brick opened read-only answered EBADF, and the
 	// file was never healed: sim disperse2+1-full seed 32).
-	var reach replicate.Mask
-	for i, c := range children {
-		f, err := layer.OpenAs(ctx, c.Layer, path, syscall.O_RDWR|syscall.O_NOATIME, gfid)
-		if err != nil {
-			if sinks.Has(i) {
-				return 0, fmt.Errorf("open the fragment on %s: %w", c.Name, err)
-			}
-			continue
-		}
-		files[i], reach = f, reach|replicate.Bit(i)
+	reach, named, err := h.open(ctx, children, files, path, gfid, sinks)
+	if err != nil {
+		return 0, err
 	}
 	if reach.Count() < h.g.K {
 		return 0, fmt.Errorf("%s: %d fragments reachable, %d needed: %w", path, reach.Count(), h.g.K, heal.ErrNoSource)
@@ -116,7 +109,7 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, gfid la
 	for s := int64(0); s < stripes; s++ {
 		var written replicate.Mask
 		err := lk.do(ctx, func() (err error) {
-			written, err = h.healStripe(ctx, files, reach, sinks, s, isize, verify)
+			written, err = h.healStripe(ctx, files, reach, sinks, s, isize, verify, named == h.all())
 			return err
 		})
 		resize |= written
@@ -135,6 +128,36 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, gfid la
 	}
 	return wrote, lk.do(ctx, func() error { return h.resize(ctx, path, files, good, resize, size) })
 }
+
+// open opens the fragment of inode gfid on every brick it can (into
+// files): reach is where it did, named where path names it (opened for
+// writing). A brick that holds the fragment under another name, or
+// parked by its id (a rename it missed, or the heal of its stale name),
+// serves it by its id, to be read: its chunks count towards the write K
+// bricks share (sim disperse2+1x2-dirs seed 60: without it, the sink's
+// stale chunk and the one current chunk reachable by name were taken for
+// a torn stripe). Failing to open a sink's fragment is an error.
+func (h *DataHealer) open(ctx context.Context, children []replicate.Child, files []layer.File, path string, gfid layer.Gfid, sinks replicate.Mask) (reach, named replicate.Mask, err error) {
+	for i, c := range children {
+		f, err := layer.OpenAs(ctx, c.Layer, path, syscall.O_RDWR|syscall.O_NOATIME, gfid)
+		if err == nil {
+			named |= replicate.Bit(i)
+		} else if !sinks.Has(i) && (errors.Is(err, syscall.ENOENT) || errors.Is(err, layer.ErrReplaced)) {
+			f, err = layer.OpenAs(ctx, c.Layer, layer.IDPath(gfid), syscall.O_RDONLY|syscall.O_NOATIME, gfid)
+		}
+		if err != nil {
+			if sinks.Has(i) {
+				return reach, named, fmt.Errorf("open the fragment on %s: %w", c.Name, err)
+			}
+			continue
+		}
+		files[i], reach = f, reach|replicate.Bit(i)
+	}
+	return reach, named, nil
+}
+
+// all is the mask of every brick of a set.
+func (h *DataHealer) all() replicate.Mask { return replicate.Mask(1)<<uint(h.g.N()) - 1 }
 
 // resize sets the size of the bricks in m, unless a client changed it
 // since the healer looked (the good bricks say another): then the file is
@@ -182,7 +205,13 @@ func (l fileLock) do(ctx context.Context, fn func() error) error {
 // healStripe rewrites the sinks' records of stripe s that differ from what
 // the current write (the one K bricks share) says they should be (with
 // verify, every brick is a sink: none is known to be behind).
-func (h *DataHealer) healStripe(ctx context.Context, files []layer.File, reach, sinks replicate.Mask, s, size int64, verify bool) (written replicate.Mask, err error) {
+//
+// A stripe no write of which K bricks share is torn, and written anew
+// from the data chunks as they are, only when whole: every brick's
+// fragment open for writing by its name. With one out of reach, or
+// readable only by its id, the current chunks may be there, and the
+// stripe waits for a later pass (ErrTooFew).
+func (h *DataHealer) healStripe(ctx context.Context, files []layer.File, reach, sinks replicate.Mask, s, size int64, verify, whole bool) (written replicate.Mask, err error) {
 	sc, _ := fetchStripe(ctx, h.g, files, reach, s)
 	mine := stripeChunks{headers: append([]Header(nil), sc.headers...), chunks: append([][]byte(nil), sc.chunks...)}
 	// A write cut short is undone where the bricks kept what it replaced
@@ -208,6 +237,9 @@ func (h *DataHealer) healStripe(ctx context.Context, files []layer.File, reach, 
 		if !verify && sinks.Has(i) && sc.chunks[i] != nil && sc.headers[i].Version == 0 {
 			trusted &^= replicate.Bit(i)
 		}
+	}
+	if !whole {
+		trusted = 0
 	}
 	version, torn, err := settle(h.g, &sc, trusted)
 	if err != nil {
