@@ -374,7 +374,12 @@ func (h *Healer) place(ctx context.Context, si, s int, path string, p *plan, hin
 		// the current write, and a fragment made anew would leave the
 		// stripes nothing to be rebuilt from (sim disperse2+1-full seed
 		// 58: the file rebuilt from a stale and an empty fragment).
-		// Linked by its id at a later pass, once parked.
+		// Linked by its id at a later pass, once parked; or, if its
+		// name here is that of a rename done by too few replicas, the
+		// rename is undone (undoRenameTo).
+		if h.undoRenameTo(ctx, si, s, path, want) {
+			return placeHad, fmt.Errorf("%s: %w", path, errRenameUndone)
+		}
 		return placeHad, fmt.Errorf("%s: %w", path, errNamedElsewhere)
 	case h.data != nil && want.IsReg() && h.linkByID(ctx, si, s, path, want):
 		// Parked since linkByID looked, by the heal of its stale name

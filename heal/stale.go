@@ -233,6 +233,66 @@ func (h *Healer) restoreRenamed(ctx context.Context, si int, path string, a laye
 	}
 }
 
+// errRenameUndone: a rename done by too few replicas was undone
+// (undoRenameTo); a later pass heals both directories.
+var errRenameUndone = errors.New("a rename done by too few replicas undone")
+
+// undoRenameTo undoes a rename done by too few replicas (the record,
+// layer.XattrRenamed, on the replicas that did it) whose new name, path,
+// the heal of its directory would give sink s, while s holds the file
+// under the rename's old name: it moves the file back to the old name on
+// every replica that holds it at path and records the rename, and
+// forgets the record. Without it,
+// when the copies of the old name's directory blame each other, each
+// directory's heal waits for the other to give up its name for ever (a
+// fragment is never made anew beside the one a sink holds: sim
+// disperse2+1x2-dirs seed 60). The client was answered an error, and the
+// old name is where the other replicas hold the file. The new name is
+// matched by its last element only: its directory may have been renamed
+// since (the record keeps paths). It reports whether it undid it.
+func (h *Healer) undoRenameTo(ctx context.Context, si, s int, path string, a layer.Attr) bool {
+	defer h.lockInode(a.Gfid)()
+	_, name := layer.Split(path)
+	all := replicate.Mask(1)<<uint(len(h.sets[si])) - 1
+	rec, ok := h.renameRecord(ctx, si, all, a.Gfid, func(r layer.RenameRecord) bool {
+		_, to := layer.Split(r.To)
+		return to == name && r.From != path
+	})
+	if !ok || !h.holdsAt(ctx, h.sets[si][s].Layer, rec.From, a) {
+		return false
+	}
+	undone := false
+	for c, rep := range h.sets[si] {
+		if c == s || !h.up(si, c) || !h.holdsAt(ctx, rep.Layer, path, a) || !h.recordsRename(ctx, rep.Layer, a.Gfid) {
+			continue
+		}
+		if err := rep.Layer.Rename(ctx, path, rec.From, layer.RenameNoReplace); err != nil {
+			h.log.Warn("undoing a rename done by too few replicas", "replica", rep.Name, "path", path, "back to", rec.From, "err", err)
+			continue
+		}
+		undone = true
+	}
+	if undone {
+		h.log.Info("a rename done by too few replicas undone", "path", path, "back to", rec.From, "gfid", a.Gfid)
+		h.clearRenamed(ctx, si, a.Gfid)
+	}
+	return undone
+}
+
+// holdsAt reports whether l holds inode a at path.
+func (h *Healer) holdsAt(ctx context.Context, l layer.Layer, path string, a layer.Attr) bool {
+	b, err := l.Lookup(ctx, path)
+	return err == nil && sameInode(a, b)
+}
+
+// recordsRename reports whether l keeps a record of a rename done by too
+// few replicas on inode g: it did that rename.
+func (h *Healer) recordsRename(ctx context.Context, l layer.Layer, g layer.Gfid) bool {
+	b, err := l.Getxattr(ctx, layer.IDPath(g), layer.XattrRenamed)
+	_, ok := layer.ParseRenameRecord(b)
+	return err == nil && ok
+}
+
 // renameSettled clears any record of a rename done by too few replicas
 // on inode a, which heal just gave a sink under another name of it: the
 // rename is taken as done.

@@ -78,7 +78,10 @@ func (r *Replicate) rename(ctx context.Context, oldpath, newpath string, adjust 
 		did[i] = err == nil
 		return err
 	})
-	if err != nil && o.winners != 0 && o.winners&^doneBy(did) == 0 && !r.undoDirRename(ctx, doneBy(did), oldpath, newpath, replaced) {
+	if err == nil || doneBy(did) == 0 {
+		return err
+	}
+	if counts := o.winners != 0 && o.winners&^doneBy(did) == 0; !counts || !r.undoDirRename(ctx, doneBy(did), oldpath, newpath, replaced) {
 		r.recordRenamed(ctx, did, oldpath, newpath)
 	}
 	return err
@@ -222,13 +225,17 @@ func doneBy(did []bool) Mask {
 }
 
 // recordRenamed records, on the replicas that did it, a rename the client
-// is answered an error for while they are the side that counts (too few
-// of them: EIO; not when the refusers win, as heal then undoes it there)
-// (layer.XattrRenamed): heal may take it as done in one of its
-// directories and as undone in the other, and keeps the inode under one
-// of its two names only with this record, which it clears once it used
-// it or gave the new name to a replica. Best effort: a replica that does
-// not take it leaves heal as it was without.
+// is answered an error for (layer.XattrRenamed): heal may take it as done
+// in one of its directories and as undone in the other, and keeps the
+// inode under one of its two names only with this record, which it
+// clears once it used it or gave the new name to a replica. It is left
+// also when the replicas that refused the rename win: heal undoes it
+// where it was done, and when the copies of the new name's directory
+// hold no mark against the replicas that did it (the refusers lacked
+// that directory under its name: a directory rename half done), the
+// record is what tells heal where to move the file back (sim
+// disperse2+1x2-dirs seed 70). Best effort: a replica that does not take
+// it leaves heal as it was without.
 func (r *Replicate) recordRenamed(ctx context.Context, did []bool, oldpath, newpath string) {
 	rec := layer.RenameRecord{From: oldpath, To: newpath}.Encode()
 	for i, d := range did {
