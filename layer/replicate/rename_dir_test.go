@@ -212,3 +212,44 @@ func TestLookupRacingMkdirNotHalfRenamed(t *testing.T) {
 		t.Errorf("lookup racing mkdir: %v", v.Err)
 	}
 }
+
+// A replica that answers a removal ENOENT because it holds the name's
+// directory under another name (a directory rename half done) has not
+// removed the name: the file is still in that directory there. Counted
+// as done, an unlink done by one replica of three was acknowledged and
+// the file came back when heal settled the directory's name (sim
+// disperse2+1x2-dirs seed 70). It counts as a replica that missed the
+// removal: marked, and no vote for it.
+func TestRemovalWhereTheDirectoryIsElsewhereNotDone(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	if _, err := g.r.Mkdir(g.ctx, "/d1", layer.MkdirIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"/d1/f", "/d1/g"} {
+		if err := g.writeFile(f, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.onBrick(2).Rename(g.ctx, "/d1", "/d1~", 0); err != nil {
+		t.Fatal(err)
+	}
+	// Two of three hold the directory: the removal stands, the third
+	// blamed for it.
+	if err := g.r.Unlink(g.ctx, "/d1/g"); err != nil {
+		t.Fatalf("unlink done by two of three: %v", err)
+	}
+	if m := g.pending(0, "/d1"); !m.Has(2) {
+		t.Errorf("after an unlink replica 2 missed, /d1 on replica 0 blames %b", m)
+	}
+	if err := g.onBrick(1).Rename(g.ctx, "/d1", "/d1~", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.r.Unlink(g.ctx, "/d1/f"); err == nil {
+		t.Error("an unlink done by one replica of three, the others holding the directory elsewhere, succeeded")
+	}
+	for i := 1; i < 3; i++ {
+		if _, err := g.onBrick(i).Lookup(g.ctx, "/d1~/f"); err != nil {
+			t.Errorf("replica %d: %v", i, err)
+		}
+	}
+}
