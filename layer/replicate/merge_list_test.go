@@ -1,7 +1,9 @@
 package replicate
 
 import (
+	"errors"
 	"slices"
+	"syscall"
 	"testing"
 
 	"github.com/mortarfs/mortar/layer"
@@ -50,5 +52,34 @@ func TestListingOfDirectoryCopiesThatBlameEachOther(t *testing.T) {
 	slices.Sort(names)
 	if !slices.Equal(names, []string{"a", "b", "c"}) {
 		t.Errorf("listing: %v; want a, b and c, each once (not gone, removed while brick 2 was away)", names)
+	}
+}
+
+// A change that one replica did and another refused with ENOENT, the
+// third down, while the copies of the directory up blame each other,
+// is answered EIO as a lookup of the name is: which of the two is
+// current is not known. The refusal stood (ENOENT for a file an
+// acknowledged create made: sim replica3x2-dirs seed 62).
+func TestChangeRefusedByAnEqualNumberIsEIO(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	if _, err := g.r.Mkdir(g.ctx, "/d", layer.MkdirIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		away int
+	}{{"a", 2}, {"b", 0}} {
+		g.kill(c.away)
+		if err := g.writeFile("/d/"+c.name, []byte(c.name)); err != nil {
+			t.Fatal(err)
+		}
+		g.revive(c.away)
+	}
+	g.kill(1)
+	if _, err := g.r.Lookup(g.ctx, "/d/a"); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("lookup of /d/a, on 0 of the two up only: %v, want EIO", err)
+	}
+	if _, err := g.r.Setattr(g.ctx, "/d/a", layer.SetattrIn{Valid: layer.SetSize, Size: 1}); !errors.Is(err, syscall.EIO) {
+		t.Errorf("truncate of /d/a, done by 0, refused by 2 (ENOENT): %v, want EIO", err)
 	}
 }

@@ -82,8 +82,15 @@ func (r *Replicate) settle(targets Mask, errs []error, good Mask) outcome {
 		return o
 	}
 	// A minority did it and the majority refused: the refusal stands, and
-	// the minority is what heal must undo.
-	return outcome{winners: failed, losers: ok, err: errs[failed.First()]}
+	// the minority is what heal must undo. As many did it as refused, and
+	// which copies are current unknown (a lookup answers EIO): the
+	// refusal still stands, but its reason may be a stale copy's (ENOENT
+	// for a file that exists), and the answer is EIO.
+	o := outcome{winners: failed, losers: ok, err: errs[failed.First()]}
+	if good == 0 && ok.Count() == failed.Count() {
+		o.err = syscall.EIO
+	}
+	return o
 }
 
 // goodOf returns the replicas whose copies of every path in marks are
