@@ -416,3 +416,47 @@ func TestMovedDirectoryJudgedByItsOwnMarks(t *testing.T) {
 		sameBytes(t, fmt.Sprintf("replica %d's /d1~/f2", i), c.content(i, "/d1~/f2"), []byte("kept"))
 	}
 }
+
+// A directory renamed by one replica alone (the client gone, the others'
+// answers lost), whose marks on the parent then make that replica the
+// good copy of the parent's names; a file made in the directory under
+// its old name by the two others (a quorum, acknowledged); and the
+// parent's heal having moved their copies to the name replica 1 gives it
+// (relocate) before the heal of that name runs. Judged there with the
+// parent's distrust of replicas 0 and 2, not their own marks, the
+// directory lost the file (sim replica3x2-dirs seed 62).
+func TestRelocatedDirectoryKeepsWhatAQuorumMadeInIt(t *testing.T) {
+	c := newCluster(t, 3, false)
+	gd, data := layer.NewGfid(), pattern(5000, 3)
+	c.everywhere(mkdir("/d2", gd))
+	c.on([]int{1}, rename("/d2", "/d2~"))
+	c.on([]int{0, 2}, create("/d2/f3", layer.NewGfid(), data))
+	// The root's marks as the simulation left them: replica 0 blames 2
+	// too (a rename before, replica 2 away), and all are Dirty.
+	if err := c.stores[0].MarkPending(bg, "/", layer.RootGfid, 1<<2); err != nil {
+		t.Fatal(err)
+	}
+	for i := range c.stores {
+		c.markDirtyOn(i, "/")
+	}
+	// And the directory's copies on 0 and 2 blame each other too (each
+	// did a change in it the other missed) and are Dirty.
+	for i, other := range map[int]int{0: 2, 2: 0} {
+		if err := c.stores[i].MarkPending(bg, "/d2", gd, 1<<uint(other)); err != nil {
+			t.Fatal(err)
+		}
+		c.markDirtyOn(i, "/d2")
+	}
+	for _, i := range []int{0, 2} {
+		if err := rename("/d2", "/d2~")(bg, c.stores[i]); err != nil { // relocate: no mark
+			t.Fatal(err)
+		}
+	}
+	h := c.healer(Options{Quiet: time.Nanosecond})
+	h.Heal(bg, 0, "/d2~") // replica 0's index entry, before the root's
+	c.scanSettled(h)
+	c.healthy()
+	for i := range c.stores {
+		sameBytes(t, fmt.Sprintf("replica %d's /d2~/f3", i), c.content(i, "/d2~/f3"), data)
+	}
+}

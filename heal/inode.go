@@ -120,7 +120,7 @@ func (h *Healer) healHeld(ctx context.Context, j *job, path string, distrust, wi
 func (h *Healer) healOnce(ctx context.Context, j *job, path string, distrust, within replicate.Mask, hint *dirHint, unsure replicate.Mask) (*plan, error) {
 	copies := h.look(ctx, j.set, path, within)
 	h.looked.Add(1)
-	p, err := h.plan(ctx, j, path, copies, distrust)
+	p, err := h.plan(ctx, j, path, copies, ownMarks(copies, distrust))
 	if p != nil {
 		p.unsure = unsure
 	}
@@ -151,6 +151,36 @@ func (h *Healer) healOnce(ctx context.Context, j *job, path string, distrust, wi
 	}
 	h.noteSplit(j.set, path, layer.Gfid{}, false)
 	return p, nil
+}
+
+// ownMarks drops from distrust (the replicas whose view of the parent's
+// names its heal blames) those whose copy of path is the directory a
+// trusted copy is: the name is right there, and what the directory holds
+// is judged by its own marks, which record what each copy missed in it.
+// Distrusted, a copy the parent's heal had just moved there from its
+// stale name (relocate) lost the names made in it under that name, which
+// a quorum had acknowledged (sim replica3x2-dirs seed 62: a file written
+// in a directory whose rename a dying client left on one replica).
+func ownMarks(copies []replicate.Copy, distrust replicate.Mask) replicate.Mask {
+	if distrust == 0 {
+		return 0
+	}
+	t := -1
+	for i, c := range copies {
+		if !distrust.Has(i) && c.Err == nil && c.Attr.IsDir() {
+			t = i
+			break
+		}
+	}
+	if t < 0 {
+		return distrust
+	}
+	for i, c := range copies {
+		if distrust.Has(i) && c.Err == nil && sameInode(c.Attr, copies[t].Attr) {
+			distrust &^= replicate.Bit(i)
+		}
+	}
+	return distrust
 }
 
 // holdEntries asks every replica of set si in within to hold the names
