@@ -66,7 +66,8 @@ func seedsOf(first, n int, found []int) []int {
 // MORTAR_SIM_SEEDS=1 MORTAR_SIM_FIRST=SEED; MORTAR_SIM_TRACE=1 writes
 // every step to $TMPDIR/sim-SHAPE-SEED.trace, MORTAR_SIM_KEEP=DIR keeps
 // the bricks there, MORTAR_SIM_NOFINISH=1 stops before the final heal,
-// MORTAR_SIM_HEAL_LOG=1 writes what the healer does to stderr.
+// MORTAR_SIM_HEAL_LOG=1 writes what the healer does to stderr,
+// MORTAR_SIM_CLIENT_LOG=1 what the clients' layers log.
 func TestSim(t *testing.T) {
 	first, steps := envInt("MORTAR_SIM_FIRST", 1), envInt("MORTAR_SIM_STEPS", 150)
 	for _, shape := range shapes {

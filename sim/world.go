@@ -174,7 +174,11 @@ func (w *world) crash(b *brickNode) {
 func (w *world) newClient() (*client, error) {
 	id := w.nextID
 	w.nextID++
-	g, err := volume.Build(w.spec, volume.BuildOptions{Dial: w.net.dialer(id)})
+	opts := volume.BuildOptions{Dial: w.net.dialer(id)}
+	if os.Getenv("MORTAR_SIM_CLIENT_LOG") != "" {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("client", id)
+	}
+	g, err := volume.Build(w.spec, opts)
 	if err != nil {
 		return nil, err
 	}
