@@ -212,6 +212,9 @@ func (s *Store) Mkdir(ctx context.Context, path string, in layer.MkdirIn) (layer
 	}
 	s.naming.RLock()
 	defer s.naming.RUnlock()
+	if err := s.heldElsewhere(in.Owner.Gfid); err != nil {
+		return layer.Attr{}, err
+	}
 	mode := in.Mode & 07777
 	if o.sgid {
 		mode |= unix.S_ISGID
@@ -228,6 +231,24 @@ func (s *Store) Mkdir(ctx context.Context, path string, in layer.MkdirIn) (layer
 		unix.Unlinkat(a.dir, a.name, unix.AT_REMOVEDIR)
 	}
 	return attr, err
+}
+
+// heldElsewhere refuses (EEXIST) a mkdir given gfid g of a directory the
+// brick holds: a directory has one name. A client made a half-renamed
+// directory again under its old name on a replica that held it under the
+// new one, and the brick held two directories of one gfid (sim
+// disperse2+1x2-dirs seed 62). Only a given gfid is looked up (one
+// readlink of its index entry).
+func (s *Store) heldElsewhere(g layer.Gfid) error {
+	if !indexed(g) {
+		return nil
+	}
+	a, _, err := s.dirAt(g)
+	if err != nil {
+		return nil
+	}
+	a.close()
+	return unix.EEXIST
 }
 
 func (s *Store) initDir(a at, o newOwner, mode uint32, final bool) (layer.Attr, error) {

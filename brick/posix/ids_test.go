@@ -394,3 +394,62 @@ func TestRenameSourceRefusesAnotherInode(t *testing.T) {
 		t.Fatalf("renamed twice: %+v", got)
 	}
 }
+
+// A brick holds a directory under one name: a mkdir with the gfid of a
+// directory it holds elsewhere is refused (EEXIST). A replica client
+// made a half-renamed directory again under its old name on the replica
+// that held it under the new one (undoing a rename it took for one that
+// replaced the directory), and the brick held two directories of one
+// gfid, names made in each (sim disperse2+1x2-dirs seed 62).
+func TestMkdirOfADirectoryHeldElsewhereRefused(t *testing.T) {
+	s, _ := newBrick(t, "")
+	a, err := s.Mkdir(ctx, "/a", layer.MkdirIn{Mode: 0o755})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Mkdir(ctx, "/b", layer.MkdirIn{Owner: layer.Owner{Gfid: a.Gfid}, Mode: 0o755}); !errors.Is(err, unix.EEXIST) {
+		t.Fatalf("mkdir /b with /a's gfid: %v, want EEXIST", err)
+	}
+	if _, err := s.Lookup(ctx, "/b"); !errors.Is(err, unix.ENOENT) {
+		t.Fatalf("/b after a refused mkdir: %v", err)
+	}
+	// Once /a is gone, its gfid may be given again (heal makes a
+	// directory a sink lacks with the good copies' gfid).
+	if err := s.Rmdir(ctx, "/a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Mkdir(ctx, "/b", layer.MkdirIn{Owner: layer.Owner{Gfid: a.Gfid}, Mode: 0o755}); err != nil {
+		t.Fatalf("mkdir /b with the gfid of a removed directory: %v", err)
+	}
+}
+
+// A rename of a file done here forgets its record of an earlier rename
+// done by too few replicas (layer.XattrRenamed); parking it (a rename
+// onto its id, by heal) keeps the record, which heal reads after.
+func TestRenameForgetsAnEarlierRenameRecord(t *testing.T) {
+	s, _ := newBrick(t, "")
+	f, a, err := s.Create(ctx, "/f", layer.CreateIn{Flags: unix.O_RDWR, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Release(ctx)
+	rec := layer.RenameRecord{From: "/e", To: "/f"}.Encode()
+	if err := s.Setxattr(ctx, "/f", layer.XattrRenamed, rec, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Rename(ctx, "/f", layer.IDPath(a.Gfid), 0); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.Getxattr(ctx, layer.IDPath(a.Gfid), layer.XattrRenamed); err != nil || string(v) != string(rec) {
+		t.Fatalf("record after parking: %q, %v", v, err)
+	}
+	if _, err := s.Link(ctx, layer.IDPath(a.Gfid), "/g"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Rename(ctx, "/g", "/h", 0); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.Getxattr(ctx, "/h", layer.XattrRenamed); !errors.Is(err, unix.ENODATA) {
+		t.Fatalf("record after a later rename: %q, %v; want ENODATA", v, err)
+	}
+}

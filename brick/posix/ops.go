@@ -377,9 +377,21 @@ func (s *Store) RenameSource(ctx context.Context, oldpath, newpath string, flags
 			if ierr := s.idDirAt(to, moved); ierr != nil {
 				s.log.Warn("gfid index entry of a renamed directory not moved", "brick", s.root, "path", newpath, "err", ierr)
 			}
+		} else {
+			forgetRenamed(to)
 		}
 	}
 	return err
+}
+
+// forgetRenamed drops the record of a rename done by too few replicas
+// (layer.XattrRenamed) from the file a rename just moved to a: a later
+// rename of it was done here, and a record left would make heal undo or
+// keep a name after it (a review: a retried rename left one, and heal
+// moved the file back on one replica). Parking (a rename onto the id)
+// keeps it: heal reads it after.
+func forgetRenamed(a at) {
+	_ = unix.Lremovexattr(procAt(a.dir, a.name), layer.XattrRenamed) // ENODATA: none; best effort, heal clears what it settles
 }
 
 // parkAt parks the inode at from (oldpath) under its id, which resolved
