@@ -209,12 +209,20 @@ func (h *Healer) relocate(ctx context.Context, si, s int, path string, p *plan) 
 	return false, nil
 }
 
-// moveTo moves replica r's copy of directory a to where replica d holds
-// it, and reports whether r holds it there now. The copy moved is marked
+// markMoved marks replica r's copy of directory a, just moved to path,
 // Dirty, as the bricks mark a directory a client went away from: what
 // was made or removed in it under its other name and not acknowledged
 // (replicate refuses a change by too few replicas, which may still have
 // made it) is compared with the others' once quiet.
+func (h *Healer) markMoved(ctx context.Context, si, r int, path string, a layer.Attr) {
+	if err := h.stores[si][r].MarkPending(ctx, path, a.Gfid, layer.Dirty); err != nil {
+		h.log.Warn("a moved directory not marked for a compare of its names", "replica", h.sets[si][r].Name, "path", path, "err", err)
+	}
+}
+
+// moveTo moves replica r's copy of directory a to where replica d holds
+// it, and reports whether r holds it there now. The copy moved is marked
+// Dirty (markMoved).
 func (h *Healer) moveTo(ctx context.Context, si, r, d int, a layer.Attr) (bool, error) {
 	to, err := h.sets[si][d].Layer.Getxattr(ctx, layer.IDPath(a.Gfid), layer.XattrPath)
 	if err != nil {
@@ -222,9 +230,7 @@ func (h *Healer) moveTo(ctx context.Context, si, r, d int, a layer.Attr) (bool, 
 	}
 	moved, err := h.moveHere(ctx, si, r, d, string(to), a, true)
 	if moved && err == nil {
-		if merr := h.stores[si][r].MarkPending(ctx, string(to), a.Gfid, layer.Dirty); merr != nil {
-			h.log.Warn("a moved directory not marked for a compare of its names", "replica", h.sets[si][r].Name, "path", string(to), "err", merr)
-		}
+		h.markMoved(ctx, si, r, string(to), a)
 	}
 	return moved, err
 }
@@ -235,6 +241,10 @@ func (h *Healer) moveTo(ctx context.Context, si, r, d int, a layer.Attr) (bool, 
 // not blame the sink (or does, the sink being the lower replica); that
 // directory's heal settles it first.
 var errMovedSince = errors.New("the sink's copy of the directory was moved where the source's copy is behind")
+
+// errTwoNames: the source holds a directory under two names (see
+// moveHere); heal cannot give the sink the second.
+var errTwoNames = errors.New("the good copy holds one directory under two names (made by a heal older than 2026-11-29): remove or rename one of them")
 
 // errNameInDoubt: a sink, the decider of a directory's name, holds it in
 // a directory whose names a client left half changed (Dirty): the heal
@@ -284,10 +294,11 @@ func (h *Healer) followDecider(ctx context.Context, si, d int, want layer.Attr) 
 // moveHere gives sink s directory want at path by moving the sink's copy
 // of it from where the sink holds it (layer.XattrPath), rather than make
 // a second directory of its gfid; src is the copy healed from. held is
-// false if the sink holds no directory of that gfid, or holds it where
-// the source holds it too (a second directory of the gfid, made by an
-// earlier heal: the sink gets one as well). err is set if it holds one
-// it could not move: where its copy of the parent blames the source
+// false if the sink holds no directory of that gfid. err is set if it
+// holds one it could not move: where the source holds it too (a second
+// directory of the gfid, made by a heal older than 2026-11-29; a brick
+// now refuses to make one, so the sink cannot be given it: errTwoNames,
+// for the operator); where its copy of the parent blames the source
 // (errMovedSince: a client moved it there since, and the move is that
 // directory's heal's to settle), into its own subtree, or a name taken
 // meanwhile; the heal fails and is tried again. Unless decided (the heal
@@ -313,7 +324,7 @@ func (h *Healer) moveHere(ctx context.Context, si, s, src int, path string, want
 		return true, nil
 	}
 	if a, err := h.sets[si][src].Layer.Lookup(ctx, from); err == nil && a.Gfid == want.Gfid {
-		return false, nil
+		return true, fmt.Errorf("%s and %s on %s: %w", from, path, h.sets[si][src].Name, errTwoNames)
 	}
 	dir, _ := layer.Split(from)
 	if a, err := l.Lookup(ctx, dir); err != nil {

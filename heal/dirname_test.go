@@ -1,11 +1,18 @@
 package heal
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/mortarfs/mortar/brick/posix"
 	"github.com/mortarfs/mortar/layer"
 )
 
@@ -171,19 +178,39 @@ func TestDecidersDifferPerDirectory(t *testing.T) {
 }
 
 // Good copies holding one directory under two names (a second directory
-// of its gfid, made by heal before it moved directories): the sink gets
-// both as before, in one directory or in two, and the heal ends (a
-// review: the sink's copy flipped between the names at every scan, or
-// was moved from a name the good copies hold too).
-func TestSecondDirectoryOfAGfidHealedAsBefore(t *testing.T) {
+// of its gfid, made by a heal older than 2026-11-29, behind the brick's
+// back here: a brick now refuses to make one): the sink is not given a
+// second directory (its brick refuses, and heal does not try), and heal
+// says why it cannot settle the name (errTwoNames) rather than move the
+// sink's copy back and forth or fail on EEXIST.
+func TestSecondDirectoryOfAGfidLeftToTheOperator(t *testing.T) {
 	for _, second := range []string{"/p/b", "/q/b"} {
 		t.Run(second, func(t *testing.T) {
 			c := newCluster(t, 3, false)
 			gd := layer.NewGfid()
 			c.everywhere(seq(mkdir("/p", layer.NewGfid()), mkdir("/q", layer.NewGfid()), mkdir("/p/a", gd)))
-			c.without2(mkdir(second, gd))
-			c.scanSettled(c.healer(Options{}))
-			c.healthy()
+			for _, i := range []int{0, 1} {
+				raw := filepath.Join(c.dirs[i], second)
+				if err := os.Mkdir(raw, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := unix.Setxattr(raw, posix.XattrGfid, gd[:], 0); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.stores[i].MarkPending(bg, parentDir(second), layer.Gfid{}, 1<<2); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h := c.healer(Options{})
+			if err := h.Heal(bg, 0, parentDir(second)); !errors.Is(err, errTwoNames) {
+				t.Errorf("heal of %s: %v, want errTwoNames", parentDir(second), err)
+			}
+			if _, err := c.stores[2].Lookup(bg, second); !errors.Is(err, syscall.ENOENT) {
+				t.Errorf("replica 2 given %s: %v", second, err)
+			}
+			if at := c.where(gd); at[2] != "/p/a" {
+				t.Errorf("replica 2's copy moved to %s", at[2])
+			}
 		})
 	}
 }

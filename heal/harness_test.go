@@ -25,6 +25,7 @@ var bg = context.Background()
 type cluster struct {
 	t      *testing.T
 	stores []*posix.Store
+	dirs   []string // the bricks' directories
 	counts []*layertest.Counting
 	up     []*atomic.Bool
 	set    Set
@@ -43,6 +44,7 @@ func newCluster(t *testing.T, n int, arbiter bool) *cluster {
 		c.up = append(c.up, new(atomic.Bool))
 		c.up[i].Store(true)
 		c.stores = append(c.stores, nil)
+		c.dirs = append(c.dirs, "")
 		c.counts = append(c.counts, nil)
 		c.set = append(c.set, Replica{Name: fmt.Sprintf("host:/brick%d", i), Up: c.up[i].Load})
 		c.set[i].Arbiter = arbiter && i == n-1
@@ -63,7 +65,7 @@ func (c *cluster) replace(i int) {
 		c.t.Fatal(err)
 	}
 	c.t.Cleanup(func() { s.Close() })
-	c.stores[i] = s
+	c.stores[i], c.dirs[i] = s, dir
 	c.counts[i] = layertest.NewCounting(s)
 	c.set[i].Layer = countingStore{c.counts[i], s}
 }

@@ -347,6 +347,17 @@ func (h *Healer) up(si, i int) bool {
 	return f == nil || f()
 }
 
+// upMask is the mask of the replicas of set si worth asking.
+func (h *Healer) upMask(si int) replicate.Mask {
+	var m replicate.Mask
+	for i := range h.sets[si] {
+		if h.up(si, i) {
+			m |= replicate.Bit(i)
+		}
+	}
+	return m
+}
+
 // all is the mask of every replica of set si.
 func (h *Healer) all(si int) replicate.Mask {
 	return replicate.Mask(1)<<uint(len(h.sets[si])) - 1

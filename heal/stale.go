@@ -240,44 +240,88 @@ var errRenameUndone = errors.New("a rename done by too few replicas undone")
 // undoRenameTo undoes a rename done by too few replicas (the record,
 // layer.XattrRenamed, on the replicas that did it) whose new name, path,
 // the heal of its directory would give sink s, while s holds the file
-// under the rename's old name: it moves the file back to the old name on
-// every replica that holds it at path and records the rename, and
-// forgets the record. Without it,
-// when the copies of the old name's directory blame each other, each
-// directory's heal waits for the other to give up its name for ever (a
-// fragment is never made anew beside the one a sink holds: sim
-// disperse2+1x2-dirs seed 60). The client was answered an error, and the
-// old name is where the other replicas hold the file. The new name is
-// matched by its last element only: its directory may have been renamed
-// since (the record keeps paths). It reports whether it undid it.
+// under the rename's old name. Without it, when the copies of the old
+// name's directory blame each other, each directory's heal waits for the
+// other to give up its name for ever (a fragment is never made anew
+// beside the one a sink holds: sim disperse2+1x2-dirs seed 60). The
+// client was answered an error. The new name is matched by its last
+// element: its directory may have been renamed since (the record keeps
+// paths).
+//
+// It acts only on a state that says so whole (a review found a record
+// outliving its rename undo an acknowledged one on one replica): every
+// replica up, each holding the file either at path with this very
+// record (those did the rename) or at the old name (sink s among them),
+// the old name's directory one inode on all of them; the names of that
+// directory held still on the bricks meanwhile (a client's removal of
+// the old name racing the move back would come back). The file is moved
+// back on those that did the rename, and the record forgotten once every
+// move is done (a later pass finishes what failed). It reports whether it
+// moved the file back anywhere.
 func (h *Healer) undoRenameTo(ctx context.Context, si, s int, path string, a layer.Attr) bool {
 	defer h.lockInode(a.Gfid)()
 	_, name := layer.Split(path)
-	all := replicate.Mask(1)<<uint(len(h.sets[si])) - 1
-	rec, ok := h.renameRecord(ctx, si, all, a.Gfid, func(r layer.RenameRecord) bool {
-		_, to := layer.Split(r.To)
-		return to == name && r.From != path
-	})
-	if !ok || !h.holdsAt(ctx, h.sets[si][s].Layer, rec.From, a) {
+	all := h.all(si)
+	if h.upMask(si) != all {
 		return false
 	}
-	undone := false
+	rec, ok := h.renameRecord(ctx, si, all, a.Gfid, func(r layer.RenameRecord) bool {
+		_, to := layer.Split(r.To)
+		return to == name && r.From != path && parentDir(r.From) != parentDir(path)
+	})
+	if !ok {
+		return false
+	}
+	release, ok := h.holdEntries(ctx, si, parentDir(rec.From), all)
+	if !ok {
+		return false
+	}
+	defer release()
+	doers, ok := h.renamedBy(ctx, si, path, a, rec)
+	if !ok || doers == 0 || doers.Has(s) {
+		return false
+	}
+	done := true
 	for c, rep := range h.sets[si] {
-		if c == s || !h.up(si, c) || !h.holdsAt(ctx, rep.Layer, path, a) || !h.recordsRename(ctx, rep.Layer, a.Gfid) {
+		if !doers.Has(c) {
 			continue
 		}
 		if err := rep.Layer.Rename(ctx, path, rec.From, layer.RenameNoReplace); err != nil {
 			h.log.Warn("undoing a rename done by too few replicas", "replica", rep.Name, "path", path, "back to", rec.From, "err", err)
-			continue
+			done = false
 		}
-		undone = true
 	}
-	if undone {
-		h.log.Info("a rename done by too few replicas undone", "path", path, "back to", rec.From, "gfid", a.Gfid)
+	h.log.Info("a rename done by too few replicas undone", "path", path, "back to", rec.From, "gfid", a.Gfid, "whole", done)
+	if done {
 		h.clearRenamed(ctx, si, a.Gfid)
 	}
-	return undone
+	return true
 }
+
+// renamedBy returns the replicas of set si that hold inode a at path
+// with rename record rec (they did that rename); ok is false unless
+// every other replica holds it at rec.From, and rec.From's directory is
+// one inode on all.
+func (h *Healer) renamedBy(ctx context.Context, si int, path string, a layer.Attr, rec layer.RenameRecord) (doers replicate.Mask, ok bool) {
+	var dir layer.Gfid
+	for c, rep := range h.sets[si] {
+		d, err := rep.Layer.Lookup(ctx, parentDir(rec.From))
+		if err != nil || !d.IsDir() || c > 0 && d.Gfid != dir {
+			return 0, false
+		}
+		dir = d.Gfid
+		switch {
+		case h.holdsAt(ctx, rep.Layer, path, a) && h.recordIs(ctx, rep.Layer, a.Gfid, rec):
+			doers |= replicate.Bit(c)
+		case !h.holdsAt(ctx, rep.Layer, rec.From, a):
+			return 0, false
+		}
+	}
+	return doers, true
+}
+
+// parentDir is the directory holding path's name.
+func parentDir(p string) string { dir, _ := layer.Split(p); return dir }
 
 // holdsAt reports whether l holds inode a at path.
 func (h *Healer) holdsAt(ctx context.Context, l layer.Layer, path string, a layer.Attr) bool {
@@ -285,12 +329,12 @@ func (h *Healer) holdsAt(ctx context.Context, l layer.Layer, path string, a laye
 	return err == nil && sameInode(a, b)
 }
 
-// recordsRename reports whether l keeps a record of a rename done by too
-// few replicas on inode g: it did that rename.
-func (h *Healer) recordsRename(ctx context.Context, l layer.Layer, g layer.Gfid) bool {
+// recordIs reports whether l keeps rec as the record of a rename done by
+// too few replicas on inode g.
+func (h *Healer) recordIs(ctx context.Context, l layer.Layer, g layer.Gfid, rec layer.RenameRecord) bool {
 	b, err := l.Getxattr(ctx, layer.IDPath(g), layer.XattrRenamed)
-	_, ok := layer.ParseRenameRecord(b)
-	return err == nil && ok
+	r, ok := layer.ParseRenameRecord(b)
+	return err == nil && ok && r == rec
 }
 
 // renameSettled clears any record of a rename done by too few replicas
