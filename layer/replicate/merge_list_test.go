@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"syscall"
@@ -81,5 +82,43 @@ func TestChangeRefusedByAnEqualNumberIsEIO(t *testing.T) {
 	}
 	if _, err := g.r.Setattr(g.ctx, "/d/a", layer.SetattrIn{Valid: layer.SetSize, Size: 1}); !errors.Is(err, syscall.EIO) {
 		t.Errorf("truncate of /d/a, done by 0, refused by 2 (ENOENT): %v, want EIO", err)
+	}
+}
+
+// unlinkAfterSetattr is a replica whose Setattr is followed at once by
+// another client's unlink of the name (reaching it just after).
+type unlinkAfterSetattr struct {
+	layer.Layer
+	store layer.Layer
+}
+
+func (u unlinkAfterSetattr) Setattr(ctx context.Context, path string, in layer.SetattrIn) (layer.Attr, error) {
+	a, err := u.Layer.Setattr(ctx, path, in)
+	u.store.Unlink(context.Background(), path)
+	return a, err
+}
+
+// A tie with the copies known keeps its answer (a review: replica 2, all
+// up, a chmod racing another client's unlink, which reached brick 0
+// first and brick 1 just after the chmod, was answered EIO): the file is
+// gone, ENOENT.
+func TestTieRacingAnUnlinkIsENOENT(t *testing.T) {
+	g := newRig(t, 2, false, Options{})
+	if err := g.writeFile("/a", []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	children := []Child{
+		{Name: g.set.Name(0), Layer: g.set.Clients[0], Up: g.set.Clients[0].Connected},
+		{Name: g.set.Name(1), Layer: unlinkAfterSetattr{g.set.Clients[1], g.onBrick(1)}, Up: g.set.Clients[1].Connected},
+	}
+	r, err := New(children, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.onBrick(0).Unlink(g.ctx, "/a"); err != nil { // the other client's unlink, on brick 0
+		t.Fatal(err)
+	}
+	if _, err := r.Setattr(g.ctx, "/a", layer.SetattrIn{Valid: layer.SetMode, Mode: 0o600}); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("chmod racing an unlink: %v, want ENOENT", err)
 	}
 }

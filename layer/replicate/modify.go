@@ -82,29 +82,50 @@ func (r *Replicate) settle(targets Mask, errs []error, good Mask) outcome {
 		return o
 	}
 	// A minority did it and the majority refused: the refusal stands, and
-	// the minority is what heal must undo. As many did it as refused, and
-	// which copies are current unknown (a lookup answers EIO): the
-	// refusal still stands, but its reason may be a stale copy's (ENOENT
-	// for a file that exists), and the answer is EIO.
-	o := outcome{winners: failed, losers: ok, err: errs[failed.First()]}
-	if good == 0 && ok.Count() == failed.Count() {
+	// the minority is what heal must undo.
+	return outcome{winners: failed, losers: ok, err: errs[failed.First()]}
+}
+
+// undecided turns the refusal that stood in outcome o into EIO when as
+// many replicas did the operation as refused it and the copies it
+// changes are in doubt (blaming each other, or a lookup of them answers
+// EIO), none known good: the refusal's reason may be a stale copy's (ENOENT for a file a
+// quorum made and acknowledged, while a lookup of it answered EIO: sim
+// replica3x2-dirs seed 62). A tie with the copies known (a race with
+// another client's removal, say) keeps its answer.
+func undecided(o outcome, targets Mask, errs []error) outcome {
+	var ok, failed Mask
+	for i, err := range errs {
+		switch {
+		case !targets.Has(i) || IsDown(err):
+		case err == nil:
+			ok |= Bit(i)
+		default:
+			failed |= Bit(i)
+		}
+	}
+	if o.err != nil && ok != 0 && ok.Count() == failed.Count() {
 		o.err = syscall.EIO
 	}
 	return o
 }
 
 // goodOf returns the replicas whose copies of every path in marks are
-// current (0 if that cannot be known).
-func (r *Replicate) goodOf(ctx context.Context, marks []string) Mask {
-	good := r.all
+// current (0 if that cannot be known), and whether one of them is in
+// doubt: its copies blame each other, or its verdict is EIO.
+func (r *Replicate) goodOf(ctx context.Context, marks []string) (good Mask, doubt bool) {
+	good = r.all
 	for _, p := range marks {
 		v, _, err := r.judge(ctx, p)
 		if err != nil || v.Err != nil {
-			return 0
+			return 0, errors.Is(err, syscall.EIO) || errors.Is(v.Err, syscall.EIO)
+		}
+		if v.Merge || v.SplitBrain {
+			doubt = true
 		}
 		good &= v.Good
 	}
-	return good
+	return good, doubt
 }
 
 // modify runs a modifying operation on every writable replica: fn gets a
@@ -158,10 +179,10 @@ func (r *Replicate) modifySent(ctx context.Context, marks []string, adjust adjus
 	}
 	pctx := r.withPending(ctx, targets)
 	errs := send(targets, func(i int) error { return fn(pctx, i) })
-	good := Mask(0)
+	good, doubt := Mask(0), false
 	if disagree(targets, errs) {
 		// Rare: find out which side holds the current copies.
-		good = r.goodOf(ctx, marks)
+		good, doubt = r.goodOf(ctx, marks)
 		if adjust != nil {
 			var done Mask
 			done, good = adjust(targets, errs, good)
@@ -171,6 +192,9 @@ func (r *Replicate) modifySent(ctx context.Context, marks []string, adjust adjus
 		}
 	}
 	o := r.settle(targets, errs, good)
+	if doubt && good == 0 {
+		o = undecided(o, targets, errs)
+	}
 	if o.winners != 0 && o.losers != 0 {
 		r.markLosers(ctx, o, marks)
 	}

@@ -27,7 +27,7 @@ func (r *Replicate) sourceMissed(ctx context.Context, oldpath, newpath string) a
 		if ok == 0 || absent == 0 {
 			return 0, good
 		}
-		srcGood := r.goodOf(ctx, []string{dir})
+		srcGood, _ := r.goodOf(ctx, []string{dir})
 		if ok&srcGood == 0 {
 			return 0, good
 		}

@@ -239,7 +239,7 @@ func TestRemovalWhereTheDirectoryIsElsewhereNotDone(t *testing.T) {
 		t.Fatalf("unlink done by two of three: %v", err)
 	}
 	if m := g.pending(0, "/d1"); !m.Has(2) {
-		t.Errorf("after an unlink replica 2 missed, /d1 on replica 0 blames %b", m)
+		t.Errorf("after an unlink replica 2 missed, /d1 on replica 0 blames %03b", m)
 	}
 	if err := g.onBrick(1).Rename(g.ctx, "/d1", "/d1~", 0); err != nil {
 		t.Fatal(err)
@@ -251,5 +251,29 @@ func TestRemovalWhereTheDirectoryIsElsewhereNotDone(t *testing.T) {
 		if _, err := g.onBrick(i).Lookup(g.ctx, "/d1~/f"); err != nil {
 			t.Errorf("replica %d: %v", i, err)
 		}
+	}
+}
+
+// A replica that never had the name's directory (it missed its mkdir,
+// not healed yet) has nothing to remove: its ENOENT counts as done, and
+// the unlink succeeds with another replica down (a review: EIO, when a
+// replica lacking the directory's path was taken for one holding it
+// elsewhere).
+func TestRemovalWhereAReplicaMissedTheDirectory(t *testing.T) {
+	g := newRig(t, 3, false, Options{})
+	g.kill(1)
+	if _, err := g.r.Mkdir(g.ctx, "/d", layer.MkdirIn{Owner: layer.Owner{Gfid: layer.NewGfid()}, Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.writeFile("/d/x", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	g.revive(1)
+	g.kill(2)
+	if err := g.r.Unlink(g.ctx, "/d/x"); err != nil {
+		t.Fatalf("unlink with replica 1 lacking /d, 2 down: %v", err)
+	}
+	if _, err := g.onBrick(0).Lookup(g.ctx, "/d/x"); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("replica 0 still holds /d/x: %v", err)
 	}
 }

@@ -504,27 +504,37 @@ func (r *Replicate) removal(ctx context.Context, path string, rm func(l layer.La
 }
 
 // errNoParent stands for a replica's ENOENT to a removal that others did
-// because it lacks the name's directory (holds it under another name: a
-// directory rename half done). The name may still be in that directory
-// there: the replica missed the removal, as one down does (marked, no
-// vote for it; counted as done, one replica of three removing a file
-// was acknowledged, and heal gave it back: sim disperse2+1x2-dirs seed
-// 70).
-var errNoParent = fmt.Errorf("the name's directory is missing on this replica: %w", syscall.ENOTCONN)
+// because it holds the name's directory under another name (a directory
+// rename half done): the name may still be in that directory there. It
+// missed the removal, as a replica down does (marked, no vote for it;
+// counted as done, one replica of three removing a file was
+// acknowledged, and heal gave it back: sim disperse2+1x2-dirs seed 70).
+var errNoParent = fmt.Errorf("the name's directory is elsewhere on this replica: %w", syscall.ENOTCONN)
 
 // parentElsewhere turns, when some replicas did a removal in directory
-// dir, the ENOENT of those that lack dir into errNoParent (a lookup of
-// dir on each: only in that mixed case).
+// dir, the ENOENT of those that hold dir (by the gfid a replica that did
+// it gives it) under another name into errNoParent. A replica that never
+// had dir (it missed its mkdir) keeps its ENOENT: heal makes dir there
+// without the name. Only in that mixed case, two round trips per such
+// replica.
 func (r *Replicate) parentElsewhere(ctx context.Context, dir string, targets Mask, errs []error) {
 	ok, absent := okAndAbsent(targets, errs)
-	if ok == 0 || absent == 0 {
+	if ok == 0 || absent == 0 || dir == "/" {
 		return
+	}
+	d, err := r.children[ok.First()].Layer.Lookup(ctx, dir)
+	if err != nil || !d.IsDir() {
+		return // gone meanwhile (a client's rmdir racing): the answers stand
 	}
 	for i := range errs {
 		if !absent.Has(i) {
 			continue
 		}
-		if _, err := r.children[i].Layer.Lookup(ctx, dir); errors.Is(err, syscall.ENOENT) {
+		l := r.children[i].Layer
+		if _, err := l.Lookup(ctx, dir); !errors.Is(err, syscall.ENOENT) {
+			continue
+		}
+		if at, err := l.Getxattr(ctx, layer.IDPath(d.Gfid), layer.XattrPath); err == nil && string(at) != dir {
 			errs[i] = errNoParent
 		}
 	}
