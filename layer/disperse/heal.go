@@ -109,7 +109,7 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, gfid la
 	for s := int64(0); s < stripes; s++ {
 		var written replicate.Mask
 		err := lk.do(ctx, func() (err error) {
-			written, err = h.healStripe(ctx, files, reach, sinks, s, isize, verify, named == h.all())
+			written, err = h.healStripe(ctx, files, reach, named, sinks, s, isize, verify)
 			return err
 		})
 		resize |= written
@@ -206,12 +206,13 @@ func (l fileLock) do(ctx context.Context, fn func() error) error {
 // the current write (the one K bricks share) says they should be (with
 // verify, every brick is a sink: none is known to be behind).
 //
+// Only the bricks in named (open for writing by the file's name) are
+// written; one read by its id gets its records once its name is healed.
 // A stripe no write of which K bricks share is torn, and written anew
-// from the data chunks as they are, only when whole: every brick's
-// fragment open for writing by its name. With one out of reach, or
-// readable only by its id, the current chunks may be there, and the
-// stripe waits for a later pass (ErrTooFew).
-func (h *DataHealer) healStripe(ctx context.Context, files []layer.File, reach, sinks replicate.Mask, s, size int64, verify, whole bool) (written replicate.Mask, err error) {
+// from the data chunks as they are, only when every brick is in named:
+// with one out of reach, or readable only by its id, the current chunks
+// may be there, and the stripe waits for a later pass (ErrTooFew).
+func (h *DataHealer) healStripe(ctx context.Context, files []layer.File, reach, named, sinks replicate.Mask, s, size int64, verify bool) (written replicate.Mask, err error) {
 	sc, _ := fetchStripe(ctx, h.g, files, reach, s)
 	mine := stripeChunks{headers: append([]Header(nil), sc.headers...), chunks: append([][]byte(nil), sc.chunks...)}
 	// A write cut short is undone where the bricks kept what it replaced
@@ -238,7 +239,7 @@ func (h *DataHealer) healStripe(ctx context.Context, files []layer.File, reach, 
 			trusted &^= replicate.Bit(i)
 		}
 	}
-	if !whole {
+	if named != h.all() {
 		trusted = 0
 	}
 	version, torn, err := settle(h.g, &sc, trusted)
@@ -255,7 +256,7 @@ func (h *DataHealer) healStripe(ctx context.Context, files []layer.File, reach, 
 	}
 	rl := h.g.recordLen(s, size)
 	for i := range files {
-		if !sinks.Has(i) {
+		if !(sinks & named).Has(i) {
 			continue
 		}
 		if mine.chunks[i] != nil && mine.headers[i].Version == version {
