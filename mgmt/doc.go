@@ -33,9 +33,19 @@
 // The cluster State changes only by Commands applied in order by a Store.
 // State.Apply is deterministic and does no I/O; everything that touches
 // disks (marking bricks, opening them) happens in the node before or after
-// the command; a brick's port is recorded by a command too. Today's Store is a JSON file in the data directory,
-// rewritten atomically; a Raft log carrying the same Commands replaces it
-// when nodes can join (peer probe). One node is a valid cluster.
+// the command; a brick's port is recorded by a command too. The Store is
+// a Raft log (raftStore, hashicorp/raft over bbolt in DATA/raft; see
+// raft.go): every node is a voter, and one node is a valid cluster of its
+// own until `peer probe` joins it to another. Each node also writes the
+// State it applied to DATA/state.json, which it starts its bricks from
+// when it restarts without a quorum.
+//
+// The package still does several jobs at once (issue 16): the replicated
+// state and its FSM (state.go, raft.go), the HTTP API and its client
+// (api.go, client*.go), request forwarding to the leader (cluster.go), the brick
+// supervisor and brick host (bricks.go, muxrunner.go, procrunner.go,
+// brickhost.go, takeup.go), the heal daemon (heal.go, healcmd.go) and
+// rebalance (rebalance.go, migrate.go).
 //
 // # Embedding
 //
