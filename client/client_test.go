@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"github.com/mortarfs/mortar/volume/options"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -173,7 +174,7 @@ func TestVolumeFollowsSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vi, err := mgmt.NewClient(node.Addr()).Set(ctx, "gv0", mgmt.OptAttrTimeout, "3")
+	vi, err := mgmt.NewClient(node.Addr()).Set(ctx, "gv0", options.OptAttrTimeout, "3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestVolumeFollowsSpec(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the volume did not follow its spec")
 	}
-	if spec := vol.Spec(); spec.Version != vi.SpecVersion || spec.Options[mgmt.OptAttrTimeout] != "3" {
+	if spec := vol.Spec(); spec.Version != vi.SpecVersion || spec.Options[options.OptAttrTimeout] != "3" {
 		t.Fatalf("spec after the change: %+v", spec)
 	}
 	if data, err := io.ReadAll(held); err != nil || string(data) != "before" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/mortarfs/mortar/volume/options"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,7 +133,7 @@ func TestOptionsMatchVolumeType(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := infoJSON(t, c, "d")
-	for _, kv := range [][2]string{{OptQuorumType, "none"}, {OptQuorumCount, "1"}, {OptFavoriteChildPolicy, "mtime"}, {OptHealInterval, "3"}, {OptDisperseQuiet, "5"}} {
+	for _, kv := range [][2]string{{options.OptQuorumType, "none"}, {options.OptQuorumCount, "1"}, {options.OptFavoriteChildPolicy, "mtime"}, {options.OptHealInterval, "3"}, {options.OptDisperseQuiet, "5"}} {
 		_, err := c.Set(ctx, "d", kv[0], kv[1])
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "is a distribute volume") {
 			t.Errorf("set %s on a distribute volume: %v, want refused", kv[0], err)
@@ -141,7 +142,7 @@ func TestOptionsMatchVolumeType(t *testing.T) {
 	if after := infoJSON(t, c, "d"); !bytes.Equal(before, after) {
 		t.Fatalf("refused options changed the volume:\n%s\n%s", before, after)
 	}
-	if _, err := c.Set(ctx, "d", OptPingTimeout, "3"); err != nil {
+	if _, err := c.Set(ctx, "d", options.OptPingTimeout, "3"); err != nil {
 		t.Fatalf("an option for every type: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mortarfs/mortar/volume/options"
 	"maps"
 	"net"
 	"slices"
@@ -115,7 +116,7 @@ func (n *Node) startBrick(vr *volumeRun, v *VolumeState, b BrickState) error {
 		Listen:      net.JoinHostPort(n.brickHost, strconv.Itoa(b.Port)),
 		TLS:         n.tls,
 		AuthFile:    n.authFile(b.ID),
-		Reserve:     v.Options[OptStorageReserve],
+		Reserve:     v.Options[options.OptStorageReserve],
 		ReserveFile: n.reserveFile(b.ID),
 		FenceFile:   n.fenceFile(b.ID),
 		Logger:      n.log.With("volume", v.Name, "brick", b.Name()),

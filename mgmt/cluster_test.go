@@ -3,6 +3,7 @@ package mgmt
 import (
 	"errors"
 	"fmt"
+	"github.com/mortarfs/mortar/volume/options"
 	"net"
 	"os"
 	"path/filepath"
@@ -224,7 +225,7 @@ func TestReplaceBrickOnDeadNode(t *testing.T) {
 	if _, err := nodes[0].c.CreateVolume(ctx, CreateVolumeRequest{Name: "rv", Bricks: bricks, Replica: 3, Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nodes[0].c.Set(ctx, "rv", OptHealInterval, "0.2"); err != nil {
+	if _, err := nodes[0].c.Set(ctx, "rv", options.OptHealInterval, "0.2"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := nodes[0].c.Start(ctx, "rv", false); err != nil {

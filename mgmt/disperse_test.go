@@ -2,6 +2,7 @@ package mgmt
 
 import (
 	"errors"
+	"github.com/mortarfs/mortar/volume/options"
 	"os"
 	"strconv"
 	"strings"
@@ -123,19 +124,19 @@ func TestDisperseOptions(t *testing.T) {
 	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "ec", Disperse: 6, Redundancy: 2, Bricks: bricksOn(brickDirs(t, 6)), Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	for _, kv := range [][2]string{{OptQuorumType, "none"}, {OptQuorumType, "auto"}, {OptQuorumCount, "2"}} {
+	for _, kv := range [][2]string{{options.OptQuorumType, "none"}, {options.OptQuorumType, "auto"}, {options.OptQuorumCount, "2"}} {
 		_, err := c.Set(ctx, "ec", kv[0], kv[1])
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "applies to replicated volumes only") || !strings.Contains(err.Error(), "4 of its 6 bricks") {
 			t.Errorf("set %s %s on a disperse volume: %v", kv[0], kv[1], err)
 		}
 	}
-	for _, kv := range [][2]string{{OptHealInterval, "0.5"}, {OptPingTimeout, "3"}, {OptAttrTimeout, "0"},
-		{OptQuickRead, "on"}, {OptQuickReadCacheTimeout, "1"}, {OptQuickReadMaxFileSize, "4096"}, {OptCreateBehind, "off"}} {
+	for _, kv := range [][2]string{{options.OptHealInterval, "0.5"}, {options.OptPingTimeout, "3"}, {options.OptAttrTimeout, "0"},
+		{options.OptQuickRead, "on"}, {options.OptQuickReadCacheTimeout, "1"}, {options.OptQuickReadMaxFileSize, "4096"}, {options.OptCreateBehind, "off"}} {
 		if _, err := c.Set(ctx, "ec", kv[0], kv[1]); err != nil {
 			t.Errorf("set %s %s: %v", kv[0], kv[1], err)
 		}
 	}
-	if vi, _ := c.Info(ctx, "ec"); vi.Options[OptQuorumType] != "" || vi.Options[OptHealInterval] != "0.5" {
+	if vi, _ := c.Info(ctx, "ec"); vi.Options[options.OptQuorumType] != "" || vi.Options[options.OptHealInterval] != "0.5" {
 		t.Errorf("options %v", vi.Options)
 	}
 }
@@ -195,7 +196,7 @@ func TestDisperseHeal(t *testing.T) {
 		t.Errorf("resolving a split-brain of a dispersed volume: %v", err)
 	}
 	// Options change the healer, as for a replicated volume.
-	if _, err := c.Set(ctx, "ec", OptHealInterval, "0.3"); err != nil {
+	if _, err := c.Set(ctx, "ec", options.OptHealInterval, "0.3"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "heal daemon with the new options", func() error {

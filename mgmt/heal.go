@@ -3,6 +3,7 @@ package mgmt
 import (
 	"context"
 	"fmt"
+	"github.com/mortarfs/mortar/volume/options"
 	"log/slog"
 	"net"
 	"slices"
@@ -329,8 +330,8 @@ func (d *healDaemon) reload(ctx context.Context) {
 func healKey(spec volume.Spec) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "interval=%s policy=%s ping=%s shd=%s type=%s replica=%d disperse=%d redundancy=%d",
-		spec.Option(OptHealInterval, ""), spec.Option(OptFavoriteChildPolicy, ""),
-		spec.Option(OptPingTimeout, ""), spec.Option(OptSelfHealDaemon, ""), spec.Type, spec.Replica, spec.Disperse, spec.Redundancy)
+		spec.Option(options.OptHealInterval, ""), spec.Option(options.OptFavoriteChildPolicy, ""),
+		spec.Option(options.OptPingTimeout, ""), spec.Option(options.OptSelfHealDaemon, ""), spec.Type, spec.Replica, spec.Disperse, spec.Redundancy)
 	for _, br := range spec.Bricks {
 		fmt.Fprintf(&b, " %s@%s/%t", br.ID, br.Addr, br.Arbiter)
 	}
@@ -353,9 +354,9 @@ func (d *healDaemon) newRun(ctx context.Context, spec volume.Spec, key string) (
 		r.sets = append(r.sets, hs)
 	}
 	opts := heal.Options{
-		Interval: spec.DurationOption(OptHealInterval, 2*time.Second),
-		Policy:   spec.Option(OptFavoriteChildPolicy, "none"),
-		Manual:   spec.Option(OptSelfHealDaemon, "on") == "off",
+		Interval: spec.DurationOption(options.OptHealInterval, 2*time.Second),
+		Policy:   spec.Option(options.OptFavoriteChildPolicy, "none"),
+		Manual:   spec.Option(options.OptSelfHealDaemon, "on") == "off",
 		Logger:   log,
 		Active:   d.actsFor,
 		Lease:    true,
@@ -369,7 +370,7 @@ func (d *healDaemon) newRun(ctx context.Context, spec volume.Spec, key string) (
 		}
 		var dh *disperse.DataHealer
 		if dh, err = disperse.NewDataHealer(sets, spec.Redundancy); err == nil {
-			dh.Quiet = spec.DurationOption(OptDisperseQuiet, disperse.DefaultQuiet)
+			dh.Quiet = spec.DurationOption(options.OptDisperseQuiet, disperse.DefaultQuiet)
 			opts.Data = dh
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/mortarfs/mortar/volume/options"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -226,7 +227,7 @@ func waitHealed(t *testing.T, c *Client, name string, dirs []string) HealInfo {
 func TestHealAfterBrickDown(t *testing.T) {
 	n, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
-	vi, dirs := replicaVolume(t, c, "gv0", 3, 0, 3, OptHealInterval, "0.2")
+	vi, dirs := replicaVolume(t, c, "gv0", 3, 0, 3, options.OptHealInterval, "0.2")
 	vol := mountVolume(t, c, "gv0")
 	mustWrite(t, vol, "/before", []byte("old"))
 	if err := n.KillBrick(vi.Bricks[1].ID); err != nil {
@@ -271,7 +272,7 @@ func TestHealAfterBrickDown(t *testing.T) {
 func TestHealTriggerAndFull(t *testing.T) {
 	n, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
-	vi, dirs := replicaVolume(t, c, "gv0", 3, 1, 3, OptHealInterval, "3600")
+	vi, dirs := replicaVolume(t, c, "gv0", 3, 1, 3, options.OptHealInterval, "3600")
 	vol := mountVolume(t, c, "gv0")
 	if err := n.KillBrick(vi.Bricks[0].ID); err != nil {
 		t.Fatal(err)
@@ -483,7 +484,7 @@ func splitBrain(t *testing.T, c *Client, vol layer.Layer, dirs []string, path st
 func TestSplitBrain(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
-	vi, dirs := replicaVolume(t, c, "sb", 2, 0, 2, OptQuorumType, "none")
+	vi, dirs := replicaVolume(t, c, "sb", 2, 0, 2, options.OptQuorumType, "none")
 	vol := mountVolume(t, c, "sb")
 	splitBrain(t, c, vol, dirs, "/f", [2]string{"first brick", "second"})
 	splitBrain(t, c, vol, dirs, "/g", [2]string{"small", "the bigger copy"})
@@ -565,7 +566,7 @@ func TestHealDaemonLifecycle(t *testing.T) {
 		t.Fatal("no heal daemon for a started replicated volume")
 	}
 	first := d.current()
-	for _, kv := range [][2]string{{OptHealInterval, "0.3"}, {OptFavoriteChildPolicy, "mtime"}} {
+	for _, kv := range [][2]string{{options.OptHealInterval, "0.3"}, {options.OptFavoriteChildPolicy, "mtime"}} {
 		if _, err := c.Set(ctx, "gv0", kv[0], kv[1]); err != nil {
 			t.Fatal(err)
 		}

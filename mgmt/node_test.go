@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mortarfs/mortar/volume/options"
 	"io"
 	"log/slog"
 	"net"
@@ -97,7 +98,7 @@ func TestVolumeLifecycle(t *testing.T) {
 	if err != nil || spec.ID != vi.ID || len(spec.Bricks) != 2 || spec.Bricks[0].Addr != st.Bricks[0].Addr {
 		t.Fatalf("spec = %+v, %v", spec, err)
 	}
-	if vi, err = c.Set(ctx, "gv0", OptAttrTimeout, "2.5"); err != nil || vi.Options[OptAttrTimeout] != "2.5" || vi.SpecVersion != spec.Version+1 {
+	if vi, err = c.Set(ctx, "gv0", options.OptAttrTimeout, "2.5"); err != nil || vi.Options[options.OptAttrTimeout] != "2.5" || vi.SpecVersion != spec.Version+1 {
 		t.Fatalf("set: %+v, %v", vi, err)
 	}
 	list, err := c.List(ctx)
@@ -184,10 +185,10 @@ func TestCreateRefusals(t *testing.T) {
 	if err := c.Delete(ctx, "taken"); !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "stop it first") {
 		t.Errorf("delete of a started volume: %v", err)
 	}
-	if _, err := c.Set(ctx, "taken", "performance.nonsense", "1"); err == nil || !strings.Contains(err.Error(), OptPingTimeout) {
+	if _, err := c.Set(ctx, "taken", "performance.nonsense", "1"); err == nil || !strings.Contains(err.Error(), options.OptPingTimeout) {
 		t.Errorf("unknown option: %v (want the list of known options)", err)
 	}
-	if _, err := c.Set(ctx, "taken", OptPingTimeout, "-1"); !errors.Is(err, ErrInvalid) {
+	if _, err := c.Set(ctx, "taken", options.OptPingTimeout, "-1"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("bad option value: %v", err)
 	}
 	if _, err := c.Start(ctx, "nope", false); !errors.Is(err, ErrNotFound) {
@@ -209,7 +210,7 @@ func TestRestartKeepsVolumes(t *testing.T) {
 	if _, err := c.Start(ctx, "up", false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Set(ctx, "down", OptEntryTimeout, "3"); err != nil {
+	if _, err := c.Set(ctx, "down", options.OptEntryTimeout, "3"); err != nil {
 		t.Fatal(err)
 	}
 	oldID := n.ID()
@@ -229,7 +230,7 @@ func TestRestartKeepsVolumes(t *testing.T) {
 		t.Fatalf("spec after restart: %+v, %v (node at %s)", spec, err, n2.Addr())
 	}
 	vi, err := c2.Info(ctx, "down")
-	if err != nil || vi.Status != StatusCreated || vi.Options[OptEntryTimeout] != "3" {
+	if err != nil || vi.Status != StatusCreated || vi.Options[options.OptEntryTimeout] != "3" {
 		t.Fatalf("created volume after restart: %+v, %v", vi, err)
 	}
 	if st, _ := c2.Status(ctx, "down"); st.Bricks[0].Online {
@@ -371,25 +372,25 @@ func TestSecurityOptions(t *testing.T) {
 	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "sv", Bricks: []string{"localhost:" + dirs[0]}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Set(ctx, "sv", OptEncryption, "on"); err != nil {
+	if _, err := c.Set(ctx, "sv", options.OptEncryption, "on"); err != nil {
 		t.Fatalf("encryption on before the first start: %v", err)
 	}
-	if _, err := c.Set(ctx, "sv", OptEncryption, "maybe"); !errors.Is(err, ErrInvalid) {
+	if _, err := c.Set(ctx, "sv", options.OptEncryption, "maybe"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("encryption maybe: %v", err)
 	}
 	if _, err := c.Start(ctx, "sv", false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Set(ctx, "sv", OptEncryption, "off"); !errors.Is(err, ErrState) {
+	if _, err := c.Set(ctx, "sv", options.OptEncryption, "off"); !errors.Is(err, ErrState) {
 		t.Fatalf("encryption off after the start: %v, want refused", err)
 	}
-	if _, err := c.Set(ctx, "sv", OptEncryption, "on"); err != nil {
+	if _, err := c.Set(ctx, "sv", options.OptEncryption, "on"); err != nil {
 		t.Fatalf("setting the same value again: %v", err)
 	}
-	if _, err := c.Set(ctx, "sv", OptAuthAllow, "client-*,10.0.0.0/8"); err != nil {
+	if _, err := c.Set(ctx, "sv", options.OptAuthAllow, "client-*,10.0.0.0/8"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Set(ctx, "sv", OptAuthReject, "a b"); !errors.Is(err, ErrInvalid) {
+	if _, err := c.Set(ctx, "sv", options.OptAuthReject, "a b"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("auth.reject with a space: %v", err)
 	}
 }
@@ -407,11 +408,11 @@ func TestStorageReserve(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{"101", "-1", "lots", "10PB"} {
-		if _, err := c.Set(ctx, "gv0", OptStorageReserve, bad); !errors.Is(err, ErrInvalid) {
+		if _, err := c.Set(ctx, "gv0", options.OptStorageReserve, bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("storage.reserve %q: %v, want refused", bad, err)
 		}
 	}
-	if _, err := c.Set(ctx, "gv0", OptStorageReserve, "100"); err != nil {
+	if _, err := c.Set(ctx, "gv0", options.OptStorageReserve, "100"); err != nil {
 		t.Fatal(err)
 	}
 	made := 0
@@ -438,7 +439,7 @@ func TestStorageReserve(t *testing.T) {
 	if _, err := c.Stop(ctx, "gv0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Set(ctx, "gv0", OptStorageReserve, "1MB"); err != nil {
+	if _, err := c.Set(ctx, "gv0", options.OptStorageReserve, "1MB"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Start(ctx, "gv0", false); err != nil {
@@ -447,7 +448,7 @@ func TestStorageReserve(t *testing.T) {
 	if err := create(); err != nil {
 		t.Fatalf("create once the reserve is 1MB: %v", err)
 	}
-	if _, err := c.Set(ctx, "gv0", OptStorageReserve, "100"); err != nil {
+	if _, err := c.Set(ctx, "gv0", options.OptStorageReserve, "100"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "a running brick refusing new files at a reserve of 100%", func() error {
@@ -456,7 +457,7 @@ func TestStorageReserve(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := c.Set(ctx, "gv0", OptStorageReserve, "1MB"); err != nil {
+	if _, err := c.Set(ctx, "gv0", options.OptStorageReserve, "1MB"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "a running brick taking new files again at a reserve of 1MB", create)

@@ -2,6 +2,7 @@ package mgmt
 
 import (
 	"errors"
+	"github.com/mortarfs/mortar/volume/options"
 	"net"
 	"os"
 	"path/filepath"
@@ -139,8 +140,8 @@ func TestReplicaOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := [][2]string{
-		{OptQuorumType, "fixed"}, {OptQuorumCount, "2"}, {OptQuorumCount, "3"},
-		{OptFavoriteChildPolicy, "mtime"}, {OptFavoriteChildPolicy, "majority"}, {OptHealInterval, "0.5"},
+		{options.OptQuorumType, "fixed"}, {options.OptQuorumCount, "2"}, {options.OptQuorumCount, "3"},
+		{options.OptFavoriteChildPolicy, "mtime"}, {options.OptFavoriteChildPolicy, "majority"}, {options.OptHealInterval, "0.5"},
 	}
 	for _, kv := range good {
 		if _, err := c.Set(ctx, "r3", kv[0], kv[1]); err != nil {
@@ -148,11 +149,11 @@ func TestReplicaOptions(t *testing.T) {
 		}
 	}
 	bad := map[[2]string]string{
-		{OptQuorumType, "most"}:             "must be one of auto, fixed, none",
-		{OptQuorumCount, "0"}:               "integer of at least 1",
-		{OptQuorumCount, "4"}:               "more than the replica count 3",
-		{OptFavoriteChildPolicy, "biggest"}: "must be one of none, mtime, size, majority",
-		{OptHealInterval, "0"}:              "at least 0.1 seconds",
+		{options.OptQuorumType, "most"}:             "must be one of auto, fixed, none",
+		{options.OptQuorumCount, "0"}:               "integer of at least 1",
+		{options.OptQuorumCount, "4"}:               "more than the replica count 3",
+		{options.OptFavoriteChildPolicy, "biggest"}: "must be one of none, mtime, size, majority",
+		{options.OptHealInterval, "0"}:              "at least 0.1 seconds",
 	}
 	for kv, msg := range bad {
 		if _, err := c.Set(ctx, "r3", kv[0], kv[1]); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), msg) {
@@ -163,7 +164,7 @@ func TestReplicaOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec, err := c.Spec(ctx, "r3")
-	if err != nil || spec.Option(OptQuorumCount, "") != "3" || spec.DurationOption(OptHealInterval, 0) != 500*time.Millisecond {
+	if err != nil || spec.Option(options.OptQuorumCount, "") != "3" || spec.DurationOption(options.OptHealInterval, 0) != 500*time.Millisecond {
 		t.Fatalf("options in the spec: %+v, %v", spec.Options, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/mortarfs/mortar/volume/options"
 	"io"
 	"net"
 	"net/http"
@@ -103,7 +104,7 @@ func TestSpecByAddress(t *testing.T) {
 	if _, err := c.Spec(ctx, "gv0"); err != nil {
 		t.Fatalf("spec from loopback: %v", err)
 	}
-	if _, err := c.Set(ctx, "gv0", OptAuthAllow, "192.0.2.0/24"); err != nil {
+	if _, err := c.Set(ctx, "gv0", options.OptAuthAllow, "192.0.2.0/24"); err != nil {
 		t.Fatal(err)
 	}
 	expect(remote, http.StatusOK)
@@ -111,7 +112,7 @@ func TestSpecByAddress(t *testing.T) {
 	if _, err := c.Spec(ctx, "gv0"); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("spec from loopback, not in auth.allow: %v, want forbidden", err)
 	}
-	if _, err := c.Set(ctx, "gv0", OptAuthReject, "192.0.2.7"); err != nil {
+	if _, err := c.Set(ctx, "gv0", options.OptAuthReject, "192.0.2.7"); err != nil {
 		t.Fatal(err)
 	}
 	expect(remote, http.StatusForbidden)
@@ -154,7 +155,7 @@ func TestBrickNeedsVolumeSecret(t *testing.T) {
 		t.Fatalf("a client with the volume's secret: %v", err)
 	}
 	rec.MustNotShow(t, spec.Secret)
-	if _, err := c.Set(ctx, "gv0", OptAuthAllow, "10.1.1.1"); err != nil {
+	if _, err := c.Set(ctx, "gv0", options.OptAuthAllow, "10.1.1.1"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 20*time.Second, "the brick dropping the connection auth.allow now refuses", func() error {
@@ -166,7 +167,7 @@ func TestBrickNeedsVolumeSecret(t *testing.T) {
 	if _, err := c.Spec(ctx, "gv0"); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("spec from 127.0.0.1 with auth.allow 10.1.1.1: %v, want forbidden", err)
 	}
-	if _, err := c.Set(ctx, "gv0", OptAuthAllow, "127.0.0.1"); err != nil {
+	if _, err := c.Set(ctx, "gv0", options.OptAuthAllow, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 20*time.Second, "the admitted client reconnecting", func() error {

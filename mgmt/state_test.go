@@ -3,6 +3,7 @@ package mgmt
 import (
 	"encoding/json"
 	"errors"
+	"github.com/mortarfs/mortar/volume/options"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -62,7 +63,7 @@ func TestStateLifecycle(t *testing.T) {
 	if err := s.Apply(Command{Op: OpDeleteVolume, Name: "gv0"}); !errors.Is(err, ErrState) {
 		t.Fatalf("delete started volume: %v", err)
 	}
-	mustApply(t, s, Command{Op: OpSetOption, Name: "gv0", Key: OptAttrTimeout, Value: "2"})
+	mustApply(t, s, Command{Op: OpSetOption, Name: "gv0", Key: options.OptAttrTimeout, Value: "2"})
 	if got := s.Volumes["gv0"].SpecVersion; got != 2 {
 		t.Fatalf("spec version after set = %d, want 2", got)
 	}
@@ -77,7 +78,7 @@ func TestStateLifecycle(t *testing.T) {
 	mustApply(t, s, Command{Op: OpSetBrickPort, Name: "gv0", Brick: "v1-b1", Port: 49152})
 	mustApply(t, s, Command{Op: OpSetBrickPort, Name: "gv0", Brick: "v1-b1", Port: 49152}) // no change
 	spec := s.Spec(s.Volumes["gv0"])
-	if spec.Bricks[0].Addr != "h2:49152" || spec.Bricks[1].Addr != "" || spec.Options[OptAttrTimeout] != "2" || spec.Version != 4 {
+	if spec.Bricks[0].Addr != "h2:49152" || spec.Bricks[1].Addr != "" || spec.Options[options.OptAttrTimeout] != "2" || spec.Version != 4 {
 		t.Fatalf("spec = %+v", spec)
 	}
 	for _, bad := range []Command{
@@ -106,7 +107,7 @@ func TestStateDeterministic(t *testing.T) {
 		{Op: OpCreateVolume, Volume: testVolume("a", "v1", "/a1", "/a2")},
 		{Op: OpCreateVolume, Volume: testVolume("b", "v2", "/b1")},
 		{Op: OpSetStatus, Name: "a", Status: StatusStarted},
-		{Op: OpSetOption, Name: "b", Key: OptPingTimeout, Value: "3"},
+		{Op: OpSetOption, Name: "b", Key: options.OptPingTimeout, Value: "3"},
 		{Op: OpCreateVolume, Volume: testVolume("c", "v3", "/a1")}, // refused
 		{Op: OpDeleteVolume, Name: "b"},
 	}
@@ -228,22 +229,22 @@ func TestParseBrick(t *testing.T) {
 }
 
 func TestCheckOption(t *testing.T) {
-	if err := checkOption(OptAttrTimeout, "0.5"); err != nil {
+	if err := checkOption(options.OptAttrTimeout, "0.5"); err != nil {
 		t.Error(err)
 	}
-	if err := checkOption(OptPingTimeout, "0"); !errors.Is(err, ErrInvalid) {
+	if err := checkOption(options.OptPingTimeout, "0"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("ping-timeout 0: %v", err)
 	}
-	if err := checkOption(OptEntryTimeout, "soon"); !errors.Is(err, ErrInvalid) {
+	if err := checkOption(options.OptEntryTimeout, "soon"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("entry-timeout soon: %v", err)
 	}
-	for _, ok := range [][2]string{{OptQuickRead, "off"}, {OptQuickReadMaxFileSize, "1048576"}, {OptQuickReadMaxFileSize, "1"}, {OptQuickReadCacheTimeout, "0.2"}} {
+	for _, ok := range [][2]string{{options.OptQuickRead, "off"}, {options.OptQuickReadMaxFileSize, "1048576"}, {options.OptQuickReadMaxFileSize, "1"}, {options.OptQuickReadCacheTimeout, "0.2"}} {
 		if err := checkOption(ok[0], ok[1]); err != nil {
 			t.Errorf("%s %s: %v", ok[0], ok[1], err)
 		}
 	}
-	for _, bad := range [][2]string{{OptQuickRead, "yes"}, {OptQuickReadMaxFileSize, "1048577"}, {OptQuickReadMaxFileSize, "0"},
-		{OptQuickReadMaxFileSize, "64KB"}, {OptQuickReadCacheTimeout, "0"}, {OptQuickReadCacheTimeout, "-1"}} {
+	for _, bad := range [][2]string{{options.OptQuickRead, "yes"}, {options.OptQuickReadMaxFileSize, "1048577"}, {options.OptQuickReadMaxFileSize, "0"},
+		{options.OptQuickReadMaxFileSize, "64KB"}, {options.OptQuickReadCacheTimeout, "0"}, {options.OptQuickReadCacheTimeout, "-1"}} {
 		if err := checkOption(bad[0], bad[1]); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s %s: %v, want ErrInvalid", bad[0], bad[1], err)
 		}

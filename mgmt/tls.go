@@ -2,6 +2,7 @@ package mgmt
 
 import (
 	"crypto/tls"
+	"github.com/mortarfs/mortar/volume/options"
 	"net"
 	"net/http"
 	"os"
@@ -89,7 +90,7 @@ func (n *Node) permitSpec(r *http.Request, v *VolumeState, name string, kind tls
 // volumeAuth returns the access rules of v: auth.allow, auth.reject and
 // the volume's secret.
 func volumeAuth(v *VolumeState) (tlsconf.AuthRules, error) {
-	r, err := tlsconf.ParseAuth(v.Options[OptAuthAllow], v.Options[OptAuthReject])
+	r, err := tlsconf.ParseAuth(v.Options[options.OptAuthAllow], v.Options[options.OptAuthReject])
 	if err != nil {
 		return r, errorf(ErrInvalid, "volume %s: %v", v.Name, err)
 	}
@@ -143,7 +144,7 @@ func (n *Node) reserveFile(id string) string {
 // where it differs from what is there, and has the running ones apply
 // it.
 func (n *Node) writeReserve(v *VolumeState) {
-	n.writeBrickValue(v, "storage.reserve", n.reserveFile, v.Options[OptStorageReserve])
+	n.writeBrickValue(v, options.OptStorageReserve, n.reserveFile, v.Options[options.OptStorageReserve])
 }
 
 // fenceFile is where this node keeps the layout fence of its brick id

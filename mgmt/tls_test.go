@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/mortarfs/mortar/volume/options"
 	"net/http"
 	"os"
 	"testing"
@@ -110,7 +111,7 @@ func TestTLSCluster(t *testing.T) {
 		t.Fatalf("a client creates a volume: %v, want forbidden", err)
 	}
 	// The spec, only if the volume's rules admit the client.
-	if _, err := nodes[0].c.Set(ctx, "tv", OptAuthAllow, "bob,carol-*"); err != nil {
+	if _, err := nodes[0].c.Set(ctx, "tv", options.OptAuthAllow, "bob,carol-*"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := nodes[0].c.Start(ctx, "tv", false); err != nil {
@@ -152,7 +153,7 @@ func TestTLSCluster(t *testing.T) {
 	}
 	t.Cleanup(func() { plainG.Close() })
 	neverReaches(t, plainG, "a plain client")
-	if _, err := nodes[0].c.Set(ctx, "tv", OptAuthReject, "carol-laptop"); err != nil {
+	if _, err := nodes[0].c.Set(ctx, "tv", options.OptAuthReject, "carol-laptop"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "reject to win", func() error {

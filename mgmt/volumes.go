@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mortarfs/mortar/volume/options"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -424,7 +425,7 @@ func (n *Node) setOption(name, key, value string) (VolumeInfo, error) {
 // empty) back to its default, in one command, refusing what `set` of the
 // default would refuse.
 func (n *Node) resetOption(name, key string) (VolumeInfo, error) {
-	if key != "" && !isKnownOption(key) {
+	if key != "" && !options.IsKnown(key) {
 		return VolumeInfo{}, checkOption(key, "") // unknown: says which are known
 	}
 	n.opMu.Lock()
@@ -434,8 +435,8 @@ func (n *Node) resetOption(name, key string) (VolumeInfo, error) {
 		return VolumeInfo{}, err
 	}
 	for k := range v.Options {
-		if (key == "" || k == key) && k == OptEncryption {
-			if err := checkVolumeOption(v, k, optionDefault(k)); err != nil {
+		if (key == "" || k == key) && k == options.OptEncryption {
+			if err := checkVolumeOption(v, k, options.Default(k)); err != nil {
 				return VolumeInfo{}, err
 			}
 		}

@@ -3,6 +3,7 @@ package mgmt
 import (
 	"context"
 	"errors"
+	"github.com/mortarfs/mortar/volume/options"
 	"net/http"
 	"testing"
 	"time"
@@ -50,11 +51,11 @@ func TestWatchSpec(t *testing.T) {
 
 	// A watch of the current version waits for the next change.
 	w := watchAsync(ctx, c, spec.Version)
-	if _, err := c.Set(ctx, "gv0", OptAttrTimeout, "4"); err != nil {
+	if _, err := c.Set(ctx, "gv0", options.OptAttrTimeout, "4"); err != nil {
 		t.Fatal(err)
 	}
 	got := <-w
-	if got.err != nil || got.spec.Version != spec.Version+1 || got.spec.Options[OptAttrTimeout] != "4" {
+	if got.err != nil || got.spec.Version != spec.Version+1 || got.spec.Options[options.OptAttrTimeout] != "4" {
 		t.Fatalf("watch after %d: %+v, %v", spec.Version, got.spec, got.err)
 	}
 

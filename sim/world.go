@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"github.com/mortarfs/mortar/volume/options"
 	"log/slog"
 	"math"
 	"os"
@@ -70,7 +71,7 @@ func (c *client) graphs() []*volume.Graph {
 func newWorld(cfg Config, dir string) (*world, error) {
 	w := &world{cfg: cfg, net: newNetwork()}
 	w.spec = volume.Spec{Name: "sim", ID: volumeID, Version: 1, Options: map[string]string{
-		volume.OptClientCache: "off", // the model checks what every client reads at once
+		options.OptClientCache: "off", // the model checks what every client reads at once
 	}}
 	switch {
 	case cfg.Disperse > 0:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mortarfs/mortar/volume/options"
 	"log/slog"
 	"net"
 	"strconv"
@@ -50,103 +51,11 @@ type BuildOptions struct {
 	windows *writebehind.Windows
 }
 
-// OptEncryption is the volume option that stacks the crypt layer.
-const OptEncryption = "encryption"
-
-// The volume options of the quick-read layer (layer/quickread), with
-// GlusterFS's names where it has them (it has no volume option for the
-// size: its translator's max-file-size).
-const (
-	// OptQuickRead "on" (the default) or "off" stacks the layer.
-	OptQuickRead = "performance.quick-read"
-	// OptQuickReadMaxFileSize is the size in bytes of the largest file
-	// whose content lookups bring.
-	OptQuickReadMaxFileSize = "performance.quick-read-max-file-size"
-	// OptQuickReadCacheTimeout is how many seconds after its lookup the
-	// content may serve an open (GlusterFS's performance.qr-cache-timeout
-	// before it was renamed).
-	OptQuickReadCacheTimeout = "performance.quick-read-cache-timeout"
-)
-
-// The volume options of the negative-lookup cache (layer/nlcache), with
-// GlusterFS's names.
-const (
-	// OptNlCache "on" (the default) or "off" stacks the layer.
-	OptNlCache = "performance.nl-cache"
-	// OptNlCacheTimeout is how many seconds what a client learnt of a
-	// directory's names is trusted.
-	OptNlCacheTimeout = "performance.nl-cache-timeout"
-)
-
-// The volume options of write-behind (layer/writebehind), with GlusterFS's
-// names.
-const (
-	// OptWriteBehind "on" (the default) or "off" stacks the layer.
-	OptWriteBehind = "performance.write-behind"
-	// OptWriteBehindWindowSize is the bytes of one file's window.
-	OptWriteBehindWindowSize = "performance.write-behind-window-size"
-	// OptWriteBehindMaxAge is how many seconds a window waits at most
-	// before it is sent by itself.
-	OptWriteBehindMaxAge = "performance.write-behind-max-age"
-	// OptCreateBehind "on" (the default) has clients lease the names of
-	// the directories they make, and answer a create in such a directory
-	// at once, making the file with its first bytes and attributes when
-	// write-behind sends them (layer/writebehind, create.go). mortar's
-	// own: GlusterFS has no such thing.
-	OptCreateBehind = "performance.create-behind"
-	// OptUnlinkBehind "on" (the default) has clients answer the removal
-	// of a name they made in a directory whose names they lease at once,
-	// and send it in the background (layer/writebehind, removals.go);
-	// with create-behind off there are no leases, and it does nothing.
-	// mortar's own.
-	OptUnlinkBehind = "performance.unlink-behind"
-	// OptKeepUndo "on" (the default) has the overwrites of a dispersed
-	// volume whose writes can tear a stripe (K - M >= 2, as 4 + 2) ask
-	// the bricks to keep what they replace, from which heal puts back
-	// whole a stripe a dying client left on too few bricks
-	// (layer/disperse, undo.go). mortar's own.
-	OptKeepUndo = "disperse.keep-undo"
-)
-
-// The volume options of the directory attribute cache (layer/mdcache),
-// with GlusterFS's names (stat-prefetch is its switch of md-cache).
-const (
-	// OptStatPrefetch "on" (the default) or "off" stacks the layer.
-	OptStatPrefetch = "performance.stat-prefetch"
-	// OptMdCacheTimeout is how many seconds a directory's attributes
-	// are kept.
-	OptMdCacheTimeout = "performance.md-cache-timeout"
-)
-
-// OptReaddirAhead "on" (the default) or "off" stacks the layer that
-// lists the directories of a tree being walked before they are asked for
-// (layer/readdirahead, GlusterFS's readdir-ahead); a listing it read ahead
-// serves for at most OptMdCacheTimeout.
-const OptReaddirAhead = "performance.readdir-ahead"
-
-// OptCacheInvalidation "on" has the bricks tell every client what other
-// clients change, for its caches to forget at once rather than at their
-// timeouts (GlusterFS's features.cache-invalidation, which also
-// switches its performance.cache-invalidation).
-const OptCacheInvalidation = "features.cache-invalidation"
-
-// OptLockLeases "on" (the default) lets clients hold leases of the POSIX
-// locks of files they alone lock, taking and releasing them without a
-// round trip (layer/locks, lease.go); "off", or OptClientCache "off",
-// sends every lock to the bricks.
-const OptLockLeases = "features.lock-leases"
-
-// OptClientCache "off" turns every client cache off at once, for honest
-// measurements (as seed 001 measured GlusterFS): no quick-read, no
-// write-behind, no negative-lookup cache, and kernel cache timeouts of 0
-// unless set.
-const OptClientCache = "performance.client-cache"
-
 // ClientCache reports whether the spec's clients may cache at all.
-func (s *Spec) ClientCache() bool { return s.Option(OptClientCache, "on") != "off" }
+func (s *Spec) ClientCache() bool { return s.Value(options.OptClientCache) != "off" }
 
 // Encrypted reports whether the spec's volume encrypts file contents.
-func (s *Spec) Encrypted() bool { return s.Option(OptEncryption, "off") == "on" }
+func (s *Spec) Encrypted() bool { return s.Value(options.OptEncryption) == "on" }
 
 // Graph is a client-side layer stack built from a spec.
 type Graph struct {
@@ -204,7 +113,7 @@ func (g *Graph) changed(c layer.Change) {
 // watches reports whether the graph's clients ask the bricks for change
 // notices: the option is on and the graph has caches to keep coherent.
 func watches(spec Spec, opts BuildOptions) bool {
-	return spec.Option(OptCacheInvalidation, "off") == "on" && spec.ClientCache() && !opts.Ciphertext
+	return spec.Value(options.OptCacheInvalidation) == "on" && spec.ClientCache() && !opts.Ciphertext
 }
 
 // Clients are the graph's brick clients, in the order of Spec.Bricks.
@@ -358,22 +267,22 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 	if !opts.Ciphertext {
 		// Even off, the layer sends the windows files opened on an earlier
 		// graph of the mount may still hold.
-		size, _ := strconv.Atoi(spec.Option(OptWriteBehindWindowSize, ""))
-		age := spec.DurationOption(OptWriteBehindMaxAge, writebehind.DefaultMaxAge)
+		size, _ := strconv.Atoi(spec.Value(options.OptWriteBehindWindowSize))
+		age := spec.DurationOption(options.OptWriteBehindMaxAge, writebehind.DefaultMaxAge)
 		g.Top = writebehind.New(g.Top, writebehind.Options{WindowSize: size, MaxAge: age,
 			Off: !writesBehind(spec), Windows: g.windows, CreateBehind: createBehind,
-			UnlinkBehind: createBehind && spec.Option(OptUnlinkBehind, "on") == "on", Changed: g.changed})
+			UnlinkBehind: createBehind && spec.Value(options.OptUnlinkBehind) == "on", Changed: g.changed})
 	}
-	if spec.Option(OptNlCache, "on") == "on" && spec.ClientCache() && !opts.Ciphertext {
-		nl := nlcache.New(g.Top, nlcache.Options{Timeout: spec.DurationOption(OptNlCacheTimeout, nlcache.DefaultTimeout)})
+	if spec.Value(options.OptNlCache) == "on" && spec.ClientCache() && !opts.Ciphertext {
+		nl := nlcache.New(g.Top, nlcache.Options{Timeout: spec.DurationOption(options.OptNlCacheTimeout, nlcache.DefaultTimeout)})
 		g.Top, caches = nl, append(caches, nl)
 	}
-	if spec.Option(OptStatPrefetch, "on") == "on" && spec.ClientCache() && !opts.Ciphertext {
-		md := mdcache.New(g.Top, mdcache.Options{Timeout: spec.DurationOption(OptMdCacheTimeout, mdcache.DefaultTimeout)})
+	if spec.Value(options.OptStatPrefetch) == "on" && spec.ClientCache() && !opts.Ciphertext {
+		md := mdcache.New(g.Top, mdcache.Options{Timeout: spec.DurationOption(options.OptMdCacheTimeout, mdcache.DefaultTimeout)})
 		g.Top, caches = md, append(caches, md)
 	}
-	if spec.Option(OptReaddirAhead, "on") == "on" && spec.ClientCache() && !opts.Ciphertext {
-		ra := readdirahead.New(g.Top, readdirahead.Options{Timeout: spec.DurationOption(OptMdCacheTimeout, readdirahead.DefaultTimeout)})
+	if spec.Value(options.OptReaddirAhead) == "on" && spec.ClientCache() && !opts.Ciphertext {
+		ra := readdirahead.New(g.Top, readdirahead.Options{Timeout: spec.DurationOption(options.OptMdCacheTimeout, readdirahead.DefaultTimeout)})
 		g.Top, caches = ra, append(caches, ra)
 		g.idle = append([]func(){ra.Close}, g.idle...) // before the layers it lists through
 	}
@@ -383,7 +292,7 @@ func Build(spec Spec, opts BuildOptions) (*Graph, error) {
 
 // writesBehind reports whether the graph's write-behind keeps windows.
 func writesBehind(spec Spec) bool {
-	return spec.Option(OptWriteBehind, "on") == "on" && spec.ClientCache()
+	return spec.Value(options.OptWriteBehind) == "on" && spec.ClientCache()
 }
 
 // createsBehind reports whether the graph holds creates back: the option
@@ -391,32 +300,32 @@ func writesBehind(spec Spec) bool {
 // make a file in one go as the client sees it (not ciphertext; disperse
 // encodes the fragments itself).
 func createsBehind(spec Spec, opts BuildOptions) bool {
-	return spec.Option(OptCreateBehind, "on") == "on" && writesBehind(spec) &&
+	return spec.Value(options.OptCreateBehind) == "on" && writesBehind(spec) &&
 		!spec.Encrypted() && !opts.Ciphertext
 }
 
 // quickRead reports whether the graph gets the quick-read layer: if the
 // option is on and the graph is not one that moves files (Ciphertext).
 func quickRead(spec Spec, opts BuildOptions) bool {
-	return spec.Option(OptQuickRead, "on") == "on" && spec.ClientCache() && !opts.Ciphertext
+	return spec.Value(options.OptQuickRead) == "on" && spec.ClientCache() && !opts.Ciphertext
 }
 
 // disperseOptions are the options of spec's disperse sets, logging to
 // log.
 func disperseOptions(spec Spec, log *slog.Logger) disperse.Options {
-	return disperse.Options{Logger: log, NoUndo: spec.Option(OptKeepUndo, "on") == "off"}
+	return disperse.Options{Logger: log, NoUndo: spec.Value(options.OptKeepUndo) == "off"}
 }
 
 // quickReadOptions reads the quick-read options of spec; what is unset or
 // malformed takes the layer's default.
 func quickReadOptions(spec Spec) quickread.Options {
-	size, err := strconv.Atoi(spec.Option(OptQuickReadMaxFileSize, ""))
+	size, err := strconv.Atoi(spec.Value(options.OptQuickReadMaxFileSize))
 	if err != nil {
 		size = quickread.DefaultMaxFileSize
 	}
 	return quickread.Options{
 		MaxFileSize: size,
-		Timeout:     spec.DurationOption(OptQuickReadCacheTimeout, quickread.DefaultTimeout),
+		Timeout:     spec.DurationOption(options.OptQuickReadCacheTimeout, quickread.DefaultTimeout),
 	}
 }
 
@@ -453,8 +362,8 @@ func (g *Graph) Close() error {
 func BrickClientConfig(spec Spec, b Brick) protocol.Config {
 	return protocol.Config{
 		Addr: b.Addr, BrickID: b.ID, VolumeID: spec.ID, Secret: spec.Secret,
-		PingTimeout: spec.DurationOption("network.ping-timeout", 0),
-		NoLeases:    spec.Option(OptLockLeases, "on") != "on" || !spec.ClientCache(),
+		PingTimeout: spec.DurationOption(options.OptPingTimeout, 0),
+		NoLeases:    spec.Value(options.OptLockLeases) != "on" || !spec.ClientCache(),
 	}
 }
 
@@ -464,8 +373,8 @@ func (s *Spec) quorum() (q string, count int) {
 	if s.Type == Disperse {
 		return replicate.QuorumFixed, s.Disperse - s.Redundancy
 	}
-	count, _ = strconv.Atoi(s.Option("cluster.quorum-count", "0"))
-	return s.Option("cluster.quorum-type", replicate.QuorumAuto), count
+	count, _ = strconv.Atoi(s.Value(options.OptQuorumCount))
+	return s.Value(options.OptQuorumType), count
 }
 
 // Quorate reports whether the bricks of m (bit i: a set's i-th brick)

@@ -2,6 +2,7 @@ package volume
 
 import (
 	"fmt"
+	"github.com/mortarfs/mortar/volume/options"
 	"strings"
 	"testing"
 	"time"
@@ -75,15 +76,15 @@ func TestBuildQuickRead(t *testing.T) {
 		want    string
 	}{
 		{"default", nil, BuildOptions{}, "readdirahead mdcache nlcache writebehind quickread *distribute.Distribute"},
-		{"off", map[string]string{OptQuickRead: "off"}, BuildOptions{}, "readdirahead mdcache nlcache writebehind *distribute.Distribute"},
-		{"nl-cache off", map[string]string{OptNlCache: "off"}, BuildOptions{}, "readdirahead mdcache writebehind quickread *distribute.Distribute"},
-		{"stat-prefetch off", map[string]string{OptStatPrefetch: "off"}, BuildOptions{}, "readdirahead nlcache writebehind quickread *distribute.Distribute"},
-		{"write-behind off", map[string]string{OptWriteBehind: "off"}, BuildOptions{}, "readdirahead mdcache nlcache writebehind(off) quickread *distribute.Distribute"},
-		{"readdir-ahead off", map[string]string{OptReaddirAhead: "off"}, BuildOptions{}, "mdcache nlcache writebehind quickread *distribute.Distribute"},
-		{"client caches off", map[string]string{OptClientCache: "off"}, BuildOptions{}, "writebehind(off) *distribute.Distribute"},
-		{"encrypted", map[string]string{OptEncryption: "on"}, BuildOptions{Key: make([]byte, crypt.KeySize)}, "readdirahead mdcache nlcache writebehind *crypt.Layer"},
+		{"off", map[string]string{options.OptQuickRead: "off"}, BuildOptions{}, "readdirahead mdcache nlcache writebehind *distribute.Distribute"},
+		{"nl-cache off", map[string]string{options.OptNlCache: "off"}, BuildOptions{}, "readdirahead mdcache writebehind quickread *distribute.Distribute"},
+		{"stat-prefetch off", map[string]string{options.OptStatPrefetch: "off"}, BuildOptions{}, "readdirahead nlcache writebehind quickread *distribute.Distribute"},
+		{"write-behind off", map[string]string{options.OptWriteBehind: "off"}, BuildOptions{}, "readdirahead mdcache nlcache writebehind(off) quickread *distribute.Distribute"},
+		{"readdir-ahead off", map[string]string{options.OptReaddirAhead: "off"}, BuildOptions{}, "mdcache nlcache writebehind quickread *distribute.Distribute"},
+		{"client caches off", map[string]string{options.OptClientCache: "off"}, BuildOptions{}, "writebehind(off) *distribute.Distribute"},
+		{"encrypted", map[string]string{options.OptEncryption: "on"}, BuildOptions{Key: make([]byte, crypt.KeySize)}, "readdirahead mdcache nlcache writebehind *crypt.Layer"},
 		{"rebalance", nil, BuildOptions{Ciphertext: true}, "*distribute.Distribute"},
-		{"encrypted rebalance", map[string]string{OptEncryption: "on"}, BuildOptions{Ciphertext: true}, "*distribute.Distribute"},
+		{"encrypted rebalance", map[string]string{options.OptEncryption: "on"}, BuildOptions{Ciphertext: true}, "*distribute.Distribute"},
 	} {
 		g, err := Build(Spec{Name: "r", ID: "id", Type: Replicate, Replica: 3, Bricks: bs, Options: tc.options}, tc.opts)
 		if err != nil {
@@ -113,20 +114,20 @@ func TestDisperseOptions(t *testing.T) {
 	for value, want := range map[string]bool{"": false, "on": false, "off": true} {
 		spec := Spec{Options: map[string]string{}}
 		if value != "" {
-			spec.Options[OptKeepUndo] = value
+			spec.Options[options.OptKeepUndo] = value
 		}
 		if got := disperseOptions(spec, nil).NoUndo; got != want {
-			t.Errorf("%s %q: NoUndo %v, want %v", OptKeepUndo, value, got, want)
+			t.Errorf("%s %q: NoUndo %v, want %v", options.OptKeepUndo, value, got, want)
 		}
 	}
 }
 
 func TestQuickReadOptions(t *testing.T) {
-	got := quickReadOptions(Spec{Options: map[string]string{OptQuickReadMaxFileSize: "4096", OptQuickReadCacheTimeout: "0.25"}})
+	got := quickReadOptions(Spec{Options: map[string]string{options.OptQuickReadMaxFileSize: "4096", options.OptQuickReadCacheTimeout: "0.25"}})
 	if got.MaxFileSize != 4096 || got.Timeout != 250*time.Millisecond {
 		t.Errorf("set: %+v", got)
 	}
-	got = quickReadOptions(Spec{Options: map[string]string{OptQuickReadMaxFileSize: "big"}})
+	got = quickReadOptions(Spec{Options: map[string]string{options.OptQuickReadMaxFileSize: "big"}})
 	if got.MaxFileSize != quickread.DefaultMaxFileSize || got.Timeout != quickread.DefaultTimeout {
 		t.Errorf("unset or malformed: %+v", got)
 	}
@@ -135,7 +136,7 @@ func TestQuickReadOptions(t *testing.T) {
 // Lock leases are on unless the volume turns them, or every client cache,
 // off.
 func TestBrickClientConfigLeases(t *testing.T) {
-	for opts, want := range map[string]bool{"": false, OptLockLeases + "=off": true, OptClientCache + "=off": true} {
+	for opts, want := range map[string]bool{"": false, options.OptLockLeases + "=off": true, options.OptClientCache + "=off": true} {
 		spec := Spec{Options: map[string]string{}}
 		if k, v, ok := strings.Cut(opts, "="); ok {
 			spec.Options[k] = v

@@ -3,6 +3,7 @@ package volume
 import (
 	"context"
 	"errors"
+	"github.com/mortarfs/mortar/volume/options"
 	"net"
 	"os"
 	"path/filepath"
@@ -250,7 +251,7 @@ func TestCreateBehindOnlyWhereLeased(t *testing.T) {
 	if n := creates(bricks); n != 3 {
 		t.Fatalf("a create in the root: %d creates on the bricks, want 3 at once", n)
 	}
-	spec.Options[OptCreateBehind] = "off"
+	spec.Options[options.OptCreateBehind] = "off"
 	off := client(t, spec)
 	if _, err := off.Mkdir(cbCtx, "/d", layer.MkdirIn{Mode: 0o755}); err != nil {
 		t.Fatal(err)
@@ -266,7 +267,7 @@ func TestCreateBehindOnlyWhereLeased(t *testing.T) {
 // its maker keeps it open and does nothing.
 func TestCreateBehindAges(t *testing.T) {
 	spec, bricks := createBehindVolume(t, Replicate, 3)
-	spec.Options[OptWriteBehindMaxAge] = "0.1"
+	spec.Options[options.OptWriteBehindMaxAge] = "0.1"
 	a := client(t, spec)
 	if _, err := a.Mkdir(cbCtx, "/d", layer.MkdirIn{Mode: 0o755}); err != nil {
 		t.Fatal(err)
@@ -288,7 +289,7 @@ func TestCreateBehindAges(t *testing.T) {
 // and the connection with it.)
 func TestCreateBehindLargeWindow(t *testing.T) {
 	spec, bricks := createBehindVolume(t, Distribute, 1)
-	spec.Options[OptWriteBehindWindowSize] = "16777216"
+	spec.Options[options.OptWriteBehindWindowSize] = "16777216"
 	a := client(t, spec)
 	if _, err := a.Mkdir(cbCtx, "/d", layer.MkdirIn{Mode: 0o755}); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mortarfs/mortar/volume/options"
 	"log/slog"
 	"net"
 	"runtime"
@@ -452,13 +453,13 @@ func TestSpecChanges(t *testing.T) {
 // are per graph, and its own bound, the timeout, would apply.)
 func TestLiveWritesBehindAcrossSwaps(t *testing.T) {
 	spec, _ := serveBricks(t, 1)
-	spec.Options[OptQuickRead] = "off"
+	spec.Options[options.OptQuickRead] = "off"
 	l, _ := newLive(t, spec)
 	ctx := context.Background()
 	w := create(t, l, "/f", "first")
 	defer w.Release(ctx)
 	spec = next(spec, 0)
-	spec.Options[OptQuickRead] = "off"
+	spec.Options[options.OptQuickRead] = "off"
 	if err := l.Swap(spec); err != nil {
 		t.Fatal(err)
 	}

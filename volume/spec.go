@@ -4,6 +4,7 @@ package volume
 
 import (
 	"fmt"
+	"github.com/mortarfs/mortar/volume/options"
 	"strconv"
 	"time"
 
@@ -70,6 +71,10 @@ type Spec struct {
 	// the volume's auth.allow and auth.reject admit.
 	Secret string `json:"secret,omitempty"`
 }
+
+// Value returns the value of option key, or its default in the table of
+// options (volume/options) when unset.
+func (s *Spec) Value(key string) string { return s.Option(key, options.Default(key)) }
 
 // Option returns the value of option key, or def when unset.
 func (s *Spec) Option(key, def string) string {

@@ -2,6 +2,7 @@ package volume
 
 import (
 	"errors"
+	"github.com/mortarfs/mortar/volume/options"
 	"strconv"
 	"syscall"
 	"testing"
@@ -115,7 +116,7 @@ func TestUnlinkBehindSeenAfterwards(t *testing.T) {
 // With performance.unlink-behind off, every removal goes at once.
 func TestUnlinkBehindOff(t *testing.T) {
 	spec, bricks := createBehindVolume(t, Replicate, 3)
-	spec.Options[OptUnlinkBehind] = "off"
+	spec.Options[options.OptUnlinkBehind] = "off"
 	a := client(t, spec)
 	madeTree(t, a, 1)
 	failUnlinks(bricks[0], syscall.EIO)

@@ -2,6 +2,7 @@ package volume
 
 import (
 	"context"
+	"github.com/mortarfs/mortar/volume/options"
 	"syscall"
 	"testing"
 )
@@ -11,7 +12,7 @@ import (
 // layer, windowless, to send the windows it shares. (Found by review.)
 func TestWriteBehindTurnedOff(t *testing.T) {
 	spec, _ := serveBricks(t, 1)
-	spec.Options[OptQuickRead] = "off"
+	spec.Options[options.OptQuickRead] = "off"
 	l, _ := newLive(t, spec)
 	ctx := context.Background()
 	w := create(t, l, "/f", "first")
@@ -20,8 +21,8 @@ func TestWriteBehindTurnedOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec = next(spec, 0)
-	spec.Options[OptQuickRead] = "off"
-	spec.Options[OptWriteBehind] = "off"
+	spec.Options[options.OptQuickRead] = "off"
+	spec.Options[options.OptWriteBehind] = "off"
 	if err := l.Swap(spec); err != nil {
 		t.Fatal(err)
 	}

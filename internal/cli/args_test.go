@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/mortarfs/mortar/volume/options"
 	"reflect"
 	"strconv"
 	"strings"
@@ -286,7 +287,7 @@ func TestBrickArgs(t *testing.T) {
 // performance.client-cache off makes the kernel cache timeouts 0 unless
 // the volume or -o sets them.
 func TestFuseOptionsClientCacheOff(t *testing.T) {
-	spec := volume.Spec{Options: map[string]string{volume.OptClientCache: "off", "performance.entry-timeout": "2"}}
+	spec := volume.Spec{Options: map[string]string{options.OptClientCache: "off", "performance.entry-timeout": "2"}}
 	two := 3 * time.Second
 	o := fuseOptions(spec, mountRequest{Opts: mountOptions{NegativeTimeout: &two}}, nil)
 	if o.AttrTimeout >= 0 || o.EntryTimeout != 2*time.Second || o.NegativeTimeout != two {

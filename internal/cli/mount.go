@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mortarfs/mortar/volume/options"
 	"io"
 	"log/slog"
 	"os"
@@ -254,7 +255,7 @@ func mountSpec(spec volume.Spec, req mountRequest, log *slog.Logger) (*fuse.Serv
 	fo.Notifier = kernel
 	// Page caches kept across opens only while other clients' changes are
 	// told (a later volume set does not change a mount's choice).
-	fo.KeepCache = spec.ClientCache() && spec.Option(volume.OptCacheInvalidation, "off") == "on"
+	fo.KeepCache = spec.ClientCache() && spec.Option(options.OptCacheInvalidation, "off") == "on"
 	srv, err := fusebridge.Mount(req.Mountpoint, live, fo)
 	if err != nil {
 		live.Close()
@@ -340,9 +341,9 @@ func fuseOptions(spec volume.Spec, req mountRequest, log *slog.Logger) fusebridg
 	}
 	return fusebridge.Options{
 		FsName:          req.Source,
-		AttrTimeout:     pick(req.Opts.AttrTimeout, mgmt.OptAttrTimeout, time.Second),
-		EntryTimeout:    pick(req.Opts.EntryTimeout, mgmt.OptEntryTimeout, time.Second),
-		NegativeTimeout: pick(req.Opts.NegativeTimeout, mgmt.OptNegativeTimeout, 0),
+		AttrTimeout:     pick(req.Opts.AttrTimeout, options.OptAttrTimeout, time.Second),
+		EntryTimeout:    pick(req.Opts.EntryTimeout, options.OptEntryTimeout, time.Second),
+		NegativeTimeout: pick(req.Opts.NegativeTimeout, options.OptNegativeTimeout, 0),
 		AllowOther:      os.Geteuid() == 0,
 		Debug:           req.Opts.Debug,
 		Logger:          log,

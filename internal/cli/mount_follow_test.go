@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"github.com/mortarfs/mortar/volume/options"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -95,7 +96,7 @@ func TestMountFollowsSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vi, err := c.Set(ctx, "gv0", mgmt.OptAttrTimeout, "0")
+	vi, err := c.Set(ctx, "gv0", options.OptAttrTimeout, "0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/mortarfs/mortar/volume/options"
 	"io"
 	"os"
 	"strings"
@@ -437,7 +438,7 @@ func printOptions(w io.Writer, set map[string]string, key string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "Option\tValue\tSource")
 	found := false
-	for _, o := range mgmt.KnownOptions() {
+	for _, o := range options.Known() {
 		if key != "all" && key != o.Key {
 			continue
 		}
@@ -459,7 +460,7 @@ func printOptions(w io.Writer, set map[string]string, key string) error {
 
 // suggestOption names the known option closest to key, if one is close.
 func suggestOption(key string) string {
-	for _, o := range mgmt.KnownOptions() {
+	for _, o := range options.Known() {
 		if strings.HasSuffix(o.Key, "."+key) || strings.Contains(o.Key, key) && len(key) >= 4 {
 			return fmt.Sprintf("; did you mean %s?", o.Key)
 		}
@@ -498,10 +499,10 @@ start).`,
 func optionHelp() string {
 	var b strings.Builder
 	width := 0
-	for _, o := range mgmt.KnownOptions() {
+	for _, o := range options.Known() {
 		width = max(width, len(o.Key))
 	}
-	for _, o := range mgmt.KnownOptions() {
+	for _, o := range options.Known() {
 		def := "default " + o.Default
 		if o.Default == "" {
 			def = "no default"

@@ -2,6 +2,7 @@ package crypt_test
 
 import (
 	"bytes"
+	"github.com/mortarfs/mortar/volume/options"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,7 +26,7 @@ const buildVolume = "0e0e0e0e-1111-2222-3333-444444444444"
 // without a key, and leaves it out for servers that ask for ciphertext.
 func TestVolumeBuild(t *testing.T) {
 	spec := volume.Spec{Name: "sealed", ID: buildVolume, Type: volume.Distribute, Version: 1,
-		Options: map[string]string{volume.OptEncryption: "on"}}
+		Options: map[string]string{options.OptEncryption: "on"}}
 	for i := range 2 {
 		b := testbrick.New(t, "brick-"+string(rune('a'+i)), buildVolume, posix.Options{})
 		spec.Bricks = append(spec.Bricks, volume.Brick{ID: b.ID, Host: "127.0.0.1", Path: b.Dir, Addr: b.Addr})
