@@ -191,7 +191,7 @@ type DataHealer interface {
 
 // ErrBusy is what a DataHealer returns (wrapped) for a file it must not
 // check now because a client is writing it.
-var ErrBusy = errors.New("being written")
+var ErrBusy = layer.ErrHealBusy
 
 // ErrNoSource is what a DataHealer returns (wrapped) when the good copies
 // up cannot rebuild the data.
@@ -210,7 +210,7 @@ var ErrNotHealer = errors.New("healed by another node's healer now")
 var errNoParent = errors.New("parent directory missing on a sink")
 
 // errNoSource: a sink needs data that no reachable copy holds.
-var errNoSource = errors.New("no reachable copy of the data")
+var errNoSource = layer.ErrNoHealSource
 
 // errNamedElsewhere: a sink holds the inode to be placed under a stale
 // name another heal is to remove; a later pass links it.

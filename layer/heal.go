@@ -106,6 +106,15 @@ type Removal struct {
 	Gfid Gfid
 }
 
+// ErrHealBusy is what a data healer (heal.DataHealer, disperse's) returns
+// (wrapped) for a file it must not check now because a client is writing
+// it; heal.ErrBusy is this.
+var ErrHealBusy = errors.New("being written")
+
+// ErrNoHealSource is what a data healer returns (wrapped) when the good
+// copies up cannot rebuild the data; heal.ErrNoSource is this.
+var ErrNoHealSource = errors.New("no reachable copy of the data")
+
 // EntryLocker is a brick a healer can ask to hold a directory's names
 // still: while it holds dir, the brick makes other clients' operations on
 // names in dir (create, mkdir, mknod, symlink, link, unlink, rmdir,

@@ -365,3 +365,7 @@ func TestHealReadsAFragmentNamedElsewhere(t *testing.T) {
 		}
 	}
 }
+
+// The data healer is the one heal's Options.Data takes (disperse does
+// not import heal: the errors it returns are layer's).
+var _ heal.DataHealer = (*DataHealer)(nil)

@@ -7,7 +7,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mortarfs/mortar/heal"
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/layer/replicate"
 )
@@ -27,8 +26,6 @@ type DataHealer struct {
 	g     Geometry
 	codec *Codec
 }
-
-var _ heal.DataHealer = (*DataHealer)(nil)
 
 // NewDataHealer returns the data healer of a volume's disperse sets, all
 // of redundancy m.
@@ -73,7 +70,7 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, gfid la
 				continue // not this file there: nothing of it to check
 			}
 			if since := time.Since(time.Unix(a.Ctime.Sec, int64(a.Ctime.Nsec))); since < h.Quiet {
-				return 0, fmt.Errorf("%s changed %v ago: %w", path, since.Round(time.Millisecond), heal.ErrBusy)
+				return 0, fmt.Errorf("%s changed %v ago: %w", path, since.Round(time.Millisecond), layer.ErrHealBusy)
 			}
 			sinks |= replicate.Bit(i)
 			if a.Size != size {
@@ -100,7 +97,7 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, gfid la
 		return 0, err
 	}
 	if reach.Count() < h.g.K {
-		return 0, fmt.Errorf("%s: %d fragments reachable, %d needed: %w", path, reach.Count(), h.g.K, heal.ErrNoSource)
+		return 0, fmt.Errorf("%s: %d fragments reachable, %d needed: %w", path, reach.Count(), h.g.K, layer.ErrNoHealSource)
 	}
 	isize := int64(size)
 	stripes := (isize + h.g.Stripe() - 1) / h.g.Stripe()
@@ -124,7 +121,7 @@ func (h *DataHealer) HealData(ctx context.Context, set int, path string, gfid la
 	}
 	if len(lost) > 0 {
 		return wrote, fmt.Errorf("%s: stripes %v cannot be rebuilt (fewer than K bricks agree and a data chunk is missing): %w",
-			path, lost, heal.ErrNoSource)
+			path, lost, layer.ErrNoHealSource)
 	}
 	return wrote, lk.do(ctx, func() error { return h.resize(ctx, path, files, good, resize, size) })
 }
@@ -244,7 +241,7 @@ func (h *DataHealer) healStripe(ctx context.Context, files []layer.File, reach, 
 	}
 	version, torn, err := settle(h.g, &sc, trusted)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %w", err, heal.ErrNoSource)
+		return 0, fmt.Errorf("%w: %w", err, layer.ErrNoHealSource)
 	}
 	if torn {
 		// A write cut short: the data chunks stand, every brick gets
