@@ -31,16 +31,11 @@ func (s *Store) Setattr(ctx context.Context, path string, in layer.SetattrIn) (l
 	if err := refusePointer(a); err != nil {
 		return layer.Attr{}, err
 	}
-	done, err := s.holdPath(ctx, a)
+	release, err := s.holdSelf(ctx, a, path)
 	if err != nil {
 		return layer.Attr{}, err
 	}
-	defer done()
-	unlock, err := s.pend(ctx, self(a, path))
-	if err != nil {
-		return layer.Attr{}, err
-	}
-	defer unlock()
+	defer release()
 	if err := s.checkFragmentTruncate(ctx, in); err != nil {
 		return layer.Attr{}, err
 	}

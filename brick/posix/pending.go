@@ -277,6 +277,22 @@ func (s *Store) pend(ctx context.Context, inodes ...inode) (func(), error) {
 	return unlock, nil
 }
 
+// holdSelf holds the inode a names (at path) for a change of it: while a
+// migration's freeze of it is over (holdPath), and marked for the
+// operation's pending replicas (pend). release lets both go.
+func (s *Store) holdSelf(ctx context.Context, a at, path string) (release func(), err error) {
+	done, err := s.holdPath(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := s.pend(ctx, self(a, path))
+	if err != nil {
+		done()
+		return nil, err
+	}
+	return func() { unlock(); done() }, nil
+}
+
 // self is the inode a names, for operations that change it.
 func self(a at, path string) inode { return inode{proc: procAt(a.dir, a.name), fd: -1, path: path} }
 

@@ -135,16 +135,11 @@ func (s *Store) Setxattr(ctx context.Context, path, name string, value []byte, f
 		return err
 	}
 	defer a.close()
-	done, err := s.holdPath(ctx, a)
+	release, err := s.holdSelf(ctx, a, path)
 	if err != nil {
 		return err
 	}
-	defer done()
-	unlock, err := s.pend(ctx, self(a, path))
-	if err != nil {
-		return err
-	}
-	defer unlock()
+	defer release()
 	return unix.Lsetxattr(procAt(a.dir, a.name), name, value, int(flags))
 }
 
@@ -181,16 +176,11 @@ func (s *Store) Removexattr(ctx context.Context, path, name string) error {
 		return err
 	}
 	defer a.close()
-	done, err := s.holdPath(ctx, a)
+	release, err := s.holdSelf(ctx, a, path)
 	if err != nil {
 		return err
 	}
-	defer done()
-	unlock, err := s.pend(ctx, self(a, path))
-	if err != nil {
-		return err
-	}
-	defer unlock()
+	defer release()
 	return unix.Lremovexattr(procAt(a.dir, a.name), name)
 }
 
