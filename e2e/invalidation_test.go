@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"github.com/mortarfs/mortar/internal/kernelcache"
 	"os"
 	"path/filepath"
 	"testing"
@@ -55,6 +56,7 @@ func TestCacheInvalidationTwoMounts(t *testing.T) {
 // mount past a second (so that the test above measures the notices, not
 // timeouts that do not hold).
 func TestCachesHideChangesWithoutInvalidation(t *testing.T) {
+	kernelcache.Hold(t) // no other test process drops the kernel's caches meanwhile
 	n := startNode(t)
 	n.createVolume("nc", 3, []string{"replica", "3"}, longCaches())
 	a, b := n.mount("nc"), n.mount("nc")

@@ -3,6 +3,7 @@ package fusebridge
 import (
 	"errors"
 	"fmt"
+	"github.com/mortarfs/mortar/internal/kernelcache"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -116,18 +117,19 @@ func TestTable(t *testing.T) {
 }
 
 // dropCaches makes the kernel forget unused dentries and inodes, so that it
-// sends FORGET for them.
+// sends FORGET for them. Every mount's: the test holds the kernel caches
+// exclusively (kernelcache), so that no test relying on them runs then.
 func dropCaches(t *testing.T) {
 	t.Helper()
-	unix.Sync()
-	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0); err != nil {
-		t.Skipf("drop caches: %v", err)
+	if !kernelcache.Drop() {
+		t.Skip("drop caches: not permitted")
 	}
 }
 
 // waitForNodes waits until the bridge's table holds want nodes.
 func waitForNodes(t *testing.T, fs *bridge, want int) {
 	t.Helper()
+	kernelcache.Exclusive(t)
 	var got int
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		dropCaches(t)

@@ -9,7 +9,7 @@ package layering
 var Ranks = map[string]int{
 	// The contract and what needs nothing of mortar.
 	"layer": 0, "tlsconf": 0, "internal/proof": 0, "internal/netlab": 0,
-	"internal/wiretap": 0, "fusebridge/posixtest": 0, "internal/layering": 0,
+	"internal/wiretap": 0, "fusebridge/posixtest": 0, "internal/layering": 0, "internal/kernelcache": 0,
 	// The wire schema, the brick's storage, lock state, test doubles.
 	"wire": 1, "brick/posix": 1, "layer/locks": 1, "layer/layertest": 1,
 	// The client layers and the brick server.
