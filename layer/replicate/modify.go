@@ -89,22 +89,13 @@ func (r *Replicate) settle(targets Mask, errs []error, good Mask) outcome {
 // undecided turns the refusal that stood in outcome o into EIO when as
 // many replicas did the operation as refused it and the copies it
 // changes are in doubt (blaming each other, or a lookup of them answers
-// EIO), none known good: the refusal's reason may be a stale copy's (ENOENT for a file a
-// quorum made and acknowledged, while a lookup of it answered EIO: sim
-// replica3x2-dirs seed 62). A tie with the copies known (a race with
-// another client's removal, say) keeps its answer.
-func undecided(o outcome, targets Mask, errs []error) outcome {
-	var ok, failed Mask
-	for i, err := range errs {
-		switch {
-		case !targets.Has(i) || IsDown(err):
-		case err == nil:
-			ok |= Bit(i)
-		default:
-			failed |= Bit(i)
-		}
-	}
-	if o.err != nil && ok != 0 && ok.Count() == failed.Count() {
+// EIO), none known good: the refusal's reason may be a stale copy's
+// (ENOENT for a file a quorum made and acknowledged, while a lookup of it
+// answered EIO: sim replica3x2-dirs seed 62). A tie with the copies known
+// (a race with another client's removal, say) keeps its answer, and so
+// does a fence (layer.ErrFenced: the mount retries on a newer graph).
+func undecided(o outcome) outcome {
+	if o.err != nil && !errors.Is(o.err, layer.ErrFenced) && o.losers != 0 && o.winners.Count() == o.losers.Count() {
 		o.err = syscall.EIO
 	}
 	return o
@@ -193,7 +184,7 @@ func (r *Replicate) modifySent(ctx context.Context, marks []string, adjust adjus
 	}
 	o := r.settle(targets, errs, good)
 	if doubt && good == 0 {
-		o = undecided(o, targets, errs)
+		o = undecided(o)
 	}
 	if o.winners != 0 && o.losers != 0 {
 		r.markLosers(ctx, o, marks)
