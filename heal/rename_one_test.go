@@ -468,13 +468,14 @@ func TestSettledRenameRecordNotRestored(t *testing.T) {
 	}
 }
 
-// A rename done by too few replicas over an existing name, on the
-// replica whose copy of the target's directory heal then takes the names
-// of (the decider of a directory a dying client renamed, every copy
-// Dirty: sim disperse2+1x2-dirs seed 62): taken as done, the inode the
-// rename replaced (T, /e/g) went from the others too, though they had
-// refused the rename. The rename is undone where it was done: /e/g is T
-// again, and /d/f is F.
+// A rename done by too few replicas over an existing name, on the first
+// replica (the decider of a Dirty directory's names), every copy of both
+// directories Dirty: heal must not take it as done and take the inode it
+// replaced (T, /e/g) from the others, which refused it. The rename is
+// undone: /e/g is T again, and /d/f is F. (Written while looking for the
+// loss in sim disperse2+1x2-dirs seed 62, whose cause turned out to be a
+// second directory of one gfid on a brick, TestMkdirOfADirectoryHeldElsewhereRefused:
+// this case held before too, and is kept as a guard.)
 func TestRenameOverANameOnTheDecidingReplicaUndone(t *testing.T) {
 	c := newCluster(t, 3, false)
 	data, old := pattern(5000, 3), pattern(3000, 9)
