@@ -30,7 +30,7 @@ import (
 
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/layer/crypt"
-	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -88,8 +88,8 @@ func Open(ctx context.Context, target string, opts Options) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
-	api := mgmt.NewClient(addr).WithSecret(secret)
-	spec, err := api.Spec(ctx, name)
+	mc := api.NewClient(addr).WithSecret(secret)
+	spec, err := mc.Spec(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("volume %s: %w", target, err)
 	}
@@ -101,7 +101,7 @@ func Open(ctx context.Context, target string, opts Options) (*Volume, error) {
 	v.stopFollow, v.followDone = cancel, make(chan struct{})
 	go func() {
 		defer close(v.followDone)
-		v.live.Follow(fctx, api.SpecFollower(name, v.live.Version))
+		v.live.Follow(fctx, mc.SpecFollower(name, v.live.Version))
 	}()
 	return v, nil
 }
@@ -178,8 +178,8 @@ func (o Options) secret() (string, error) {
 	if o.Secret != "" {
 		return o.Secret, nil
 	}
-	if f := os.Getenv(mgmt.SecretFileEnv); f != "" {
-		return mgmt.ReadSecretFile(f)
+	if f := os.Getenv(api.SecretFileEnv); f != "" {
+		return api.ReadSecretFile(f)
 	}
 	return "", nil
 }

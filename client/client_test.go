@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"errors"
-	"github.com/mortarfs/mortar/volume/options"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -12,8 +11,10 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/volume/options"
+
 	"github.com/mortarfs/mortar/client"
-	"github.com/mortarfs/mortar/mgmt"
 )
 
 func openVolume(t *testing.T) *client.Volume {
@@ -174,7 +175,7 @@ func TestVolumeFollowsSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vi, err := mgmt.NewClient(node.Addr()).Set(ctx, "gv0", options.OptAttrTimeout, "3")
+	vi, err := api.NewClient(node.Addr()).Set(ctx, "gv0", options.OptAttrTimeout, "3")
 	if err != nil {
 		t.Fatal(err)
 	}

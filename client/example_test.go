@@ -9,6 +9,7 @@ import (
 
 	"github.com/mortarfs/mortar/client"
 	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/mgmt/api"
 )
 
 // startNode runs a one-node cluster in this process with a started
@@ -29,11 +30,11 @@ func startNode(dir string) (*mgmt.Node, error) {
 		bricks = append(bricks, "127.0.0.1:"+p)
 	}
 	ctx := context.Background()
-	api := mgmt.NewClient(node.Addr())
-	if _, err := api.CreateVolume(ctx, mgmt.CreateVolumeRequest{Name: "gv0", Bricks: bricks, Force: true}); err != nil {
+	mc := api.NewClient(node.Addr())
+	if _, err := mc.CreateVolume(ctx, api.CreateVolumeRequest{Name: "gv0", Bricks: bricks, Force: true}); err != nil {
 		return nil, err
 	}
-	if _, err := api.Start(ctx, "gv0", false); err != nil {
+	if _, err := mc.Start(ctx, "gv0", false); err != nil {
 		return nil, err
 	}
 	return node, nil

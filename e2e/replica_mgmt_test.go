@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/mgmt/api"
 )
 
 // status runs `mortar volume status NAME --json`.
-func (n *node) status(vol string) mgmt.VolumeStatus {
+func (n *node) status(vol string) api.VolumeStatus {
 	n.t.Helper()
-	var st mgmt.VolumeStatus
+	var st api.VolumeStatus
 	out := n.must("volume", "status", vol, "--json")
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		n.t.Fatalf("volume status --json: %v\n%s", err, out)
@@ -59,7 +59,7 @@ func procArgs(pid int) []string {
 
 // checkBrickProcesses checks that every brick of st is online in a
 // `mortar brick` process of its own, and returns their ports and pids.
-func checkBrickProcesses(t *testing.T, st mgmt.VolumeStatus) (ports, pids []int) {
+func checkBrickProcesses(t *testing.T, st api.VolumeStatus) (ports, pids []int) {
 	t.Helper()
 	for _, b := range st.Bricks {
 		args := procArgs(b.PID)
@@ -91,7 +91,7 @@ func TestReplicaBrickProcesses(t *testing.T) {
 	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	var dead mgmt.BrickStatus
+	var dead api.BrickStatus
 	waitFor(t, "the killed brick shows offline", 10*time.Second, func() bool {
 		dead = n.status("gv0").Bricks[1]
 		return !dead.Online

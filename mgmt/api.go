@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/mortarfs/mortar/mgmt/api"
 )
 
 // maxRequestBody bounds the JSON body of an API request.
@@ -58,7 +60,7 @@ func (n *Node) handler() http.Handler {
 		writeJSON(w, http.StatusOK, n.list())
 	})
 	mux.HandleFunc("POST /v1/volumes", func(w http.ResponseWriter, r *http.Request) {
-		var req CreateVolumeRequest
+		var req api.CreateVolumeRequest
 		if !readJSON(w, r, &req) {
 			return
 		}
@@ -74,7 +76,7 @@ func (n *Node) handler() http.Handler {
 		n.reply(w, r, http.StatusOK, struct{}{}, err)
 	})
 	mux.HandleFunc("POST /v1/volumes/{name}/start", func(w http.ResponseWriter, r *http.Request) {
-		var req StartRequest
+		var req api.StartRequest
 		if !readJSON(w, r, &req) {
 			return
 		}
@@ -90,7 +92,7 @@ func (n *Node) handler() http.Handler {
 		n.reply(w, r, http.StatusOK, vs, err)
 	})
 	mux.HandleFunc("PUT /v1/volumes/{name}/options/{key}", func(w http.ResponseWriter, r *http.Request) {
-		var req SetOptionRequest
+		var req api.SetOptionRequest
 		if !readJSON(w, r, &req) {
 			return
 		}
@@ -110,7 +112,7 @@ func (n *Node) handler() http.Handler {
 	n.clusterHandlers(mux)
 	n.revokeHandlers(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, errorBody{Error: fmt.Sprintf("no such API endpoint: %s %s", r.Method, r.URL.Path)})
+		writeJSON(w, http.StatusNotFound, api.ErrorBody{Error: fmt.Sprintf("no such API endpoint: %s %s", r.Method, r.URL.Path)})
 	})
 	return n.logRequests(n.route(mux))
 }
@@ -118,7 +120,7 @@ func (n *Node) handler() http.Handler {
 // healHandlers adds the endpoints of self-heal and reset-brick.
 func (n *Node) healHandlers(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/volumes/{name}/heal", func(w http.ResponseWriter, r *http.Request) {
-		var req HealRequest
+		var req api.HealRequest
 		if !readJSON(w, r, &req) {
 			return
 		}
@@ -129,7 +131,7 @@ func (n *Node) healHandlers(mux *http.ServeMux) {
 		}
 		n.reply(w, r, http.StatusOK, out, err)
 	})
-	mux.HandleFunc("POST /v1/local/volumes/{id}/heal", handle(n, func(r *http.Request, req HealRequest) (any, error) {
+	mux.HandleFunc("POST /v1/local/volumes/{id}/heal", handle(n, func(r *http.Request, req api.HealRequest) (any, error) {
 		d, err := n.localHealDaemon(r.PathValue("id"))
 		if err != nil {
 			return nil, err
@@ -152,15 +154,15 @@ func (n *Node) healHandlers(mux *http.ServeMux) {
 		n.reply(w, r, http.StatusOK, sb, err)
 	})
 	mux.HandleFunc("POST /v1/volumes/{name}/heal/split-brain", func(w http.ResponseWriter, r *http.Request) {
-		var req SplitBrainRequest
+		var req api.SplitBrainRequest
 		if !readJSON(w, r, &req) {
 			return
 		}
 		paths, err := n.resolveSplitBrain(r.Context(), r.PathValue("name"), req)
-		n.reply(w, r, http.StatusOK, SplitBrainResolved{Paths: paths}, err)
+		n.reply(w, r, http.StatusOK, api.SplitBrainResolved{Paths: paths}, err)
 	})
 	mux.HandleFunc("POST /v1/volumes/{name}/replace-brick", func(w http.ResponseWriter, r *http.Request) {
-		var req ReplaceBrickRequest
+		var req api.ReplaceBrickRequest
 		if !readJSON(w, r, &req) {
 			return
 		}
@@ -168,7 +170,7 @@ func (n *Node) healHandlers(mux *http.ServeMux) {
 		n.reply(w, r, http.StatusOK, vi, err)
 	})
 	mux.HandleFunc("POST /v1/volumes/{name}/reset-brick", func(w http.ResponseWriter, r *http.Request) {
-		var req ResetBrickRequest
+		var req api.ResetBrickRequest
 		if !readJSON(w, r, &req) {
 			return
 		}
@@ -198,25 +200,25 @@ func (n *Node) reply(w http.ResponseWriter, r *http.Request, ok int, v any, err 
 	} else {
 		n.log.Info("api request refused", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	writeJSON(w, code, errorBody{Error: err.Error(), Kind: markerName(err)})
+	writeJSON(w, code, api.ErrorBody{Error: err.Error(), Kind: api.MarkerName(err)})
 }
 
 // statusFor maps an error to its HTTP status.
 func statusFor(err error) int {
 	switch {
-	case errors.Is(err, ErrInvalid):
+	case errors.Is(err, api.ErrInvalid):
 		return http.StatusBadRequest
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, api.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, ErrExists), errors.Is(err, ErrState):
+	case errors.Is(err, api.ErrExists), errors.Is(err, api.ErrState):
 		return http.StatusConflict
-	case errors.Is(err, ErrUnsupported):
+	case errors.Is(err, api.ErrUnsupported):
 		return http.StatusNotImplemented
-	case errors.Is(err, ErrNoQuorum):
+	case errors.Is(err, api.ErrNoQuorum):
 		return http.StatusServiceUnavailable
-	case errors.Is(err, ErrForbidden):
+	case errors.Is(err, api.ErrForbidden):
 		return http.StatusForbidden
-	case errors.Is(err, ErrUnauthenticated):
+	case errors.Is(err, api.ErrUnauthenticated):
 		return http.StatusUnauthorized
 	}
 	return http.StatusInternalServerError
@@ -228,7 +230,7 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
-		writeJSON(w, http.StatusBadRequest, errorBody{Error: "bad request body: " + err.Error(), Kind: "invalid"})
+		writeJSON(w, http.StatusBadRequest, api.ErrorBody{Error: "bad request body: " + err.Error(), Kind: "invalid"})
 		return false
 	}
 	return true

@@ -4,17 +4,19 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/mortarfs/mortar/volume/options"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/volume/options"
+
 	"golang.org/x/sys/unix"
 )
 
 // infoJSON is volume info of name as the API gives it.
-func infoJSON(t *testing.T, c *Client, name string) []byte {
+func infoJSON(t *testing.T, c *api.Client, name string) []byte {
 	t.Helper()
 	vi, err := c.Info(ctxT(t), name)
 	if err != nil {
@@ -37,17 +39,17 @@ func TestFailedReplaceBrickChangesNothing(t *testing.T) {
 	before := infoJSON(t, c, "rv")
 	full := t.TempDir()
 	os.WriteFile(filepath.Join(full, "f"), []byte("x"), 0o644)
-	var reqs []ReplaceBrickRequest
+	var reqs []api.ReplaceBrickRequest
 	for _, dst := range []string{"/proc/self", full, "/etc", "/var/lib/mortar"} {
-		reqs = append(reqs, ReplaceBrickRequest{Destination: dst, Force: true})
+		reqs = append(reqs, api.ReplaceBrickRequest{Destination: dst, Force: true})
 	}
 	if empty := t.TempDir(); onRootFS(t, empty) {
-		reqs = append(reqs, ReplaceBrickRequest{Destination: empty})
+		reqs = append(reqs, api.ReplaceBrickRequest{Destination: empty})
 	}
 	for _, req := range reqs {
 		req.Source, req.Destination = "localhost:"+bricks[2], "localhost:"+req.Destination
 		_, err := c.ReplaceBrick(ctx, "rv", req)
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "nothing was changed") {
+		if !errors.Is(err, api.ErrInvalid) || !strings.Contains(err.Error(), "nothing was changed") {
 			t.Errorf("replace-brick to %s (force %v): %v, want refused before any change", req.Destination, req.Force, err)
 		}
 		if !req.Force && !strings.Contains(err.Error(), "is on the root file system") {
@@ -77,8 +79,8 @@ func TestDeleteFreesBricks(t *testing.T) {
 	ctx := ctxT(t)
 	dirs := brickDirs(t, 1)
 	os.WriteFile(filepath.Join(dirs[0], "kept"), []byte("mine"), 0o644)
-	req := CreateVolumeRequest{Name: "a", Bricks: []string{"localhost:" + dirs[0]}}
-	if _, err := c.CreateVolume(ctx, req); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "not empty") {
+	req := api.CreateVolumeRequest{Name: "a", Bricks: []string{"localhost:" + dirs[0]}}
+	if _, err := c.CreateVolume(ctx, req); !errors.Is(err, api.ErrInvalid) || !strings.Contains(err.Error(), "not empty") {
 		t.Fatalf("create on a non-empty directory without force: %v", err)
 	}
 	req.Force = true
@@ -129,13 +131,13 @@ func TestOptionsMatchVolumeType(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
 	dirs := brickDirs(t, 1)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "d", Bricks: bricksOn(dirs), Force: true}); err != nil {
+	if _, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "d", Bricks: bricksOn(dirs), Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	before := infoJSON(t, c, "d")
 	for _, kv := range [][2]string{{options.OptQuorumType, "none"}, {options.OptQuorumCount, "1"}, {options.OptFavoriteChildPolicy, "mtime"}, {options.OptHealInterval, "3"}, {options.OptDisperseQuiet, "5"}} {
 		_, err := c.Set(ctx, "d", kv[0], kv[1])
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "is a distribute volume") {
+		if !errors.Is(err, api.ErrInvalid) || !strings.Contains(err.Error(), "is a distribute volume") {
 			t.Errorf("set %s on a distribute volume: %v, want refused", kv[0], err)
 		}
 	}
@@ -157,8 +159,8 @@ func TestFailedAddBrickChangesNothing(t *testing.T) {
 	before := infoJSON(t, c, "rv")
 	fresh := brickDirs(t, 2)
 	for _, bad := range []string{"/proc/self", "/etc"} {
-		req := AddBrickRequest{Bricks: append(bricksOn(fresh), "localhost:"+bad), Force: true}
-		if _, err := c.AddBrick(ctx, "rv", req); !errors.Is(err, ErrInvalid) {
+		req := api.AddBrickRequest{Bricks: append(bricksOn(fresh), "localhost:"+bad), Force: true}
+		if _, err := c.AddBrick(ctx, "rv", req); !errors.Is(err, api.ErrInvalid) {
 			t.Errorf("add-brick with %s: %v, want refused", bad, err)
 		}
 		if after := infoJSON(t, c, "rv"); !bytes.Equal(before, after) {
@@ -170,7 +172,7 @@ func TestFailedAddBrickChangesNothing(t *testing.T) {
 			}
 		}
 	}
-	if _, err := c.AddBrick(ctx, "rv", AddBrickRequest{Bricks: append(bricksOn(fresh), bricksOn(brickDirs(t, 1))...), Force: true}); err != nil {
+	if _, err := c.AddBrick(ctx, "rv", api.AddBrickRequest{Bricks: append(bricksOn(fresh), bricksOn(brickDirs(t, 1))...), Force: true}); err != nil {
 		t.Fatalf("add-brick of the same directories once valid: %v", err)
 	}
 }

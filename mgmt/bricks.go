@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mortarfs/mortar/volume/options"
 	"maps"
 	"net"
 	"slices"
@@ -12,6 +11,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/volume/options"
 
 	"github.com/mortarfs/mortar/volume"
 )
@@ -51,7 +53,7 @@ func (n *Node) volumeRunFor(v *VolumeState) (*volumeRun, error) {
 	n.runMu.Lock()
 	defer n.runMu.Unlock()
 	if n.closing {
-		return nil, errorf(ErrState, "the node is shutting down")
+		return nil, api.Errorf(api.ErrState, "the node is shutting down")
 	}
 	vr := n.vols[v.ID]
 	if vr == nil {
@@ -80,14 +82,14 @@ func (n *Node) startBricks(v *VolumeState, allOrNothing bool) error {
 		if err := n.startBrick(vr, v, b); err != nil {
 			if allOrNothing {
 				n.stopVolumeRun(v.ID)
-				return errorf(ErrInvalid, "cannot start volume %s: %w", v.Name, err)
+				return api.Errorf(api.ErrInvalid, "cannot start volume %s: %w", v.Name, err)
 			}
 			errs = append(errs, err)
 		}
 	}
 	n.startHeal(vr, v)
 	if len(errs) > 0 {
-		return errorf(ErrInvalid, "volume %s: %w", v.Name, errors.Join(errs...))
+		return api.Errorf(api.ErrInvalid, "volume %s: %w", v.Name, errors.Join(errs...))
 	}
 	return nil
 }
@@ -272,7 +274,7 @@ func (n *Node) KillBrick(id string) error {
 	}
 	n.runMu.Unlock()
 	if proc == nil {
-		return errorf(ErrNotFound, "brick %s does not run on this node", id)
+		return api.Errorf(api.ErrNotFound, "brick %s does not run on this node", id)
 	}
 	proc.kill()
 	n.reaped(vr, id, proc)
@@ -280,8 +282,8 @@ func (n *Node) KillBrick(id string) error {
 }
 
 // brickStatus returns the live state of brick b of v.
-func (n *Node) brickStatus(st *State, v *VolumeState, b BrickState) BrickStatus {
-	bs := BrickStatus{BrickInfo: brickInfo(st, b)}
+func (n *Node) brickStatus(st *State, v *VolumeState, b BrickState) api.BrickStatus {
+	bs := api.BrickStatus{BrickInfo: brickInfo(st, b)}
 	if b.Node != n.id {
 		bs.Error = "served by another node"
 		return bs
@@ -313,7 +315,7 @@ func (vr *volumeRun) brick(id string) *brickRun {
 
 // diskUsage is what statfs says about b's file system; a failure is
 // noted in bs.Error unless that already says something.
-func (n *Node) diskUsage(b BrickState, bs *BrickStatus) *DiskUsage {
+func (n *Node) diskUsage(b BrickState, bs *api.BrickStatus) *api.DiskUsage {
 	var sfs syscall.Statfs_t
 	if err := syscall.Statfs(b.Path, &sfs); err != nil {
 		if bs.Error == "" {
@@ -322,7 +324,7 @@ func (n *Node) diskUsage(b BrickState, bs *BrickStatus) *DiskUsage {
 		return nil
 	}
 	bsize := uint64(sfs.Bsize)
-	return &DiskUsage{
+	return &api.DiskUsage{
 		Total:      sfs.Blocks * bsize,
 		Free:       sfs.Bfree * bsize,
 		Avail:      sfs.Bavail * bsize,

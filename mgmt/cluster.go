@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mortarfs/mortar/mgmt/api"
 )
 
 // Requests between nodes. A node answers every read (volume info, status,
@@ -22,7 +24,7 @@ import (
 // requests go to the volume's acting heal node (the first node, in brick
 // order, that answers: see actingHealNode); reset-brick goes to the node
 // of the brick.
-// A request carries viaHeader once forwarded, so it is never forwarded
+// A request carries api.ViaHeader once forwarded, so it is never forwarded
 // twice.
 //
 //	POST   /v1/cluster/apply                 Command → {} (leader: commit it)
@@ -36,21 +38,9 @@ import (
 //	POST   /v1/local/volumes/{id}/heal       HealRequest → FullHeal (this node's heal daemon: the sets it acts for)
 //	GET    /v1/local/volumes/{id}/heal       HealInfo (this node's daemon's counts, no bricks)
 //	GET    /v1/local/volumes/{name}/lagging  ?version=V&fence=F → Lagging (this node's spec watchers on an older spec; its bricks below fence F)
-const viaHeader = "X-Mortar-Via"
 
 // nodeCallTimeout bounds one request to another node.
 const nodeCallTimeout = 30 * time.Second
-
-// JoinRequest asks a node to leave its one-node cluster and wait to be
-// added to the cluster of node Leader.
-type JoinRequest struct {
-	Leader string `json:"leader"` // id of the node that probes
-	// SealedSecret is the cluster's secret, which the joining node takes
-	// over (nodes without TLS), sealed under the joining node's own secret
-	// (join.go); Secret is it in clear, sent only over loopback.
-	SealedSecret []byte `json:"sealed_secret,omitempty"`
-	Secret       string `json:"secret,omitempty"`
-}
 
 // LocalStartRequest asks a node to start its bricks of Volume.
 type LocalStartRequest struct {
@@ -76,13 +66,13 @@ func (n *Node) route(h http.Handler) http.Handler {
 			return
 		}
 		p := r.URL.Path
-		if r.Header.Get(viaHeader) != "" || strings.HasPrefix(p, "/v1/cluster/") || strings.HasPrefix(p, "/v1/local/") {
+		if r.Header.Get(api.ViaHeader) != "" || strings.HasPrefix(p, "/v1/cluster/") || strings.HasPrefix(p, "/v1/local/") {
 			h.ServeHTTP(&indexWriter{ResponseWriter: w, n: n}, r)
 			return
 		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
 		if err != nil {
-			n.reply(w, r, 0, nil, errorf(ErrInvalid, "bad request body: %v", err))
+			n.reply(w, r, 0, nil, api.Errorf(api.ErrInvalid, "bad request body: %v", err))
 			return
 		}
 		deadline := time.Now().Add(leaderWait + time.Second)
@@ -167,10 +157,10 @@ func (n *Node) routeTarget(r *http.Request) (string, error) {
 func (n *Node) resetBrickTarget(r *http.Request, name string) (string, error) {
 	data, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody))
 	if err != nil {
-		return "", errorf(ErrInvalid, "bad request body: %v", err)
+		return "", api.Errorf(api.ErrInvalid, "bad request body: %v", err)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(data))
-	var req ResetBrickRequest
+	var req api.ResetBrickRequest
 	if json.Unmarshal(data, &req) != nil {
 		return "", nil // the handler explains
 	}
@@ -209,7 +199,7 @@ func (n *Node) actingHealNode(ctx context.Context, v *VolumeState) string {
 func (n *Node) answers(ctx context.Context, id string) bool {
 	ctx, cancel := context.WithTimeout(ctx, peerPingTimeout)
 	defer cancel()
-	var ni NodeInfo
+	var ni api.NodeInfo
 	return n.call(ctx, id, http.MethodGet, "/v1/node", nil, &ni) == nil && ni.ID == id
 }
 
@@ -219,24 +209,27 @@ func (n *Node) answers(ctx context.Context, id string) bool {
 func (n *Node) proxy(w http.ResponseWriter, r *http.Request, id string, body []byte) error {
 	node, ok := n.store.State().Nodes[id]
 	if !ok {
-		return errorf(ErrNoQuorum, "node %s is not known here yet", id)
+		return api.Errorf(api.ErrNoQuorum, "node %s is not known here yet", id)
 	}
 	u := *r.URL
-	u.Scheme, u.Host = n.peerClient(node.Addr).scheme, node.Addr
+	u.Scheme, u.Host = "http", node.Addr
+	if n.tls != nil {
+		u.Scheme = "https"
+	}
 	body = n.sealForward(r, body)
 	out, err := http.NewRequestWithContext(r.Context(), r.Method, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	out.Header = r.Header.Clone()
-	out.Header.Del(authHeader) // the caller's signature, for this node
-	out.Header.Set(viaHeader, n.id)
+	out.Header.Del("Authorization") // the caller's signature, for this node
+	out.Header.Set(api.ViaHeader, n.id)
 	if n.tls == nil {
-		SignRequest(out, body, n.secret())
+		api.SignRequest(out, body, n.secret())
 	}
 	resp, err := n.peerHTTP.Do(out)
 	if err != nil {
-		return errorf(ErrNoQuorum, "node %s (%s), which must answer this request, is unreachable: %v", id, node.Addr, err)
+		return api.Errorf(api.ErrNoQuorum, "node %s (%s), which must answer this request, is unreachable: %v", id, node.Addr, err)
 	}
 	defer resp.Body.Close()
 	for k, vs := range resp.Header {
@@ -277,7 +270,7 @@ func (n *Node) call(ctx context.Context, id, method, path string, body, out any)
 	c := n.peerClient(node.Addr)
 	ctx, cancel := context.WithTimeout(ctx, nodeCallTimeout)
 	defer cancel()
-	return c.do(ctx, method, path, body, out)
+	return c.Do(ctx, method, path, body, out)
 }
 
 // forwardApply sends cmd to the leader to commit.
@@ -304,11 +297,11 @@ func (n *Node) clusterHandlers(mux *http.ServeMux) {
 	done := struct{}{}
 	mux.HandleFunc("POST /v1/cluster/apply", handle(n, func(r *http.Request, cmd Command) (any, error) {
 		if !n.raft.isLeader() {
-			return nil, errorf(ErrNoQuorum, "node %s does not lead the cluster (any more)", n.id)
+			return nil, api.Errorf(api.ErrNoQuorum, "node %s does not lead the cluster (any more)", n.id)
 		}
 		return done, n.raft.ApplyContext(r.Context(), cmd)
 	}))
-	mux.HandleFunc("POST /v1/cluster/join", handle(n, func(r *http.Request, req JoinRequest) (any, error) {
+	mux.HandleFunc("POST /v1/cluster/join", handle(n, func(r *http.Request, req api.JoinRequest) (any, error) {
 		return n.join(req)
 	}))
 	mux.HandleFunc("POST /v1/cluster/leave", handle(n, func(r *http.Request, _ struct{}) (any, error) {
@@ -344,9 +337,9 @@ func (n *Node) clusterHandlers(mux *http.ServeMux) {
 }
 
 // localStatus is the live state of this node's bricks of v.
-func (n *Node) localStatus(v *VolumeState) []BrickStatus {
+func (n *Node) localStatus(v *VolumeState) []api.BrickStatus {
 	st := n.store.State()
-	out := []BrickStatus{}
+	out := []api.BrickStatus{}
 	for _, b := range v.Bricks {
 		if b.Node == n.id {
 			out = append(out, n.brickStatus(st, v, b))

@@ -3,7 +3,6 @@ package mgmt
 import (
 	"errors"
 	"fmt"
-	"github.com/mortarfs/mortar/volume/options"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/volume/options"
 
 	"github.com/mortarfs/mortar/layer"
 )
@@ -20,7 +22,7 @@ import (
 // directory that survives a restart.
 type clusterNode struct {
 	n          *Node
-	c          *Client
+	c          *api.Client
 	dir        string // the node's data directory
 	bricks     string // where its brick directories go (never in dir)
 	host       string
@@ -33,7 +35,7 @@ func (cn *clusterNode) start(t *testing.T) {
 	if err != nil {
 		t.Fatalf("start node %s: %v", cn.host, err)
 	}
-	cn.n, cn.c = n, NewClient(cn.api)
+	cn.n, cn.c = n, api.NewClient(cn.api)
 }
 
 func (cn *clusterNode) stop() {
@@ -144,7 +146,7 @@ func TestClusterLeaderFailover(t *testing.T) {
 	ctx := ctxT(t)
 	bricks := nodeBricks(t, nodes)
 	// Any node takes commands: create through the last one.
-	if _, err := nodes[2].c.CreateVolume(ctx, CreateVolumeRequest{Name: "rv", Bricks: bricks, Replica: 3, Force: true}); err != nil {
+	if _, err := nodes[2].c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "rv", Bricks: bricks, Replica: 3, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := nodes[1].c.Start(ctx, "rv", false); err != nil {
@@ -222,7 +224,7 @@ func TestReplaceBrickOnDeadNode(t *testing.T) {
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
 	bricks := nodeBricks(t, nodes)
-	if _, err := nodes[0].c.CreateVolume(ctx, CreateVolumeRequest{Name: "rv", Bricks: bricks, Replica: 3, Force: true}); err != nil {
+	if _, err := nodes[0].c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "rv", Bricks: bricks, Replica: 3, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := nodes[0].c.Set(ctx, "rv", options.OptHealInterval, "0.2"); err != nil {
@@ -242,10 +244,10 @@ func TestReplaceBrickOnDeadNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Not empty, or already a brick: refused.
-	if _, err := nodes[0].c.ReplaceBrick(ctx, "rv", ReplaceBrickRequest{Source: bricks[2], Destination: bricks[1], Force: true}); !errors.Is(err, ErrInvalid) {
+	if _, err := nodes[0].c.ReplaceBrick(ctx, "rv", api.ReplaceBrickRequest{Source: bricks[2], Destination: bricks[1], Force: true}); !errors.Is(err, api.ErrInvalid) {
 		t.Fatalf("replace by a brick of the volume: %v", err)
 	}
-	vi, err := nodes[0].c.ReplaceBrick(ctx, "rv", ReplaceBrickRequest{Source: bricks[2], Destination: nodes[1].host + ":" + fresh, Force: true})
+	vi, err := nodes[0].c.ReplaceBrick(ctx, "rv", api.ReplaceBrickRequest{Source: bricks[2], Destination: nodes[1].host + ":" + fresh, Force: true})
 	if err != nil {
 		t.Fatalf("replace-brick: %v", err)
 	}
@@ -267,8 +269,8 @@ func TestClusterNoQuorum(t *testing.T) {
 	nodes[1].stop()
 	nodes[2].stop()
 	start := time.Now()
-	_, err := nodes[0].c.CreateVolume(ctx, CreateVolumeRequest{Name: "v", Bricks: []string{nodes[0].host + ":" + t.TempDir()}, Force: true})
-	if !errors.Is(err, ErrNoQuorum) || !strings.Contains(err.Error(), "no leader") {
+	_, err := nodes[0].c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "v", Bricks: []string{nodes[0].host + ":" + t.TempDir()}, Force: true})
+	if !errors.Is(err, api.ErrNoQuorum) || !strings.Contains(err.Error(), "no leader") {
 		t.Fatalf("create without quorum: %v, want a no-quorum error", err)
 	}
 	if d := time.Since(start); d > 20*time.Second {
@@ -282,7 +284,7 @@ func TestClusterNoQuorum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ps) != 3 || slices.ContainsFunc(ps, func(p PeerInfo) bool { return p.Leader }) {
+	if len(ps) != 3 || slices.ContainsFunc(ps, func(p api.PeerInfo) bool { return p.Leader }) {
 		t.Fatalf("peers without quorum: %+v", ps)
 	}
 }
@@ -299,22 +301,22 @@ func TestPeerProbeAndDetach(t *testing.T) {
 	lone.api, lone.raftA = apiAndRaft(t, lone.host)
 	lone.start(t)
 	t.Cleanup(lone.stop)
-	if _, err := lone.c.CreateVolume(ctx, CreateVolumeRequest{Name: "own", Bricks: []string{lone.host + ":" + t.TempDir()}, Force: true}); err != nil {
+	if _, err := lone.c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "own", Bricks: []string{lone.host + ":" + t.TempDir()}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nodes[0].c.Probe(ctx, lone.api); !errors.Is(err, ErrState) {
+	if _, err := nodes[0].c.Probe(ctx, lone.api); !errors.Is(err, api.ErrState) {
 		t.Fatalf("probe a node with a volume: %v, want refused", err)
 	}
 	// Unknown hosts are refused as brick hosts.
-	if _, err := nodes[0].c.CreateVolume(ctx, CreateVolumeRequest{Name: "x", Bricks: []string{lone.host + ":" + t.TempDir()}, Force: true}); !errors.Is(err, ErrInvalid) {
+	if _, err := nodes[0].c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "x", Bricks: []string{lone.host + ":" + t.TempDir()}, Force: true}); !errors.Is(err, api.ErrInvalid) {
 		t.Fatalf("brick on a node of another cluster: %v", err)
 	}
 	// A node with bricks cannot be detached; one without can.
 	d := t.TempDir()
-	if _, err := nodes[0].c.CreateVolume(ctx, CreateVolumeRequest{Name: "on1", Bricks: []string{nodes[1].host + ":" + d}, Force: true}); err != nil {
+	if _, err := nodes[0].c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "on1", Bricks: []string{nodes[1].host + ":" + d}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := nodes[0].c.Detach(ctx, nodes[1].host); !errors.Is(err, ErrState) {
+	if err := nodes[0].c.Detach(ctx, nodes[1].host); !errors.Is(err, api.ErrState) {
 		t.Fatalf("detach a node with bricks: %v", err)
 	}
 	if err := nodes[0].c.Delete(ctx, "on1"); err != nil {
@@ -365,7 +367,7 @@ func mustRead(t *testing.T, l layer.Layer, path string) []byte {
 func TestHealDaemonRunsWithoutQuorumAfterRestart(t *testing.T) {
 	nodes := startCluster(t, 3)
 	ctx := ctxT(t)
-	if _, err := nodes[0].c.CreateVolume(ctx, CreateVolumeRequest{Name: "rv", Bricks: nodeBricks(t, nodes), Replica: 3, Force: true}); err != nil {
+	if _, err := nodes[0].c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "rv", Bricks: nodeBricks(t, nodes), Replica: 3, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := nodes[0].c.Start(ctx, "rv", false); err != nil {

@@ -7,18 +7,14 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/tlsconf"
 )
-
-// DefaultPort is the port a node's management API listens on. Each brick
-// listens on a port of its own, chosen free when it first starts and kept.
-// (GlusterFS uses 24007 for glusterd; mortar stays clear of it.)
-const DefaultPort = 7420
 
 // DefaultListen is the listen address of a node unless configured: the
 // loopback interface only. A node listens on the network (and so do its
 // bricks and its Raft traffic) only when told to, with --listen.
-var DefaultListen = "127.0.0.1:" + strconv.Itoa(DefaultPort)
+var DefaultListen = "127.0.0.1:" + strconv.Itoa(api.DefaultPort)
 
 // Config configures a node. The zero value plus a DataDir is valid.
 type Config struct {

@@ -2,7 +2,6 @@ package mgmt
 
 import (
 	"errors"
-	"github.com/mortarfs/mortar/volume/options"
 	"os"
 	"strconv"
 	"strings"
@@ -10,16 +9,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/volume/options"
+
 	"github.com/mortarfs/mortar/volume"
 )
 
 // disperseVolume creates and starts a dispersed volume over new
 // directories, and returns its info and the directories.
-func disperseVolume(t *testing.T, c *Client, name string, disperse, redundancy, nbricks int) (VolumeInfo, []string) {
+func disperseVolume(t *testing.T, c *api.Client, name string, disperse, redundancy, nbricks int) (api.VolumeInfo, []string) {
 	t.Helper()
 	ctx := ctxT(t)
 	dirs := brickDirs(t, nbricks)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: name, Disperse: disperse, Redundancy: redundancy, Bricks: bricksOn(dirs), Force: true}); err != nil {
+	if _, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: name, Disperse: disperse, Redundancy: redundancy, Bricks: bricksOn(dirs), Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	vi, err := c.Start(ctx, name, false)
@@ -47,21 +49,21 @@ func TestCreateDispersed(t *testing.T) {
 	ctx := ctxT(t)
 	cases := []struct {
 		name   string
-		req    CreateVolumeRequest
+		req    api.CreateVolumeRequest
 		bricks int
 		// what the volume is: set size, redundancy, number of sets
 		disperse, redundancy, sets int
 		warn                       string
 	}{
-		{"ec62", CreateVolumeRequest{Disperse: 6, Redundancy: 2}, 6, 6, 2, 1, ""},
-		{"ec12", CreateVolumeRequest{Disperse: 6, Redundancy: 2}, 12, 6, 2, 2, ""},
-		{"ecdata", CreateVolumeRequest{DisperseData: 4, Redundancy: 2}, 6, 6, 2, 1, ""},
-		{"ecdata12", CreateVolumeRequest{DisperseData: 4, Redundancy: 2}, 12, 6, 2, 2, ""},
-		{"ecboth", CreateVolumeRequest{Disperse: 6, DisperseData: 4, Redundancy: 2}, 6, 6, 2, 1, ""},
-		{"ecall", CreateVolumeRequest{Disperse: -1}, 3, 3, 1, 1, ""},         // "disperse" alone: all the bricks
-		{"ecdefault", CreateVolumeRequest{Disperse: 6}, 6, 6, 2, 1, ""},      // redundancy: a third
-		{"ecredundancy", CreateVolumeRequest{Redundancy: 1}, 5, 5, 1, 1, ""}, // "redundancy 1" alone: all the bricks
-		{"ec72", CreateVolumeRequest{Disperse: 7, Redundancy: 2}, 7, 7, 2, 1, "disperse 7 redundancy 2: 5 data bricks is not a power of two"},
+		{"ec62", api.CreateVolumeRequest{Disperse: 6, Redundancy: 2}, 6, 6, 2, 1, ""},
+		{"ec12", api.CreateVolumeRequest{Disperse: 6, Redundancy: 2}, 12, 6, 2, 2, ""},
+		{"ecdata", api.CreateVolumeRequest{DisperseData: 4, Redundancy: 2}, 6, 6, 2, 1, ""},
+		{"ecdata12", api.CreateVolumeRequest{DisperseData: 4, Redundancy: 2}, 12, 6, 2, 2, ""},
+		{"ecboth", api.CreateVolumeRequest{Disperse: 6, DisperseData: 4, Redundancy: 2}, 6, 6, 2, 1, ""},
+		{"ecall", api.CreateVolumeRequest{Disperse: -1}, 3, 3, 1, 1, ""},         // "disperse" alone: all the bricks
+		{"ecdefault", api.CreateVolumeRequest{Disperse: 6}, 6, 6, 2, 1, ""},      // redundancy: a third
+		{"ecredundancy", api.CreateVolumeRequest{Redundancy: 1}, 5, 5, 1, 1, ""}, // "redundancy 1" alone: all the bricks
+		{"ec72", api.CreateVolumeRequest{Disperse: 7, Redundancy: 2}, 7, 7, 2, 1, "disperse 7 redundancy 2: 5 data bricks is not a power of two"},
 	}
 	for _, tc := range cases {
 		req := tc.req
@@ -121,12 +123,12 @@ func TestCreateDispersed(t *testing.T) {
 func TestDisperseOptions(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "ec", Disperse: 6, Redundancy: 2, Bricks: bricksOn(brickDirs(t, 6)), Force: true}); err != nil {
+	if _, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "ec", Disperse: 6, Redundancy: 2, Bricks: bricksOn(brickDirs(t, 6)), Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	for _, kv := range [][2]string{{options.OptQuorumType, "none"}, {options.OptQuorumType, "auto"}, {options.OptQuorumCount, "2"}} {
 		_, err := c.Set(ctx, "ec", kv[0], kv[1])
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "applies to replicated volumes only") || !strings.Contains(err.Error(), "4 of its 6 bricks") {
+		if !errors.Is(err, api.ErrInvalid) || !strings.Contains(err.Error(), "applies to replicated volumes only") || !strings.Contains(err.Error(), "4 of its 6 bricks") {
 			t.Errorf("set %s %s on a disperse volume: %v", kv[0], kv[1], err)
 		}
 	}
@@ -191,8 +193,8 @@ func TestDisperseHeal(t *testing.T) {
 	if err != nil || len(sb.Bricks) != 12 || len(sb.Entries) != 0 {
 		t.Fatalf("split-brain info: %+v %v", sb, err)
 	}
-	_, err = c.ResolveSplitBrain(ctx, "ec", SplitBrainRequest{Policy: PolicyLatestMtime, Path: "/f"})
-	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "applies to replicated volumes only") {
+	_, err = c.ResolveSplitBrain(ctx, "ec", api.SplitBrainRequest{Policy: api.PolicyLatestMtime, Path: "/f"})
+	if !errors.Is(err, api.ErrInvalid) || !strings.Contains(err.Error(), "applies to replicated volumes only") {
 		t.Errorf("resolving a split-brain of a dispersed volume: %v", err)
 	}
 	// Options change the healer, as for a replicated volume.
@@ -218,7 +220,7 @@ func TestDisperseResetBrick(t *testing.T) {
 	if err := n.KillBrick(vi.Bricks[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.ResetBrick(ctx, "ec", "localhost:"+dirs[2]); !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "only 1 other bricks of the disperse set") || !strings.Contains(err.Error(), "takes 2") {
+	if _, err := c.ResetBrick(ctx, "ec", "localhost:"+dirs[2]); !errors.Is(err, api.ErrState) || !strings.Contains(err.Error(), "only 1 other bricks of the disperse set") || !strings.Contains(err.Error(), "takes 2") {
 		t.Fatalf("reset-brick with too few bricks up: %v", err)
 	}
 	// Start force brings the first brick back; the empty one cannot start.
@@ -262,7 +264,7 @@ func TestDisperseBrickProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
-	c := NewClient(n.ListenAddr())
+	c := api.NewClient(n.ListenAddr())
 	ctx := ctxT(t)
 	disperseVolume(t, c, "ec", 3, 1, 3)
 	st, err := c.Status(ctx, "ec")

@@ -1,11 +1,12 @@
 // Package mgmt is mortar's management daemon: the part of `mortar server`
 // that keeps the cluster state (nodes, volumes, bricks, options), runs the
 // volume lifecycle (create, start, stop, delete, set), runs this node's
-// bricks, and answers the HTTP API that the CLI and clients use (Client).
+// bricks, and answers the HTTP API that the CLI and clients use (its
+// contract and typed client are package mgmt/api).
 //
 // # Ports and brick processes
 //
-// The HTTP API listens on the node's port (DefaultPort). Every brick
+// The HTTP API listens on the node's port (api.DefaultPort). Every brick
 // listens on a port of its own, chosen free when the brick first starts and
 // kept in the state, so that a brick that restarts comes back at the
 // address clients have in their spec (the node's advertised host and the
@@ -41,8 +42,8 @@
 // when it restarts without a quorum.
 //
 // The package still does several jobs at once (issue 16): the replicated
-// state and its FSM (state.go, raft.go), the HTTP API and its client
-// (api.go, client*.go), request forwarding to the leader (cluster.go), the brick
+// state and its FSM (state.go, raft.go), the HTTP API's server (api.go),
+// request forwarding to the leader (cluster.go), the brick
 // supervisor and brick host (bricks.go, muxrunner.go, procrunner.go,
 // brickhost.go, takeup.go), the heal daemon (heal.go, healcmd.go) and
 // rebalance (rebalance.go, migrate.go).
@@ -53,6 +54,6 @@
 //
 //	n, err := mgmt.Start(mgmt.Config{DataDir: dir, Listen: "127.0.0.1:0", Logger: log})
 //	...
-//	c := mgmt.NewClient(n.Addr())
+//	c := api.NewClient(n.Addr())
 //	spec, err := c.Spec(ctx, "gv0")
 package mgmt

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -31,13 +32,13 @@ func TestStaleClientFencedByRebalance(t *testing.T) {
 	for i := range 40 {
 		mustWrite(t, stale, fmt.Sprintf("/f%d", i), []byte{byte(i)})
 	}
-	if _, err := c.AddBrick(ctx, "dv", AddBrickRequest{Bricks: []string{"localhost:" + dirs[2]}, Force: true}); err != nil {
+	if _, err := c.AddBrick(ctx, "dv", api.AddBrickRequest{Bricks: []string{"localhost:" + dirs[2]}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Rebalance(ctx, "dv", RebalanceRequest{Action: ActionStart}); err != nil {
+	if _, err := c.Rebalance(ctx, "dv", api.RebalanceRequest{Action: api.ActionStart}); err != nil {
 		t.Fatal(err)
 	}
-	if rs := waitTask(t, c, "dv"); rs.Task.Status != TaskCompleted || rs.Nodes[0].Moved == 0 {
+	if rs := waitTask(t, c, "dv"); rs.Task.Status != api.TaskCompleted || rs.Nodes[0].Moved == 0 {
 		t.Fatalf("rebalance: %+v %+v", rs.Task, rs.Nodes)
 	}
 	v := n.store.State().Volumes["dv"]

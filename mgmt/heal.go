@@ -3,7 +3,6 @@ package mgmt
 import (
 	"context"
 	"fmt"
-	"github.com/mortarfs/mortar/volume/options"
 	"log/slog"
 	"net"
 	"slices"
@@ -11,6 +10,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/volume/options"
 
 	"github.com/mortarfs/mortar/heal"
 	"github.com/mortarfs/mortar/layer/disperse"
@@ -79,9 +81,9 @@ type healDaemon struct {
 	misses map[string]int
 
 	mu    sync.Mutex
-	cur   *healRun  // nil before the first build and after the stop
-	full  *FullHeal // the last full heal; nil: none since the daemon started
-	crawl *healRun  // the run the full heal crawls with
+	cur   *healRun      // nil before the first build and after the stop
+	full  *api.FullHeal // the last full heal; nil: none since the daemon started
+	crawl *healRun      // the run the full heal crawls with
 	// lookedAt is the crawl's healer's count of inodes looked at when the
 	// crawl began (FullHeal.Looked counts from it).
 	lookedAt uint64
@@ -447,22 +449,22 @@ func (d *healDaemon) running() (*healRun, error) {
 }
 
 func (d *healDaemon) notRunning() error {
-	return errorf(ErrState, "the heal daemon of volume %s is not running on this node (see the node's log)", d.name)
+	return api.Errorf(api.ErrState, "the heal daemon of volume %s is not running on this node (see the node's log)", d.name)
 }
 
 // startFull starts a full heal in the background; during one, it asks
 // for another crawl after it (what the first has crawled may have
 // changed).
-func (d *healDaemon) startFull() (FullHeal, error) {
+func (d *healDaemon) startFull() (api.FullHeal, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.cur == nil {
-		return FullHeal{}, d.notRunning()
+		return api.FullHeal{}, d.notRunning()
 	}
 	if d.full != nil && d.full.Running {
 		d.full.Again = true
 	} else {
-		d.full = &FullHeal{Running: true, Started: time.Now()}
+		d.full = &api.FullHeal{Running: true, Started: time.Now()}
 		d.startCrawl(d.cur)
 	}
 	return *d.full, nil

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"github.com/mortarfs/mortar/volume/options"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -16,6 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/volume/options"
 
 	"golang.org/x/sys/unix"
 
@@ -27,11 +29,11 @@ import (
 // replicaVolume creates and starts a replica volume over new directories
 // with the options given (key, value, ...), and returns its info and the
 // directories.
-func replicaVolume(t *testing.T, c *Client, name string, replica, arbiter, nbricks int, opts ...string) (VolumeInfo, []string) {
+func replicaVolume(t *testing.T, c *api.Client, name string, replica, arbiter, nbricks int, opts ...string) (api.VolumeInfo, []string) {
 	t.Helper()
 	ctx := ctxT(t)
 	dirs := brickDirs(t, nbricks)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: name, Replica: replica, Arbiter: arbiter, Bricks: bricksOn(dirs), Force: true}); err != nil {
+	if _, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: name, Replica: replica, Arbiter: arbiter, Bricks: bricksOn(dirs), Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i+1 < len(opts); i += 2 {
@@ -48,7 +50,7 @@ func replicaVolume(t *testing.T, c *Client, name string, replica, arbiter, nbric
 
 // mountVolume builds a client graph of the started volume and waits until
 // it can look up the root.
-func mountVolume(t *testing.T, c *Client, name string) layer.Layer {
+func mountVolume(t *testing.T, c *api.Client, name string) layer.Layer {
 	t.Helper()
 	ctx := ctxT(t)
 	spec, err := c.Spec(ctx, name)
@@ -201,9 +203,9 @@ func onBricks(t *testing.T, dirs []string, name, data string) {
 
 // waitHealed polls heal info until no brick lists anything, every brick
 // is online and the bricks hold identical trees.
-func waitHealed(t *testing.T, c *Client, name string, dirs []string) HealInfo {
+func waitHealed(t *testing.T, c *api.Client, name string, dirs []string) api.HealInfo {
 	t.Helper()
-	var hi HealInfo
+	var hi api.HealInfo
 	waitFor(t, 30*time.Second, "heal of "+name, func() error {
 		var err error
 		if hi, err = c.HealInfo(ctxT(t), name); err != nil {
@@ -313,7 +315,7 @@ func TestHealTriggerAndFull(t *testing.T) {
 // reset-brick; it can be named by another name of its host.
 // wipeBrick kills brick i of vi (whose directories are dirs) and
 // replaces its directory with an empty one, as a failed disk replaced.
-func wipeBrick(t *testing.T, n *Node, vi VolumeInfo, dirs []string, i int) {
+func wipeBrick(t *testing.T, n *Node, vi api.VolumeInfo, dirs []string, i int) {
 	t.Helper()
 	if err := n.KillBrick(vi.Bricks[i].ID); err != nil {
 		t.Fatal(err)
@@ -348,7 +350,7 @@ func TestResetBrickRebuilds(t *testing.T) {
 		t.Fatalf("reset brick offline: %+v", st.Bricks[2])
 	}
 	// Again on the brick, now marked and full: refused, nothing touched.
-	if _, err := c.ResetBrick(ctx, "gv0", "localhost:"+dirs[2]); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `is not empty (it holds "a")`) {
+	if _, err := c.ResetBrick(ctx, "gv0", "localhost:"+dirs[2]); !errors.Is(err, api.ErrInvalid) || !strings.Contains(err.Error(), `is not empty (it holds "a")`) {
 		t.Fatalf("reset-brick of a brick with data: %v", err)
 	}
 	if err := sameBricks(dirs); err != nil {
@@ -373,12 +375,12 @@ func TestResetBrickRefusals(t *testing.T) {
 		marker     error
 		msg        string
 	}{
-		{"dist", "localhost:" + ddirs[0], ErrInvalid, "volume dist is neither replicated nor dispersed: its bricks hold the only copy"},
-		{"stopped", "localhost:" + sdirs[0], ErrState, "volume stopped is not started"},
-		{"nope", "localhost:" + dirs[0], ErrNotFound, "volume nope does not exist"},
-		{"arb", "localhost:" + ddirs[0], ErrInvalid, "is not a brick of volume arb"},
-		{"arb", "localhost:" + dirs[0], ErrInvalid, `is not empty (it holds "keep")`},
-		{"arb", "localhost", ErrInvalid, "want host:/path"},
+		{"dist", "localhost:" + ddirs[0], api.ErrInvalid, "volume dist is neither replicated nor dispersed: its bricks hold the only copy"},
+		{"stopped", "localhost:" + sdirs[0], api.ErrState, "volume stopped is not started"},
+		{"nope", "localhost:" + dirs[0], api.ErrNotFound, "volume nope does not exist"},
+		{"arb", "localhost:" + ddirs[0], api.ErrInvalid, "is not a brick of volume arb"},
+		{"arb", "localhost:" + dirs[0], api.ErrInvalid, `is not empty (it holds "keep")`},
+		{"arb", "localhost", api.ErrInvalid, "want host:/path"},
 	}
 	for _, tc := range cases {
 		if _, err := c.ResetBrick(ctx, tc.vol, tc.brick); !errors.Is(err, tc.marker) || !strings.Contains(err.Error(), tc.msg) {
@@ -393,12 +395,12 @@ func TestResetBrickRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.RemoveAll(dirs[1])
-	if _, err := c.ResetBrick(ctx, "arb", "localhost:"+dirs[1]); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "does not exist: create the new, empty directory first") {
+	if _, err := c.ResetBrick(ctx, "arb", "localhost:"+dirs[1]); !errors.Is(err, api.ErrInvalid) || !strings.Contains(err.Error(), "does not exist: create the new, empty directory first") {
 		t.Errorf("reset-brick of a missing directory: %v", err)
 	}
 	os.Mkdir(dirs[1], 0o755)
 	posix.Mark(dirs[1], "another-volume", true)
-	if _, err := c.ResetBrick(ctx, "arb", "localhost:"+dirs[1]); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "belongs to volume another-volume") {
+	if _, err := c.ResetBrick(ctx, "arb", "localhost:"+dirs[1]); !errors.Is(err, api.ErrInvalid) || !strings.Contains(err.Error(), "belongs to volume another-volume") {
 		t.Errorf("reset-brick of another volume's brick: %v", err)
 	}
 	posix.Unmark(dirs[1])
@@ -408,7 +410,7 @@ func TestResetBrickRefusals(t *testing.T) {
 	if err := n.KillBrick(vi.Bricks[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.ResetBrick(ctx, "arb", "localhost:"+dirs[1]); !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "no other data brick of the replica set") {
+	if _, err := c.ResetBrick(ctx, "arb", "localhost:"+dirs[1]); !errors.Is(err, api.ErrState) || !strings.Contains(err.Error(), "no other data brick of the replica set") {
 		t.Errorf("reset-brick with no data brick up: %v", err)
 	}
 	if mark, _ := posix.ReadMark(dirs[1]); mark != "" {
@@ -433,18 +435,18 @@ func TestHealRefusals(t *testing.T) {
 		"info":       func(name string) error { _, err := c.HealInfo(ctx, name); return err },
 		"split list": func(name string) error { _, err := c.SplitBrain(ctx, name); return err },
 		"resolve": func(name string) error {
-			_, err := c.ResolveSplitBrain(ctx, name, SplitBrainRequest{Policy: PolicyLatestMtime, Path: "/f"})
+			_, err := c.ResolveSplitBrain(ctx, name, api.SplitBrainRequest{Policy: api.PolicyLatestMtime, Path: "/f"})
 			return err
 		},
 	}
 	for what, call := range calls {
-		if err := call("dist"); !errors.Is(err, ErrInvalid) || err.Error() != "volume dist is neither replicated nor dispersed: nothing to heal" {
+		if err := call("dist"); !errors.Is(err, api.ErrInvalid) || err.Error() != "volume dist is neither replicated nor dispersed: nothing to heal" {
 			t.Errorf("%s of a distribute volume: %v", what, err)
 		}
-		if err := call("stopped"); !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "volume stopped is not started") {
+		if err := call("stopped"); !errors.Is(err, api.ErrState) || !strings.Contains(err.Error(), "volume stopped is not started") {
 			t.Errorf("%s of a stopped volume: %v", what, err)
 		}
-		if err := call("nope"); !errors.Is(err, ErrNotFound) {
+		if err := call("nope"); !errors.Is(err, api.ErrNotFound) {
 			t.Errorf("%s of a missing volume: %v", what, err)
 		}
 	}
@@ -452,7 +454,7 @@ func TestHealRefusals(t *testing.T) {
 
 // splitBrain makes path, created through vol, a split-brain: each brick
 // of the replica 2 volume gets its own data and blames the other.
-func splitBrain(t *testing.T, c *Client, vol layer.Layer, dirs []string, path string, data [2]string) {
+func splitBrain(t *testing.T, c *api.Client, vol layer.Layer, dirs []string, path string, data [2]string) {
 	t.Helper()
 	ctx := ctxT(t)
 	mustWrite(t, vol, path, []byte("same"))
@@ -507,28 +509,28 @@ func TestSplitBrain(t *testing.T) {
 	}
 
 	refused := []struct {
-		req SplitBrainRequest
+		req api.SplitBrainRequest
 		msg string
 	}{
-		{SplitBrainRequest{Policy: "newest", Path: "/f"}, `unknown split-brain policy "newest": use latest-mtime, bigger-file or source-brick`},
-		{SplitBrainRequest{Policy: PolicyLatestMtime}, "needs the PATH of the file"},
-		{SplitBrainRequest{Policy: PolicyBiggerFile, Path: "/f", Source: vi.Bricks[0].Name()}, "takes no source brick"},
-		{SplitBrainRequest{Policy: PolicySourceBrick, Path: "/f"}, "needs the brick whose copies win"},
-		{SplitBrainRequest{Policy: PolicySourceBrick, Source: "localhost:/elsewhere", Path: "/f"}, "localhost:/elsewhere is not a brick of volume sb"},
-		{SplitBrainRequest{Policy: PolicyLatestMtime, Path: "/fine"}, "/fine is not in split-brain in volume sb"},
-		{SplitBrainRequest{Policy: PolicyLatestMtime, Path: "relative"}, `path "relative"`},
+		{api.SplitBrainRequest{Policy: "newest", Path: "/f"}, `unknown split-brain policy "newest": use latest-mtime, bigger-file or source-brick`},
+		{api.SplitBrainRequest{Policy: api.PolicyLatestMtime}, "needs the PATH of the file"},
+		{api.SplitBrainRequest{Policy: api.PolicyBiggerFile, Path: "/f", Source: vi.Bricks[0].Name()}, "takes no source brick"},
+		{api.SplitBrainRequest{Policy: api.PolicySourceBrick, Path: "/f"}, "needs the brick whose copies win"},
+		{api.SplitBrainRequest{Policy: api.PolicySourceBrick, Source: "localhost:/elsewhere", Path: "/f"}, "localhost:/elsewhere is not a brick of volume sb"},
+		{api.SplitBrainRequest{Policy: api.PolicyLatestMtime, Path: "/fine"}, "/fine is not in split-brain in volume sb"},
+		{api.SplitBrainRequest{Policy: api.PolicyLatestMtime, Path: "relative"}, `path "relative"`},
 	}
 	for _, tc := range refused {
-		if _, err := c.ResolveSplitBrain(ctx, "sb", tc.req); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.msg) {
+		if _, err := c.ResolveSplitBrain(ctx, "sb", tc.req); !errors.Is(err, api.ErrInvalid) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("resolve %+v: %v; want %q", tc.req, err, tc.msg)
 		}
 	}
 
-	paths, err := c.ResolveSplitBrain(ctx, "sb", SplitBrainRequest{Policy: PolicySourceBrick, Source: "127.0.0.1:" + dirs[1], Path: "/f/"})
+	paths, err := c.ResolveSplitBrain(ctx, "sb", api.SplitBrainRequest{Policy: api.PolicySourceBrick, Source: "127.0.0.1:" + dirs[1], Path: "/f/"})
 	if err != nil || !slices.Equal(paths, []string{"/f"}) {
 		t.Fatalf("resolve /f by source-brick: %v %v", paths, err)
 	}
-	paths, err = c.ResolveSplitBrain(ctx, "sb", SplitBrainRequest{Policy: PolicyBiggerFile, Path: "/g"})
+	paths, err = c.ResolveSplitBrain(ctx, "sb", api.SplitBrainRequest{Policy: api.PolicyBiggerFile, Path: "/g"})
 	if err != nil || !slices.Equal(paths, []string{"/g"}) {
 		t.Fatalf("resolve /g by bigger-file: %v %v", paths, err)
 	}
@@ -542,7 +544,7 @@ func TestSplitBrain(t *testing.T) {
 	if sb, err := c.SplitBrain(ctx, "sb"); err != nil || len(sb.Entries) != 0 {
 		t.Fatalf("split-brains after resolving: %+v %v", sb, err)
 	}
-	if _, err := c.ResolveSplitBrain(ctx, "sb", SplitBrainRequest{Policy: PolicySourceBrick, Source: vi.Bricks[0].Name()}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "nothing is in split-brain in the replica set of brick") {
+	if _, err := c.ResolveSplitBrain(ctx, "sb", api.SplitBrainRequest{Policy: api.PolicySourceBrick, Source: vi.Bricks[0].Name()}); !errors.Is(err, api.ErrInvalid) || !strings.Contains(err.Error(), "nothing is in split-brain in the replica set of brick") {
 		t.Fatalf("resolve with nothing in split-brain: %v", err)
 	}
 }

@@ -7,10 +7,10 @@ import (
 	"path"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/mortarfs/mortar/heal"
 	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -19,18 +19,18 @@ import (
 // info, split-brain resolution. The daemon itself is in heal.go.
 
 // info reads every brick's heal index, with this daemon's counts.
-func (d *healDaemon) info(ctx context.Context) (HealInfo, error) {
+func (d *healDaemon) info(ctx context.Context) (api.HealInfo, error) {
 	r, err := d.running()
 	if err != nil {
-		return HealInfo{}, err
+		return api.HealInfo{}, err
 	}
 	hi, err := r.healer.Info(ctx)
 	if err != nil {
-		return HealInfo{}, err
+		return api.HealInfo{}, err
 	}
 	out := d.countsOf(r, hi)
 	for _, ri := range hi.Replicas {
-		hb := HealBrick{Name: ri.Name, Set: ri.Set, Online: ri.Up, Entries: ri.Count, Error: ri.Error}
+		hb := api.HealBrick{Name: ri.Name, Set: ri.Set, Online: ri.Up, Entries: ri.Count, Error: ri.Error}
 		for _, e := range ri.Entries {
 			hb.Paths = append(hb.Paths, entryName(e.Path, e.Gfid.String()))
 		}
@@ -41,19 +41,19 @@ func (d *healDaemon) info(ctx context.Context) (HealInfo, error) {
 
 // counts is what this daemon did (HealInfo without the bricks), for the
 // acting node's heal info.
-func (d *healDaemon) counts(ctx context.Context) (HealInfo, error) {
+func (d *healDaemon) counts(ctx context.Context) (api.HealInfo, error) {
 	r, err := d.running()
 	if err != nil {
-		return HealInfo{}, err
+		return api.HealInfo{}, err
 	}
 	return d.countsOf(r, r.healer.Stats(ctx)), nil
 }
 
 // countsOf turns hi, read from r's healer, into HealInfo's counts, with
 // the last full heal.
-func (d *healDaemon) countsOf(r *healRun, hi heal.Info) HealInfo {
-	out := HealInfo{
-		Name: d.name, Bricks: []HealBrick{}, Healed: hi.Healed, Failed: hi.Failed,
+func (d *healDaemon) countsOf(r *healRun, hi heal.Info) api.HealInfo {
+	out := api.HealInfo{
+		Name: d.name, Bricks: []api.HealBrick{}, Healed: hi.Healed, Failed: hi.Failed,
 		HealedBytes: hi.HealedBytes, Since: hi.Since,
 		InProgress: hi.InProgress, SplitBrain: hi.SplitBrain, LastScan: hi.LastScan,
 	}
@@ -69,92 +69,6 @@ func (d *healDaemon) countsOf(r *healRun, hi heal.Info) HealInfo {
 	return out
 }
 
-// addCounts adds another node's daemon's counts to h: sums, the earliest
-// start, the latest scan, and the full heals merged (running if one
-// runs).
-func (h *HealInfo) addCounts(o HealInfo) {
-	h.Healed += o.Healed
-	h.Failed += o.Failed
-	h.HealedBytes += o.HealedBytes
-	h.InProgress += o.InProgress
-	h.SplitBrain = max(h.SplitBrain, o.SplitBrain)
-	if !o.Since.IsZero() && (h.Since.IsZero() || o.Since.Before(h.Since)) {
-		h.Since = o.Since
-	}
-	if o.LastScan.After(h.LastScan) {
-		h.LastScan = o.LastScan
-	}
-	if o.Full == nil {
-		return
-	}
-	if h.Full == nil {
-		f := *o.Full
-		h.Full = &f
-		return
-	}
-	h.Full.merge(*o.Full)
-}
-
-// merge adds another node's part of a full heal to f.
-func (f *FullHeal) merge(o FullHeal) {
-	f.Running, f.Again = f.Running || o.Running, f.Again || o.Again
-	f.Looked += o.Looked
-	if o.Started.Before(f.Started) {
-		f.Started = o.Started
-	}
-	if o.Finished.After(f.Finished) {
-		f.Finished = o.Finished
-	}
-	if f.Running {
-		f.Finished = time.Time{}
-	}
-	if o.Error != "" {
-		f.Error = strings.TrimPrefix(f.Error+"; "+o.Error, "; ")
-	}
-}
-
-// SafeToTakeDown reports whether a brick of the volume may be taken down
-// now (the next brick of a rolling restart): every brick is online and
-// connected to the heal daemon, no brick records anything to heal, no heal
-// is under way, nothing is in split-brain and no full heal runs. If not,
-// it says what is missing. Clients' own connections are not seen here:
-// a client in use reconnects within 100 ms of a brick's return (its
-// writes would otherwise be recorded as entries to heal), an idle one
-// within its backoff of at most 2 s.
-func (h HealInfo) SafeToTakeDown() (bool, string) {
-	var why []string
-	for _, b := range h.Bricks {
-		switch {
-		case !b.Online:
-			why = append(why, "brick "+b.Name+" is not connected")
-		case b.Error != "":
-			why = append(why, fmt.Sprintf("brick %s cannot be asked: %s", b.Name, b.Error))
-		case b.Entries > 0:
-			why = append(why, fmt.Sprintf("brick %s has %d %s to heal", b.Name, b.Entries, plural(b.Entries, "entry", "entries")))
-		}
-	}
-	if h.InProgress > 0 {
-		why = append(why, fmt.Sprintf("%d %s being healed", h.InProgress, plural(h.InProgress, "entry is", "entries are")))
-	}
-	if h.SplitBrain > 0 {
-		why = append(why, fmt.Sprintf("%d %s in split-brain", h.SplitBrain, plural(h.SplitBrain, "file is", "files are")))
-	}
-	if h.Full != nil && h.Full.Running {
-		why = append(why, "a full heal is running")
-	}
-	if len(h.Bricks) == 0 {
-		why = append(why, "no brick")
-	}
-	return len(why) == 0, strings.Join(why, "; ")
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
 // entryName is how heal info shows an inode: its path, or its gfid as
 // GlusterFS writes it when the path is unknown.
 func entryName(path, gfid string) string {
@@ -166,27 +80,27 @@ func entryName(path, gfid string) string {
 
 // splitBrain lists the inodes in split-brain, per brick (under every brick
 // that has a copy) and with each copy's details.
-func (d *healDaemon) splitBrain(ctx context.Context) (SplitBrainInfo, error) {
+func (d *healDaemon) splitBrain(ctx context.Context) (api.SplitBrainInfo, error) {
 	r, err := d.running()
 	if err != nil {
-		return SplitBrainInfo{}, err
+		return api.SplitBrainInfo{}, err
 	}
 	entries, err := r.healer.SplitBrain(ctx)
 	if err != nil {
-		return SplitBrainInfo{}, err
+		return api.SplitBrainInfo{}, err
 	}
-	out := SplitBrainInfo{Name: d.name, Bricks: []HealBrick{}, Entries: []SplitBrainEntry{}}
+	out := api.SplitBrainInfo{Name: d.name, Bricks: []api.HealBrick{}, Entries: []api.SplitBrainEntry{}}
 	at := map[string]int{} // brick name → index in out.Bricks
 	for si, s := range r.sets {
 		for _, rep := range s {
 			at[rep.Name] = len(out.Bricks)
-			out.Bricks = append(out.Bricks, HealBrick{Name: rep.Name, Set: si, Online: rep.Up()})
+			out.Bricks = append(out.Bricks, api.HealBrick{Name: rep.Name, Set: si, Online: rep.Up()})
 		}
 	}
 	for _, e := range entries {
-		se := SplitBrainEntry{Set: e.Set, Path: e.Path, Gfid: e.Gfid.String()}
+		se := api.SplitBrainEntry{Set: e.Set, Path: e.Path, Gfid: e.Gfid.String()}
 		for _, c := range e.Copies {
-			sc := SplitBrainCopy{Brick: c.Replica, Error: c.Error, Blames: c.Pending}
+			sc := api.SplitBrainCopy{Brick: c.Replica, Error: c.Error, Blames: c.Pending}
 			if c.Error == "" {
 				sc.Gfid, sc.Size, sc.Mtime = c.Gfid.String(), c.Size, c.Mtime
 				if i, ok := at[c.Replica]; ok {
@@ -234,10 +148,10 @@ func healable(v *VolumeState) bool {
 // dispersed (saying why: what) or not started.
 func checkHealableStarted(v *VolumeState, why string) error {
 	if !healable(v) {
-		return errorf(ErrInvalid, "volume %s is neither replicated nor dispersed: %s", v.Name, why)
+		return api.Errorf(api.ErrInvalid, "volume %s is neither replicated nor dispersed: %s", v.Name, why)
 	}
 	if v.Status != StatusStarted {
-		return errorf(ErrState, "volume %s is not started (mortar volume start %s)", v.Name, v.Name)
+		return api.Errorf(api.ErrState, "volume %s is not started (mortar volume start %s)", v.Name, v.Name)
 	}
 	return nil
 }
@@ -245,13 +159,13 @@ func checkHealableStarted(v *VolumeState, why string) error {
 // heal triggers an index heal of volume name, or starts a full heal, on
 // this node and on the other nodes serving its bricks (each heals the
 // sets it acts for).
-func (n *Node) heal(ctx context.Context, name string, full bool) (FullHeal, error) {
+func (n *Node) heal(ctx context.Context, name string, full bool) (api.FullHeal, error) {
 	d, v, err := n.healDaemonOf(name)
 	if err != nil {
-		return FullHeal{}, err
+		return api.FullHeal{}, err
 	}
 	n.otherHealNodes(ctx, v, func(ctx context.Context, id string) {
-		err := n.call(ctx, id, http.MethodPost, localHealPath(v.ID), HealRequest{Full: full}, nil)
+		err := n.call(ctx, id, http.MethodPost, localHealPath(v.ID), api.HealRequest{Full: full}, nil)
 		if err != nil {
 			n.log.Warn("heal request not passed on", "volume", name, "node", id, "err", err)
 		}
@@ -261,11 +175,11 @@ func (n *Node) heal(ctx context.Context, name string, full bool) (FullHeal, erro
 
 // localHeal triggers an index heal, or starts a full heal, of the sets
 // this node's daemon acts for.
-func (d *healDaemon) localHeal(full bool) (FullHeal, error) {
+func (d *healDaemon) localHeal(full bool) (api.FullHeal, error) {
 	if full {
 		return d.startFull()
 	}
-	return FullHeal{}, d.trigger()
+	return api.FullHeal{}, d.trigger()
 }
 
 // otherHealNodes runs fn for each other node serving a brick of v, at
@@ -290,23 +204,23 @@ func localHealPath(id string) string { return "/v1/local/volumes/" + id + "/heal
 
 // healInfo reads the heal indexes of volume name, with the counts of
 // every node's daemon that answers.
-func (n *Node) healInfo(ctx context.Context, name string) (HealInfo, error) {
+func (n *Node) healInfo(ctx context.Context, name string) (api.HealInfo, error) {
 	d, v, err := n.healDaemonOf(name)
 	if err != nil {
-		return HealInfo{}, err
+		return api.HealInfo{}, err
 	}
 	hi, err := d.info(ctx)
 	if err != nil {
-		return HealInfo{}, err
+		return api.HealInfo{}, err
 	}
 	var mu sync.Mutex
 	n.otherHealNodes(ctx, v, func(ctx context.Context, id string) {
-		var o HealInfo
+		var o api.HealInfo
 		if err := n.call(ctx, id, http.MethodGet, localHealPath(v.ID), nil, &o); err != nil {
 			return // a node that does not answer heals nothing
 		}
 		mu.Lock()
-		hi.addCounts(o)
+		hi.AddCounts(o)
 		mu.Unlock()
 	})
 	hi.Safe, hi.Unsafe = hi.SafeToTakeDown()
@@ -320,27 +234,27 @@ func (n *Node) localHealDaemon(id string) (*healDaemon, error) {
 	if vr := n.vols[id]; vr != nil && vr.heal != nil {
 		return vr.heal, nil
 	}
-	return nil, errorf(ErrState, "no heal daemon of volume %s runs on this node", id)
+	return nil, api.Errorf(api.ErrState, "no heal daemon of volume %s runs on this node", id)
 }
 
 // splitBrainInfo lists the split-brains of volume name.
-func (n *Node) splitBrainInfo(ctx context.Context, name string) (SplitBrainInfo, error) {
+func (n *Node) splitBrainInfo(ctx context.Context, name string) (api.SplitBrainInfo, error) {
 	d, _, err := n.healDaemonOf(name)
 	if err != nil {
-		return SplitBrainInfo{}, err
+		return api.SplitBrainInfo{}, err
 	}
 	return d.splitBrain(ctx)
 }
 
 // resolveSplitBrain resolves the split-brains req names and returns their
 // paths. It refuses a request that names no split-brain.
-func (n *Node) resolveSplitBrain(ctx context.Context, name string, req SplitBrainRequest) ([]string, error) {
+func (n *Node) resolveSplitBrain(ctx context.Context, name string, req api.SplitBrainRequest) ([]string, error) {
 	d, v, err := n.healDaemonOf(name)
 	if err != nil {
 		return nil, err
 	}
 	if v.Type != volume.Replicate {
-		return nil, errorf(ErrInvalid, "volume %s is dispersed: split-brain resolution applies to replicated volumes only (a disperse set's files are fragments, so no one brick holds a copy that could win)", name)
+		return nil, api.Errorf(api.ErrInvalid, "volume %s is dispersed: split-brain resolution applies to replicated volumes only (a disperse set's files are fragments, so no one brick holds a copy that could win)", name)
 	}
 	set, err := n.checkResolve(ctx, v, &req)
 	if err != nil {
@@ -366,9 +280,9 @@ func (n *Node) resolveSplitBrain(ctx context.Context, name string, req SplitBrai
 	}
 	switch {
 	case len(paths) == 0 && req.Path != "":
-		return nil, errorf(ErrInvalid, "%s is not in split-brain in %s (see mortar volume heal %s info split-brain)", req.Path, where, name)
+		return nil, api.Errorf(api.ErrInvalid, "%s is not in split-brain in %s (see mortar volume heal %s info split-brain)", req.Path, where, name)
 	case len(paths) == 0:
-		return nil, errorf(ErrInvalid, "nothing is in split-brain in %s", where)
+		return nil, api.Errorf(api.ErrInvalid, "nothing is in split-brain in %s", where)
 	}
 	if err := r.healer.Resolve(ctx, req.Path, req.Policy, req.Source); err != nil {
 		return nil, fmt.Errorf("resolving the split-brain of %s: %w", strings.Join(paths, ", "), err)
@@ -380,37 +294,37 @@ func (n *Node) resolveSplitBrain(ctx context.Context, name string, req SplitBrai
 // checkResolve checks a split-brain resolution request, cleans its path
 // and makes its source the brick's name as the volume has it. It returns
 // the replica set of the source brick, or -1.
-func (n *Node) checkResolve(ctx context.Context, v *VolumeState, req *SplitBrainRequest) (int, error) {
+func (n *Node) checkResolve(ctx context.Context, v *VolumeState, req *api.SplitBrainRequest) (int, error) {
 	set := -1
 	switch req.Policy {
-	case PolicyLatestMtime, PolicyBiggerFile:
+	case api.PolicyLatestMtime, api.PolicyBiggerFile:
 		if req.Path == "" {
-			return set, errorf(ErrInvalid, "split-brain %s needs the PATH of the file, from the volume's root (such as /dir/file)", req.Policy)
+			return set, api.Errorf(api.ErrInvalid, "split-brain %s needs the PATH of the file, from the volume's root (such as /dir/file)", req.Policy)
 		}
 		if req.Source != "" {
-			return set, errorf(ErrInvalid, "split-brain %s takes no source brick (use source-brick to name the brick whose copy wins)", req.Policy)
+			return set, api.Errorf(api.ErrInvalid, "split-brain %s takes no source brick (use source-brick to name the brick whose copy wins)", req.Policy)
 		}
-	case PolicySourceBrick:
+	case api.PolicySourceBrick:
 		if req.Source == "" {
-			return set, errorf(ErrInvalid, "split-brain source-brick needs the brick whose copies win, as HOST:/PATH")
+			return set, api.Errorf(api.ErrInvalid, "split-brain source-brick needs the brick whose copies win, as HOST:/PATH")
 		}
 		b, i, err := n.findBrick(ctx, n.store.State(), v, req.Source)
 		if err != nil {
 			return set, err
 		}
 		if b.Arbiter {
-			return set, errorf(ErrInvalid, "brick %s is an arbiter: it holds no file data, so its copies cannot win", b.Name())
+			return set, api.Errorf(api.ErrInvalid, "brick %s is an arbiter: it holds no file data, so its copies cannot win", b.Name())
 		}
 		req.Source, set = b.Name(), i/v.Replica
 	default:
-		return set, errorf(ErrInvalid, "unknown split-brain policy %q: use %s, %s or %s", req.Policy, PolicyLatestMtime, PolicyBiggerFile, PolicySourceBrick)
+		return set, api.Errorf(api.ErrInvalid, "unknown split-brain policy %q: use %s, %s or %s", req.Policy, api.PolicyLatestMtime, api.PolicyBiggerFile, api.PolicySourceBrick)
 	}
 	if req.Path != "" {
 		if strings.HasPrefix(req.Path, "/") {
 			req.Path = path.Clean(req.Path)
 		}
 		if err := layer.CheckPath(req.Path); err != nil {
-			return set, errorf(ErrInvalid, "path %q: %v (want a path from the volume's root, such as /dir/file)", req.Path, err)
+			return set, api.Errorf(api.ErrInvalid, "path %q: %v (want a path from the volume's root, such as /dir/file)", req.Path, err)
 		}
 	}
 	return set, nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/layer/distribute"
+	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -26,12 +27,12 @@ type migration struct {
 	done   chan struct{}
 
 	mu   sync.Mutex
-	prog NodeProgress
+	prog api.NodeProgress
 }
 
 // migrate starts (or resumes from its checkpoint) this node's part of a
 // task: move the misplaced files of the sets req.Sources.
-func (n *Node) migrate(vid string, req LocalMigrateRequest) error {
+func (n *Node) migrate(vid string, req api.LocalMigrateRequest) error {
 	n.taskMu.Lock()
 	defer n.taskMu.Unlock()
 	if n.migs == nil {
@@ -39,12 +40,12 @@ func (n *Node) migrate(vid string, req LocalMigrateRequest) error {
 	}
 	select {
 	case <-n.done:
-		return errorf(ErrState, "the node is shutting down")
+		return api.Errorf(api.ErrState, "the node is shutting down")
 	default:
 	}
 	if m := n.migs[vid]; m != nil {
 		m.mu.Lock()
-		same := m.prog.TaskID == req.Task.ID && m.prog.Status == TaskRunning
+		same := m.prog.TaskID == req.Task.ID && m.prog.Status == api.TaskRunning
 		m.mu.Unlock()
 		if same {
 			return nil
@@ -53,8 +54,8 @@ func (n *Node) migrate(vid string, req LocalMigrateRequest) error {
 		<-m.done
 	}
 	saved := n.loadProgress(vid)
-	prog := NodeProgress{Node: n.id, TaskID: req.Task.ID, Status: TaskRunning, Started: time.Now().UTC(), ETA: -1}
-	if saved.TaskID == req.Task.ID && saved.Status != TaskCompleted {
+	prog := api.NodeProgress{Node: n.id, TaskID: req.Task.ID, Status: api.TaskRunning, Started: time.Now().UTC(), ETA: -1}
+	if saved.TaskID == req.Task.ID && saved.Status != api.TaskCompleted {
 		prog.Checkpoint = saved.Checkpoint
 		prog.RebalanceStats = saved.RebalanceStats
 	}
@@ -73,9 +74,9 @@ func (n *Node) migrate(vid string, req LocalMigrateRequest) error {
 	return nil
 }
 
-func (n *Node) runLocalMigration(ctx context.Context, vid string, req LocalMigrateRequest, m *migration) {
+func (n *Node) runLocalMigration(ctx context.Context, vid string, req api.LocalMigrateRequest, m *migration) {
 	base := m.prog.RebalanceStats
-	update := func(fn func(p *NodeProgress)) NodeProgress {
+	update := func(fn func(p *api.NodeProgress)) api.NodeProgress {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		fn(&m.prog)
@@ -102,16 +103,16 @@ func (n *Node) runLocalMigration(ctx context.Context, vid string, req LocalMigra
 				Source: func(id string) bool { return slices.Contains(srcs, id) },
 				Resume: resume,
 				Checkpoint: func(cp string) {
-					p := update(func(p *NodeProgress) { p.Checkpoint = cp })
+					p := update(func(p *api.NodeProgress) { p.Checkpoint = cp })
 					n.saveProgress(vid, p)
 				},
 				Progress: func(s distribute.RebalanceStats) {
-					update(func(p *NodeProgress) { p.RebalanceStats = addStats(before, s) })
+					update(func(p *api.NodeProgress) { p.RebalanceStats = addStats(before, s) })
 				},
 			})
 			stats = addStats(stats, s)
 			var left []string
-			if err == nil && req.Task.Kind == TaskRemoveBrick && s.Skipped+s.Failed == 0 {
+			if err == nil && req.Task.Kind == api.TaskRemoveBrick && s.Skipped+s.Failed == 0 {
 				var rerr error
 				if left, rerr = d.Remaining(ctx, srcs, 3); rerr != nil && ctx.Err() == nil {
 					// Not known to be drained: as a file left, "run start again".
@@ -131,21 +132,21 @@ func (n *Node) runLocalMigration(ctx context.Context, vid string, req LocalMigra
 			// The next walk starts from the top: saved so, a restart
 			// walks it again rather than resuming past its end.
 			resume = ""
-			n.saveProgress(vid, update(func(p *NodeProgress) { p.Checkpoint = "" }))
+			n.saveProgress(vid, update(func(p *api.NodeProgress) { p.Checkpoint = "" }))
 		}
 		closeGraph()
 	}
-	p := update(func(p *NodeProgress) {
+	p := update(func(p *api.NodeProgress) {
 		p.RebalanceStats = addStats(base, stats)
 		p.Ended = time.Now().UTC()
 		p.ETA = 0
 		switch {
 		case ctx.Err() != nil:
-			p.Status = TaskStopped
+			p.Status = api.TaskStopped
 		case err != nil:
-			p.Status, p.Error = TaskFailed, err.Error()
+			p.Status, p.Error = api.TaskFailed, err.Error()
 		default:
-			p.Status, p.Checkpoint = TaskCompleted, ""
+			p.Status, p.Checkpoint = api.TaskCompleted, ""
 		}
 	})
 	n.saveProgress(vid, p)
@@ -191,14 +192,14 @@ func (n *Node) stopMigration(vid string) {
 
 // migrationProgress is this node's part of volume vid's task: the run in
 // memory, or what the last run saved.
-func (n *Node) migrationProgress(vid string) NodeProgress {
+func (n *Node) migrationProgress(vid string) api.NodeProgress {
 	n.taskMu.Lock()
 	m := n.migs[vid]
 	n.taskMu.Unlock()
 	if m == nil {
 		p := n.loadProgress(vid)
-		if p.Status == TaskRunning {
-			p.Status = TaskStopped // the node restarted meanwhile
+		if p.Status == api.TaskRunning {
+			p.Status = api.TaskStopped // the node restarted meanwhile
 		}
 		p.Node = n.id
 		return p
@@ -212,19 +213,19 @@ func (n *Node) progressPath(vid string) string {
 	return filepath.Join(n.dir, "rebalance", vid+".json")
 }
 
-func (n *Node) loadProgress(vid string) NodeProgress {
-	var p NodeProgress
+func (n *Node) loadProgress(vid string) api.NodeProgress {
+	var p api.NodeProgress
 	data, err := os.ReadFile(n.progressPath(vid))
 	if err == nil {
 		err = json.Unmarshal(data, &p)
 	}
 	if err != nil {
-		return NodeProgress{Node: n.id, ETA: -1}
+		return api.NodeProgress{Node: n.id, ETA: -1}
 	}
 	return p
 }
 
-func (n *Node) saveProgress(vid string, p NodeProgress) {
+func (n *Node) saveProgress(vid string, p api.NodeProgress) {
 	if err := os.MkdirAll(filepath.Dir(n.progressPath(vid)), 0o700); err == nil {
 		err = writeJSONAtomic(n.progressPath(vid), p)
 		if err == nil {
@@ -244,7 +245,7 @@ func (n *Node) inodesOf(spec volume.Spec, ids []string) uint64 {
 		if !slices.Contains(ids, b.ID) || len(ids) == 0 {
 			continue
 		}
-		var bs BrickStatus
+		var bs api.BrickStatus
 		if du := n.diskUsage(BrickState{Path: b.Path}, &bs); du != nil {
 			total += du.Inodes - du.InodesFree
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/internal/proof"
+	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/tlsconf"
 )
 
@@ -132,7 +133,7 @@ func (n *Node) open(cfg Config) error {
 	}
 	if n.tls = cfg.TLS; n.tls != nil {
 		n.ln = tlsconf.WrapListener(n.ln, n.tls, n.log)
-		n.peerHTTP = &http.Client{Transport: tlsTransport(n.tls.ClientConfig())}
+		n.peerHTTP = &http.Client{Transport: api.Transport(n.tls.ClientConfig())}
 		n.dial = n.tls.Dialer(5 * time.Second)
 	}
 	n.addr = cfg.Advertise
@@ -148,7 +149,7 @@ func (n *Node) open(cfg Config) error {
 			return fmt.Errorf("save node identity: %w", err)
 		}
 	}
-	advHost, _ := splitHostPortDefault(n.addr)
+	advHost, _ := api.SplitHostPortDefault(n.addr)
 	n.raftAddr = net.JoinHostPort(advHost, strconv.Itoa(portOf(n.raftLn.Addr().String())))
 	if n.raft, err = openRaftStore(cfg.DataDir, n.id, n.raftLn, n.raftAddr, n.tls, n.secret, n.log); err != nil {
 		return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mortarfs/mortar/volume/options"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/volume/options"
+
 	"github.com/mortarfs/mortar/brick/posix"
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/layer/protocol"
@@ -28,14 +30,14 @@ func testLogger(t *testing.T) *slog.Logger {
 }
 
 // startNode starts a node on 127.0.0.1 with its state in dataDir.
-func startNode(t *testing.T, dataDir string) (*Node, *Client) {
+func startNode(t *testing.T, dataDir string) (*Node, *api.Client) {
 	t.Helper()
 	n, err := Start(Config{DataDir: dataDir, Listen: "127.0.0.1:0", Logger: testLogger(t)})
 	if err != nil {
 		t.Fatalf("start node: %v", err)
 	}
 	t.Cleanup(func() { n.Close() })
-	return n, NewClient(n.ListenAddr())
+	return n, api.NewClient(n.ListenAddr())
 }
 
 // brickDirs makes n empty directories and returns their paths.
@@ -63,7 +65,7 @@ func TestVolumeLifecycle(t *testing.T) {
 	n, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
 	dirs := brickDirs(t, 2)
-	vi, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: []string{"localhost:" + dirs[0], "127.0.0.1:" + dirs[1]}, Force: true})
+	vi, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "gv0", Bricks: []string{"localhost:" + dirs[0], "127.0.0.1:" + dirs[1]}, Force: true})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -73,13 +75,13 @@ func TestVolumeLifecycle(t *testing.T) {
 	if mark, err := posix.ReadMark(dirs[0]); err != nil || mark != vi.ID {
 		t.Fatalf("brick mark = %q, %v; want %s", mark, err, vi.ID)
 	}
-	if _, err := c.Spec(ctx, "gv0"); !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "not started") {
+	if _, err := c.Spec(ctx, "gv0"); !errors.Is(err, api.ErrState) || !strings.Contains(err.Error(), "not started") {
 		t.Fatalf("spec of a created volume: %v", err)
 	}
 	if _, err := c.Start(ctx, "gv0", false); err != nil {
 		t.Fatalf("start: %v", err)
 	}
-	if _, err := c.Start(ctx, "gv0", false); !errors.Is(err, ErrState) {
+	if _, err := c.Start(ctx, "gv0", false); !errors.Is(err, api.ErrState) {
 		t.Fatalf("second start: %v", err)
 	}
 	st, err := c.Status(ctx, "gv0")
@@ -118,7 +120,7 @@ func TestVolumeLifecycle(t *testing.T) {
 	if err := c.Delete(ctx, "gv0"); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
-	if _, err := c.Info(ctx, "gv0"); !errors.Is(err, ErrNotFound) {
+	if _, err := c.Info(ctx, "gv0"); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("info after delete: %v", err)
 	}
 	if mark, _ := posix.ReadMark(dirs[0]); mark != "" {
@@ -128,7 +130,7 @@ func TestVolumeLifecycle(t *testing.T) {
 		t.Fatalf("brick data after delete: %q, %v", data, err)
 	}
 	// The directories can make a new volume (with force: it holds files).
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv1", Bricks: []string{"localhost:" + dirs[0]}, Force: true}); err != nil {
+	if _, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "gv1", Bricks: []string{"localhost:" + dirs[0]}, Force: true}); err != nil {
 		t.Fatalf("create again on the same brick: %v", err)
 	}
 }
@@ -137,7 +139,7 @@ func TestCreateRefusals(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
 	dirs := brickDirs(t, 3)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "taken", Bricks: []string{"localhost:" + dirs[0]}, Force: true}); err != nil {
+	if _, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "taken", Bricks: []string{"localhost:" + dirs[0]}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Start(ctx, "taken", false); err != nil {
@@ -147,22 +149,22 @@ func TestCreateRefusals(t *testing.T) {
 	os.WriteFile(file, nil, 0o644)
 	cases := []struct {
 		name   string
-		req    CreateVolumeRequest
+		req    api.CreateVolumeRequest
 		marker error
 		msg    string
 	}{
-		{"missing dir", CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:" + dirs[1] + "/nope"}}, ErrInvalid, "does not exist"},
-		{"not a dir", CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:" + file}}, ErrInvalid, "not a directory"},
-		{"in another volume", CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:" + dirs[0]}}, ErrInvalid, "already part of volume taken"},
-		{"inside another brick", CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:" + dirs[0] + "/sub"}}, ErrInvalid, "nested"},
-		{"foreign host", CreateVolumeRequest{Name: "v", Bricks: []string{"192.0.2.7:" + dirs[1]}}, ErrInvalid, "host 192.0.2.7 is not a node of this cluster (add it with: mortar peer probe 192.0.2.7)"},
-		{"bad name", CreateVolumeRequest{Name: "a/b", Bricks: []string{"localhost:" + dirs[1]}}, ErrInvalid, "may contain only"},
-		{"long name", CreateVolumeRequest{Name: strings.Repeat("x", 65), Bricks: []string{"localhost:" + dirs[1]}}, ErrInvalid, "longer than 64"},
-		{"duplicate brick", CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:" + dirs[1], "127.0.0.1:" + dirs[1] + "/"}}, ErrInvalid, "duplicate brick"},
-		{"no bricks", CreateVolumeRequest{Name: "v"}, ErrInvalid, "no bricks"},
-		{"relative path", CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:data"}}, ErrInvalid, "absolute"},
-		{"existing name", CreateVolumeRequest{Name: "taken", Bricks: []string{"localhost:" + dirs[1]}}, ErrExists, "volume taken already exists"},
-		{"disperse", CreateVolumeRequest{Name: "v", Disperse: 3, Bricks: []string{"localhost:" + dirs[1]}}, ErrInvalid, "1 bricks do not make disperse sets of 3"},
+		{"missing dir", api.CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:" + dirs[1] + "/nope"}}, api.ErrInvalid, "does not exist"},
+		{"not a dir", api.CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:" + file}}, api.ErrInvalid, "not a directory"},
+		{"in another volume", api.CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:" + dirs[0]}}, api.ErrInvalid, "already part of volume taken"},
+		{"inside another brick", api.CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:" + dirs[0] + "/sub"}}, api.ErrInvalid, "nested"},
+		{"foreign host", api.CreateVolumeRequest{Name: "v", Bricks: []string{"192.0.2.7:" + dirs[1]}}, api.ErrInvalid, "host 192.0.2.7 is not a node of this cluster (add it with: mortar peer probe 192.0.2.7)"},
+		{"bad name", api.CreateVolumeRequest{Name: "a/b", Bricks: []string{"localhost:" + dirs[1]}}, api.ErrInvalid, "may contain only"},
+		{"long name", api.CreateVolumeRequest{Name: strings.Repeat("x", 65), Bricks: []string{"localhost:" + dirs[1]}}, api.ErrInvalid, "longer than 64"},
+		{"duplicate brick", api.CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:" + dirs[1], "127.0.0.1:" + dirs[1] + "/"}}, api.ErrInvalid, "duplicate brick"},
+		{"no bricks", api.CreateVolumeRequest{Name: "v"}, api.ErrInvalid, "no bricks"},
+		{"relative path", api.CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:data"}}, api.ErrInvalid, "absolute"},
+		{"existing name", api.CreateVolumeRequest{Name: "taken", Bricks: []string{"localhost:" + dirs[1]}}, api.ErrExists, "volume taken already exists"},
+		{"disperse", api.CreateVolumeRequest{Name: "v", Disperse: 3, Bricks: []string{"localhost:" + dirs[1]}}, api.ErrInvalid, "1 bricks do not make disperse sets of 3"},
 	}
 	for _, tc := range cases {
 		_, err := c.CreateVolume(ctx, tc.req)
@@ -174,7 +176,7 @@ func TestCreateRefusals(t *testing.T) {
 	// which "/" would contain).
 	_, c2 := startNode(t, t.TempDir())
 	for _, force := range []bool{false, true} {
-		if _, err := c2.CreateVolume(ctx, CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:/"}, Force: force}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "system directory") {
+		if _, err := c2.CreateVolume(ctx, api.CreateVolumeRequest{Name: "v", Bricks: []string{"localhost:/"}, Force: force}); !errors.Is(err, api.ErrInvalid) || !strings.Contains(err.Error(), "system directory") {
 			t.Errorf("brick on / (force %v): %v", force, err)
 		}
 	}
@@ -182,16 +184,16 @@ func TestCreateRefusals(t *testing.T) {
 	if mark, _ := posix.ReadMark(dirs[1]); mark != "" {
 		t.Errorf("%s marked %q after refused creates", dirs[1], mark)
 	}
-	if err := c.Delete(ctx, "taken"); !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "stop it first") {
+	if err := c.Delete(ctx, "taken"); !errors.Is(err, api.ErrState) || !strings.Contains(err.Error(), "stop it first") {
 		t.Errorf("delete of a started volume: %v", err)
 	}
 	if _, err := c.Set(ctx, "taken", "performance.nonsense", "1"); err == nil || !strings.Contains(err.Error(), options.OptPingTimeout) {
 		t.Errorf("unknown option: %v (want the list of known options)", err)
 	}
-	if _, err := c.Set(ctx, "taken", options.OptPingTimeout, "-1"); !errors.Is(err, ErrInvalid) {
+	if _, err := c.Set(ctx, "taken", options.OptPingTimeout, "-1"); !errors.Is(err, api.ErrInvalid) {
 		t.Errorf("bad option value: %v", err)
 	}
-	if _, err := c.Start(ctx, "nope", false); !errors.Is(err, ErrNotFound) {
+	if _, err := c.Start(ctx, "nope", false); !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("start of a missing volume: %v", err)
 	}
 }
@@ -203,7 +205,7 @@ func TestRestartKeepsVolumes(t *testing.T) {
 	dirs := brickDirs(t, 2)
 	for _, name := range []string{"up", "down"} {
 		i := map[string]int{"up": 0, "down": 1}[name]
-		if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: name, Bricks: []string{"localhost:" + dirs[i]}, Force: true}); err != nil {
+		if _, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: name, Bricks: []string{"localhost:" + dirs[i]}, Force: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -262,7 +264,7 @@ func TestBrickOwnPort(t *testing.T) {
 		t.Fatalf("GET /v1/node: %d %s", resp.StatusCode, body)
 	}
 	dirs := brickDirs(t, 1)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: []string{"localhost:" + dirs[0]}, Force: true}); err != nil {
+	if _, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "gv0", Bricks: []string{"localhost:" + dirs[0]}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Start(ctx, "gv0", false); err != nil {
@@ -355,10 +357,10 @@ func TestConfig(t *testing.T) {
 	if host, port, err := net.SplitHostPort(got); err != nil || port != "7420" || host == "" || isUnspecified(host) {
 		t.Errorf("deriveAdvertise([::]:7420) = %s", got)
 	}
-	if !isLocalHost(t.Context(), "localhost", "") || !isLocalHost(t.Context(), "127.0.0.2", "") || isLocalHost(t.Context(), "192.0.2.1", "") {
+	if !api.IsLocalHost(t.Context(), "localhost", "") || !api.IsLocalHost(t.Context(), "127.0.0.2", "") || api.IsLocalHost(t.Context(), "192.0.2.1", "") {
 		t.Error("isLocalHost misjudges localhost, 127.0.0.2 or 192.0.2.1")
 	}
-	if name, err := os.Hostname(); err == nil && !isLocalHost(t.Context(), name, "") {
+	if name, err := os.Hostname(); err == nil && !api.IsLocalHost(t.Context(), name, "") {
 		t.Errorf("isLocalHost(%q) (the host name) = false", name)
 	}
 }
@@ -369,19 +371,19 @@ func TestSecurityOptions(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
 	dirs := brickDirs(t, 1)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "sv", Bricks: []string{"localhost:" + dirs[0]}, Force: true}); err != nil {
+	if _, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "sv", Bricks: []string{"localhost:" + dirs[0]}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Set(ctx, "sv", options.OptEncryption, "on"); err != nil {
 		t.Fatalf("encryption on before the first start: %v", err)
 	}
-	if _, err := c.Set(ctx, "sv", options.OptEncryption, "maybe"); !errors.Is(err, ErrInvalid) {
+	if _, err := c.Set(ctx, "sv", options.OptEncryption, "maybe"); !errors.Is(err, api.ErrInvalid) {
 		t.Fatalf("encryption maybe: %v", err)
 	}
 	if _, err := c.Start(ctx, "sv", false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Set(ctx, "sv", options.OptEncryption, "off"); !errors.Is(err, ErrState) {
+	if _, err := c.Set(ctx, "sv", options.OptEncryption, "off"); !errors.Is(err, api.ErrState) {
 		t.Fatalf("encryption off after the start: %v, want refused", err)
 	}
 	if _, err := c.Set(ctx, "sv", options.OptEncryption, "on"); err != nil {
@@ -390,7 +392,7 @@ func TestSecurityOptions(t *testing.T) {
 	if _, err := c.Set(ctx, "sv", options.OptAuthAllow, "client-*,10.0.0.0/8"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Set(ctx, "sv", options.OptAuthReject, "a b"); !errors.Is(err, ErrInvalid) {
+	if _, err := c.Set(ctx, "sv", options.OptAuthReject, "a b"); !errors.Is(err, api.ErrInvalid) {
 		t.Fatalf("auth.reject with a space: %v", err)
 	}
 }
@@ -404,11 +406,11 @@ func TestStorageReserve(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
 	dirs := brickDirs(t, 1)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: []string{"localhost:" + dirs[0]}, Force: true}); err != nil {
+	if _, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "gv0", Bricks: []string{"localhost:" + dirs[0]}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{"101", "-1", "lots", "10PB"} {
-		if _, err := c.Set(ctx, "gv0", options.OptStorageReserve, bad); !errors.Is(err, ErrInvalid) {
+		if _, err := c.Set(ctx, "gv0", options.OptStorageReserve, bad); !errors.Is(err, api.ErrInvalid) {
 			t.Errorf("storage.reserve %q: %v, want refused", bad, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/volume"
 	"github.com/mortarfs/mortar/volume/options"
 )
@@ -45,7 +46,7 @@ func checkVolumeType(v *VolumeState, key string) error {
 		why = fmt.Sprintf("whose sets write while %d of its %d bricks are up (disperse %d redundancy %d), and that is fixed",
 			v.Disperse-v.Redundancy, v.Disperse, v.Disperse, v.Redundancy)
 	}
-	return errorf(ErrInvalid, "option %s applies to %s volumes only: volume %s is a %s volume, %s",
+	return api.Errorf(api.ErrInvalid, "option %s applies to %s volumes only: volume %s is a %s volume, %s",
 		key, strings.Join(names, " and "), v.Name, typeAdjective[v.Type], why)
 }
 
@@ -57,13 +58,13 @@ func checkVolumeOption(v *VolumeState, key, value string) error {
 		return err
 	}
 	if key == options.OptEncryption && v.Status != StatusCreated && v.Options[options.OptEncryption] != value {
-		return errorf(ErrState, "option %s can change only before the volume's first start: files already written would be unreadable (create a new volume and copy)", key)
+		return api.Errorf(api.ErrState, "option %s can change only before the volume's first start: files already written would be unreadable (create a new volume and copy)", key)
 	}
 	if key != options.OptQuorumCount || v.Replica == 0 {
 		return nil
 	}
 	if n, _ := strconv.Atoi(value); n > v.Replica {
-		return errorf(ErrInvalid, "option %s: %s is more than the replica count %d of volume %s", key, value, v.Replica, v.Name)
+		return api.Errorf(api.ErrInvalid, "option %s: %s is more than the replica count %d of volume %s", key, value, v.Replica, v.Name)
 	}
 	return nil
 }
@@ -71,7 +72,7 @@ func checkVolumeOption(v *VolumeState, key, value string) error {
 // checkOption validates a `volume set` key and value (volume/options).
 func checkOption(key, value string) error {
 	if err := options.Check(key, value); err != nil {
-		return errorf(ErrInvalid, "%s", err)
+		return api.Errorf(api.ErrInvalid, "%s", err)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/brick/posix"
+	"github.com/mortarfs/mortar/mgmt/api"
 )
 
 // Peers: `peer probe HOST` adds the node running at HOST to the cluster,
@@ -27,40 +28,11 @@ import (
 // peerPingTimeout bounds the check that a peer answers, in peer status.
 const peerPingTimeout = 2 * time.Second
 
-// ProbeRequest asks to add the node at Host ("host" or "host:port") to
-// the cluster.
-type ProbeRequest struct {
-	Host string `json:"host"`
-	// Secret is the probed node's own cluster secret (its DATA/secret),
-	// which a node without TLS requires of a caller on another machine:
-	// the probe proves with it that the operator controls that node, and
-	// hands the node this cluster's secret. Not needed with TLS, nor for
-	// a node on this machine's loopback. Without TLS it crosses the
-	// network only as SealedSecret (join.go); ProbeNode seals it.
-	Secret string `json:"secret,omitempty"`
-	// SealedSecret is Secret sealed under the cluster secret.
-	SealedSecret []byte `json:"sealed_secret,omitempty"`
-}
-
-// PeerInfo describes one node of the cluster.
-type PeerInfo struct {
-	ID   string `json:"id"`
-	Addr string `json:"addr"` // management API, host:port
-	Raft string `json:"raft"` // Raft traffic, host:port
-	// Connected: the node answered the node that made this list just now.
-	Connected bool `json:"connected"`
-	Leader    bool `json:"leader,omitempty"`
-	// Self marks the node that made the list.
-	Self bool `json:"self,omitempty"`
-	// Error says why the node did not answer.
-	Error string `json:"error,omitempty"`
-}
-
 func (n *Node) peerHandlers(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/peers", handle(n, func(r *http.Request, _ struct{}) (any, error) {
 		return n.peers(r.Context()), nil
 	}))
-	mux.HandleFunc("POST /v1/peers", handle(n, func(r *http.Request, req ProbeRequest) (any, error) {
+	mux.HandleFunc("POST /v1/peers", handle(n, func(r *http.Request, req api.ProbeRequest) (any, error) {
 		return n.probe(r.Context(), req)
 	}))
 	mux.HandleFunc("DELETE /v1/peers/{host}", handle(n, func(r *http.Request, _ struct{}) (any, error) {
@@ -69,20 +41,20 @@ func (n *Node) peerHandlers(mux *http.ServeMux) {
 }
 
 // nodeInfo describes this node.
-func (n *Node) nodeInfo() NodeInfo {
+func (n *Node) nodeInfo() api.NodeInfo {
 	st := n.store.State()
-	return NodeInfo{ID: n.id, Addr: n.addr, Raft: n.raftAddr, Leader: n.raft.leader(),
+	return api.NodeInfo{ID: n.id, Addr: n.addr, Raft: n.raftAddr, Leader: n.raft.leader(),
 		Peers: len(st.Nodes), Volumes: len(st.Volumes)}
 }
 
 // peers lists every node with whether it answers now.
-func (n *Node) peers(ctx context.Context) []PeerInfo {
+func (n *Node) peers(ctx context.Context) []api.PeerInfo {
 	st := n.store.State()
 	leader := n.raft.leader()
-	out := make([]PeerInfo, 0, len(st.Nodes))
+	out := make([]api.PeerInfo, 0, len(st.Nodes))
 	for _, id := range st.NodeIDs() {
 		ns := st.Nodes[id]
-		out = append(out, PeerInfo{ID: id, Addr: ns.Addr, Raft: ns.Raft, Leader: id == leader, Self: id == n.id})
+		out = append(out, api.PeerInfo{ID: id, Addr: ns.Addr, Raft: ns.Raft, Leader: id == leader, Self: id == n.id})
 	}
 	var wg sync.WaitGroup
 	for i := range out {
@@ -94,8 +66,8 @@ func (n *Node) peers(ctx context.Context) []PeerInfo {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(ctx, peerPingTimeout)
 			defer cancel()
-			var ni NodeInfo
-			err := (n.peerClient(p.Addr)).do(ctx, http.MethodGet, "/v1/node", nil, &ni)
+			var ni api.NodeInfo
+			err := (n.peerClient(p.Addr)).Do(ctx, http.MethodGet, "/v1/node", nil, &ni)
 			switch {
 			case err != nil:
 				p.Error = err.Error()
@@ -113,74 +85,74 @@ func (n *Node) peers(ctx context.Context) []PeerInfo {
 // probe adds the node at host to the cluster (leader only). A node that
 // is already a member is reported as it is; a node that belongs to
 // another cluster or has volumes is refused.
-func (n *Node) probe(ctx context.Context, req ProbeRequest) (PeerInfo, error) {
+func (n *Node) probe(ctx context.Context, req api.ProbeRequest) (api.PeerInfo, error) {
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
 	host := req.Host
 	if strings.TrimSpace(host) == "" || strings.ContainsAny(host, "/ ") {
-		return PeerInfo{}, errorf(ErrInvalid, "peer probe: want a host or host:port, not %q", host)
+		return api.PeerInfo{}, api.Errorf(api.ErrInvalid, "peer probe: want a host or host:port, not %q", host)
 	}
 	proving, err := n.provingSecret(req)
 	if err != nil {
-		return PeerInfo{}, err
+		return api.PeerInfo{}, err
 	}
-	h, port := splitHostPortDefault(host)
+	h, port := api.SplitHostPortDefault(host)
 	addr := net.JoinHostPort(h, port)
 	target := n.peerClient(addr)
 	if proving != "" {
 		target = target.WithSecret(proving)
 	}
-	var ni NodeInfo
-	if err := target.do(ctx, http.MethodGet, "/v1/node", nil, &ni); err != nil {
-		if errors.Is(err, ErrUnauthenticated) {
-			return PeerInfo{}, errorf(ErrUnauthenticated, "peer probe %s: the node refused this cluster's secret: give it its own secret, "+
+	var ni api.NodeInfo
+	if err := target.Do(ctx, http.MethodGet, "/v1/node", nil, &ni); err != nil {
+		if errors.Is(err, api.ErrUnauthenticated) {
+			return api.PeerInfo{}, api.Errorf(api.ErrUnauthenticated, "peer probe %s: the node refused this cluster's secret: give it its own secret, "+
 				"the contents of DATA/secret on that node: mortar peer probe %s --peer-secret-file FILE", host, host)
 		}
-		return PeerInfo{}, errorf(ErrInvalid, "peer probe %s: %v", host, err)
+		return api.PeerInfo{}, api.Errorf(api.ErrInvalid, "peer probe %s: %v", host, err)
 	}
 	st := n.store.State()
 	if old, ok := st.Nodes[ni.ID]; ok {
-		return PeerInfo{ID: ni.ID, Addr: old.Addr, Raft: old.Raft, Connected: true, Self: ni.ID == n.id}, nil
+		return api.PeerInfo{ID: ni.ID, Addr: old.Addr, Raft: old.Raft, Connected: true, Self: ni.ID == n.id}, nil
 	}
 	if ni.Volumes > 0 || ni.Peers > 1 {
-		return PeerInfo{}, errorf(ErrState, "peer probe %s: node %s already has %d volume(s) and %d node(s) in its cluster; only a node with no volumes and no peers can join (detach it from its cluster first)", host, ni.ID, ni.Volumes, ni.Peers)
+		return api.PeerInfo{}, api.Errorf(api.ErrState, "peer probe %s: node %s already has %d volume(s) and %d node(s) in its cluster; only a node with no volumes and no peers can join (detach it from its cluster first)", host, ni.ID, ni.Volumes, ni.Peers)
 	}
-	var joined NodeInfo
+	var joined api.NodeInfo
 	join := n.joinRequest(ctx, h, proving)
-	if err := target.do(ctx, http.MethodPost, "/v1/cluster/join", join, &joined); err != nil {
-		return PeerInfo{}, fmt.Errorf("peer probe %s: %w", host, err)
+	if err := target.Do(ctx, http.MethodPost, "/v1/cluster/join", join, &joined); err != nil {
+		return api.PeerInfo{}, fmt.Errorf("peer probe %s: %w", host, err)
 	}
 	if err := n.raft.addVoter(joined.ID, joined.Raft); err != nil {
-		return PeerInfo{}, fmt.Errorf("peer probe %s: %w", host, err)
+		return api.PeerInfo{}, fmt.Errorf("peer probe %s: %w", host, err)
 	}
 	ns := NodeState{ID: joined.ID, Addr: joined.Addr, Raft: joined.Raft}
 	if err := n.store.Apply(Command{Op: OpSetNode, Node: &ns}); err != nil {
-		return PeerInfo{}, fmt.Errorf("peer probe %s: %w", host, err)
+		return api.PeerInfo{}, fmt.Errorf("peer probe %s: %w", host, err)
 	}
 	n.log.Info("peer added", "node", joined.ID, "addr", joined.Addr, "raft", joined.Raft)
-	return PeerInfo{ID: ns.ID, Addr: ns.Addr, Raft: ns.Raft, Connected: true}, nil
+	return api.PeerInfo{ID: ns.ID, Addr: ns.Addr, Raft: ns.Raft, Connected: true}, nil
 }
 
 // join makes this node, which must have no volumes and no peers, leave
 // its one-node cluster to be added to the leader's.
-func (n *Node) join(req JoinRequest) (NodeInfo, error) {
+func (n *Node) join(req api.JoinRequest) (api.NodeInfo, error) {
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
 	st := n.store.State()
 	if len(st.Volumes) > 0 || len(st.Nodes) > 1 {
-		return NodeInfo{}, errorf(ErrState, "node %s has volumes or peers and cannot join another cluster", n.id)
+		return api.NodeInfo{}, api.Errorf(api.ErrState, "node %s has volumes or peers and cannot join another cluster", n.id)
 	}
 	secret, err := n.joinSecret(req)
 	if err != nil {
-		return NodeInfo{}, err
+		return api.NodeInfo{}, err
 	}
 	if secret != "" {
 		if err := n.adoptSecret(secret); err != nil {
-			return NodeInfo{}, err
+			return api.NodeInfo{}, err
 		}
 	}
 	if err := n.raft.rejoin(false); err != nil {
-		return NodeInfo{}, err
+		return api.NodeInfo{}, err
 	}
 	n.log.Info("left its own cluster to join node's", "leader", req.Leader)
 	return n.nodeInfo(), nil
@@ -215,11 +187,11 @@ func (n *Node) detach(ctx context.Context, host string) error {
 		return err
 	}
 	if len(st.Nodes) == 1 {
-		return errorf(ErrInvalid, "peer detach %s: it is the only node of the cluster", host)
+		return api.Errorf(api.ErrInvalid, "peer detach %s: it is the only node of the cluster", host)
 	}
 	for _, name := range st.VolumeNames() {
 		if slices.ContainsFunc(st.Volumes[name].Bricks, func(b BrickState) bool { return b.Node == id }) {
-			return errorf(ErrState, "peer detach %s: it serves bricks of volume %s (remove or replace them first)", host, name)
+			return api.Errorf(api.ErrState, "peer detach %s: it serves bricks of volume %s (remove or replace them first)", host, name)
 		}
 	}
 	if err := n.store.Apply(Command{Op: OpRemoveNode, Name: id}); err != nil {
@@ -239,7 +211,7 @@ func (n *Node) detach(ctx context.Context, host string) error {
 	}
 	addr := st.Nodes[id].Addr
 	c := n.peerClient(addr)
-	if err := c.do(ctx, http.MethodPost, "/v1/cluster/leave", struct{}{}, nil); err != nil {
+	if err := c.Do(ctx, http.MethodPost, "/v1/cluster/leave", struct{}{}, nil); err != nil {
 		n.log.Warn("detached node did not answer; it keeps its old state until it is restarted with an empty data dir", "node", id, "err", err)
 	}
 	return nil
@@ -255,16 +227,16 @@ func (n *Node) nodeForHost(ctx context.Context, st *State, host string) (string,
 		host = h
 	}
 	for _, id := range st.NodeIDs() {
-		h, _ := splitHostPortDefault(st.Nodes[id].Addr)
+		h, _ := api.SplitHostPortDefault(st.Nodes[id].Addr)
 		if strings.EqualFold(h, host) {
 			return id, nil
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, hostResolveTimeout)
+	ctx, cancel := context.WithTimeout(ctx, api.HostResolveTimeout)
 	defer cancel()
 	if addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host); err == nil && len(addrs) > 0 {
 		for _, id := range st.NodeIDs() {
-			h, _ := splitHostPortDefault(st.Nodes[id].Addr)
+			h, _ := api.SplitHostPortDefault(st.Nodes[id].Addr)
 			nodeAddrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", h)
 			if err != nil {
 				continue
@@ -276,14 +248,14 @@ func (n *Node) nodeForHost(ctx context.Context, st *State, host string) (string,
 			}
 		}
 	}
-	advHost, _ := splitHostPortDefault(n.addr)
-	if len(st.Nodes) <= 1 && isLocalHost(ctx, host, advHost) {
+	advHost, _ := api.SplitHostPortDefault(n.addr)
+	if len(st.Nodes) <= 1 && api.IsLocalHost(ctx, host, advHost) {
 		return n.id, nil
 	}
-	if len(st.Nodes) > 1 && isLocalHost(ctx, host, advHost) {
-		return "", errorf(ErrInvalid, "host %s is not a node of this cluster: in a cluster of several nodes, name each node as peer status shows it (its address), not as localhost or a loopback address", host)
+	if len(st.Nodes) > 1 && api.IsLocalHost(ctx, host, advHost) {
+		return "", api.Errorf(api.ErrInvalid, "host %s is not a node of this cluster: in a cluster of several nodes, name each node as peer status shows it (its address), not as localhost or a loopback address", host)
 	}
-	return "", errorf(ErrInvalid, "host %s is not a node of this cluster (add it with: mortar peer probe %s)", host, host)
+	return "", api.Errorf(api.ErrInvalid, "host %s is not a node of this cluster (add it with: mortar peer probe %s)", host, host)
 }
 
 // register records this node's addresses in the state, retrying until it
@@ -312,7 +284,7 @@ func (n *Node) register() {
 // node's data directory dataDir is never one.
 func markBrick(req MarkRequest, dataDir string) error {
 	if err := posix.Mark(req.Path, req.VolumeID, req.Force, dataDir); err != nil {
-		return errorf(ErrInvalid, "%w", err)
+		return api.Errorf(api.ErrInvalid, "%w", err)
 	}
 	return nil
 }
@@ -321,7 +293,7 @@ func markBrick(req MarkRequest, dataDir string) error {
 // empty brick, writing nothing (req.Force allows the root file system).
 func checkNewBrick(req MarkRequest, dataDir string) error {
 	if err := posix.CheckNew(req.Path, req.Force, dataDir); err != nil {
-		return errorf(ErrInvalid, "%w", err)
+		return api.Errorf(api.ErrInvalid, "%w", err)
 	}
 	return nil
 }
@@ -334,7 +306,7 @@ func unmarkBrick(req MarkRequest) error {
 		return nil
 	}
 	if err != nil {
-		return errorf(ErrInvalid, "%w", err)
+		return api.Errorf(api.ErrInvalid, "%w", err)
 	}
 	return nil
 }

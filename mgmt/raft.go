@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/tlsconf"
 )
 
@@ -405,7 +406,7 @@ func (s *raftStore) ApplyContext(ctx context.Context, cmd Command) error {
 	_, leader := s.raft.LeaderWithID()
 	if string(leader) != s.id {
 		if s.forward == nil {
-			return errorf(ErrNoQuorum, "this node does not lead the cluster and cannot forward")
+			return api.Errorf(api.ErrNoQuorum, "this node does not lead the cluster and cannot forward")
 		}
 		return s.forward(ctx, string(leader), cmd)
 	}
@@ -427,7 +428,7 @@ func (s *raftStore) waitLeader(d time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return errorf(ErrNoQuorum, "the cluster has no leader: fewer than a majority of its %d nodes are reachable, so its state cannot change now (volumes keep serving)", s.voters())
+			return api.Errorf(api.ErrNoQuorum, "the cluster has no leader: fewer than a majority of its %d nodes are reachable, so its state cannot change now (volumes keep serving)", s.voters())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -507,7 +508,7 @@ func (s *raftStore) removeServer(id string) error {
 // which the state shows once a majority is back) or another error.
 func raftErr(what string, err error) error {
 	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrEnqueueTimeout) {
-		return errorf(ErrNoQuorum, "%s: the cluster has no leader that a majority of its nodes follow (%v); the change is not confirmed: look again once a majority of the nodes are up", what, err)
+		return api.Errorf(api.ErrNoQuorum, "%s: the cluster has no leader that a majority of its nodes follow (%v); the change is not confirmed: look again once a majority of the nodes are up", what, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/layer/distribute"
+	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -47,77 +48,6 @@ import (
 //	POST /v1/local/volumes/{id}/migrate/stop     {}
 //	GET  /v1/local/volumes/{id}/migrate          NodeProgress
 
-// AddBrickRequest asks to append bricks (whole replica or disperse sets)
-// to a volume.
-type AddBrickRequest struct {
-	Bricks []string `json:"bricks"`
-	// Force allows brick directories that are not empty or are on the
-	// root file system, as in CreateVolumeRequest.
-	Force bool `json:"force,omitempty"`
-}
-
-// Rebalance actions.
-const (
-	ActionStart  = "start"
-	ActionStop   = "stop"
-	ActionCommit = "commit"
-)
-
-// RebalanceRequest starts or stops a volume's rebalance; FixLayout
-// starts only its first phase (new directories get their place on the new
-// sets; no file moves).
-type RebalanceRequest struct {
-	Action    string `json:"action"`
-	FixLayout bool   `json:"fix_layout,omitempty"`
-}
-
-// RemoveBrickRequest drains bricks (start), stops that, or removes them
-// once drained (commit; with Force, even if files could not be moved:
-// they stay in the removed bricks' directories).
-type RemoveBrickRequest struct {
-	Action string   `json:"action"`
-	Bricks []string `json:"bricks"`
-	Force  bool     `json:"force,omitempty"`
-}
-
-// RebalanceStatus is a volume's task and each node's part of it.
-type RebalanceStatus struct {
-	Name  string         `json:"name"`
-	Task  *Task          `json:"task,omitempty"`
-	Nodes []NodeProgress `json:"nodes"`
-}
-
-// NodeProgress is one node's part of a task.
-type NodeProgress struct {
-	Node   string `json:"node"`
-	Host   string `json:"host"`
-	TaskID string `json:"task_id,omitempty"`
-	Status string `json:"status"` // not started, in progress, completed, failed, stopped
-	distribute.RebalanceStats
-	Started time.Time `json:"started,omitzero"`
-	Ended   time.Time `json:"ended,omitzero"`
-	// Elapsed is the run time in seconds; Rate files scanned per second;
-	// ETA the seconds left, estimated from the inodes its bricks use (-1:
-	// unknown).
-	Elapsed float64 `json:"elapsed"`
-	Rate    float64 `json:"rate"`
-	ETA     float64 `json:"eta"`
-	// Estimate is how many entries the node's source bricks hold (their
-	// used inodes), the base of ETA.
-	Estimate uint64 `json:"estimate,omitempty"`
-	Error    string `json:"error,omitempty"`
-	// Checkpoint is where a resumed run starts.
-	Checkpoint string `json:"checkpoint,omitempty"`
-}
-
-// LocalMigrateRequest asks a node to move the misplaced files whose data
-// is on the sets Sources (ids), with the graph of Spec.
-type LocalMigrateRequest struct {
-	Task    Task        `json:"task"`
-	Spec    volume.Spec `json:"spec"`
-	Sources []string    `json:"sources"`
-}
-
 // taskPoll is how often the leader looks at the nodes' progress.
 const taskPoll = 500 * time.Millisecond
 
@@ -129,19 +59,19 @@ const clientCatchUp = time.Second
 func (n *Node) rebalanceHandlers(mux *http.ServeMux) {
 	vol := func(r *http.Request) string { return r.PathValue("name") }
 	id := func(r *http.Request) string { return r.PathValue("id") }
-	mux.HandleFunc("POST /v1/volumes/{name}/add-brick", handle(n, func(r *http.Request, req AddBrickRequest) (any, error) {
+	mux.HandleFunc("POST /v1/volumes/{name}/add-brick", handle(n, func(r *http.Request, req api.AddBrickRequest) (any, error) {
 		return n.addBrick(r.Context(), vol(r), req)
 	}))
-	mux.HandleFunc("POST /v1/volumes/{name}/rebalance", handle(n, func(r *http.Request, req RebalanceRequest) (any, error) {
+	mux.HandleFunc("POST /v1/volumes/{name}/rebalance", handle(n, func(r *http.Request, req api.RebalanceRequest) (any, error) {
 		return n.rebalance(r.Context(), vol(r), req)
 	}))
 	mux.HandleFunc("GET /v1/volumes/{name}/rebalance", handle(n, func(r *http.Request, _ struct{}) (any, error) {
 		return n.rebalanceStatus(r.Context(), vol(r))
 	}))
-	mux.HandleFunc("POST /v1/volumes/{name}/remove-brick", handle(n, func(r *http.Request, req RemoveBrickRequest) (any, error) {
+	mux.HandleFunc("POST /v1/volumes/{name}/remove-brick", handle(n, func(r *http.Request, req api.RemoveBrickRequest) (any, error) {
 		return n.removeBrick(r.Context(), vol(r), req)
 	}))
-	mux.HandleFunc("POST /v1/local/volumes/{id}/migrate", handle(n, func(r *http.Request, req LocalMigrateRequest) (any, error) {
+	mux.HandleFunc("POST /v1/local/volumes/{id}/migrate", handle(n, func(r *http.Request, req api.LocalMigrateRequest) (any, error) {
 		return struct{}{}, n.migrate(id(r), req)
 	}))
 	mux.HandleFunc("POST /v1/local/volumes/{id}/migrate/stop", handle(n, func(r *http.Request, _ struct{}) (any, error) {
@@ -154,16 +84,16 @@ func (n *Node) rebalanceHandlers(mux *http.ServeMux) {
 }
 
 // addBrick appends whole sets to a volume (leader).
-func (n *Node) addBrick(ctx context.Context, name string, req AddBrickRequest) (VolumeInfo, error) {
+func (n *Node) addBrick(ctx context.Context, name string, req api.AddBrickRequest) (api.VolumeInfo, error) {
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
 	st := n.store.State()
 	v, err := st.volume(name)
 	if err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
-	if v.Task != nil && v.Task.Status == TaskRunning {
-		return VolumeInfo{}, errorf(ErrState, "volume %s has a %s in progress; wait for it or stop it first", name, v.Task.Kind)
+	if v.Task != nil && v.Task.Status == api.TaskRunning {
+		return api.VolumeInfo{}, api.Errorf(api.ErrState, "volume %s has a %s in progress; wait for it or stop it first", name, v.Task.Kind)
 	}
 	set := 1
 	switch v.Type {
@@ -173,30 +103,30 @@ func (n *Node) addBrick(ctx context.Context, name string, req AddBrickRequest) (
 		set = v.Disperse
 	}
 	if len(req.Bricks) == 0 || len(req.Bricks)%set != 0 {
-		return VolumeInfo{}, errorf(ErrInvalid, "add-brick %s: give whole sets: a multiple of %d bricks, not %d", name, set, len(req.Bricks))
+		return api.VolumeInfo{}, api.Errorf(api.ErrInvalid, "add-brick %s: give whole sets: a multiple of %d bricks, not %d", name, set, len(req.Bricks))
 	}
 	lay := layout{typ: v.Type, replica: v.Replica, arbiter: slices.ContainsFunc(v.Bricks, func(b BrickState) bool { return b.Arbiter })}
-	bricks, err := n.planBricks(ctx, st, CreateVolumeRequest{Name: name, Bricks: req.Bricks}, lay)
+	bricks, err := n.planBricks(ctx, st, api.CreateVolumeRequest{Name: name, Bricks: req.Bricks}, lay)
 	if err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	var marked []BrickState
 	for _, b := range bricks {
 		mr := MarkRequest{Path: b.Path, VolumeID: v.ID, Force: req.Force}
 		if err := n.onNode(ctx, b.Node, func() error { return markBrick(mr, n.dir) }, http.MethodPost, "/v1/local/bricks/mark", mr); err != nil {
 			n.unmarkAll(ctx, marked)
-			return VolumeInfo{}, errorf(ErrInvalid, "add-brick %s: brick %s: %w", name, b.Name(), err)
+			return api.VolumeInfo{}, api.Errorf(api.ErrInvalid, "add-brick %s: brick %s: %w", name, b.Name(), err)
 		}
 		marked = append(marked, b)
 	}
 	if err := n.store.Apply(Command{Op: OpAddBricks, Name: name, Volume: &VolumeState{Bricks: bricks}}); err != nil {
 		n.unmarkAll(ctx, marked)
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	if v.Status == StatusStarted {
 		nv, _ := n.store.State().volume(name)
 		if err := n.startNodes(ctx, nv, false); err != nil {
-			return VolumeInfo{}, fmt.Errorf("add-brick %s: bricks added, but %w (mortar volume start %s force)", name, err, name)
+			return api.VolumeInfo{}, fmt.Errorf("add-brick %s: bricks added, but %w (mortar volume start %s force)", name, err, name)
 		}
 	}
 	n.log.Info("bricks added; run a rebalance to place files on them", "volume", name, "bricks", len(bricks))
@@ -204,52 +134,52 @@ func (n *Node) addBrick(ctx context.Context, name string, req AddBrickRequest) (
 }
 
 // rebalance starts or stops a volume's rebalance (leader).
-func (n *Node) rebalance(ctx context.Context, name string, req RebalanceRequest) (RebalanceStatus, error) {
+func (n *Node) rebalance(ctx context.Context, name string, req api.RebalanceRequest) (api.RebalanceStatus, error) {
 	switch req.Action {
-	case ActionStart:
-		kind := TaskRebalance
+	case api.ActionStart:
+		kind := api.TaskRebalance
 		if req.FixLayout {
-			kind = TaskFixLayout
+			kind = api.TaskFixLayout
 		}
 		if err := n.startTask(name, kind, nil); err != nil {
-			return RebalanceStatus{}, err
+			return api.RebalanceStatus{}, err
 		}
-	case ActionStop:
+	case api.ActionStop:
 		if err := n.stopTask(ctx, name, ""); err != nil {
-			return RebalanceStatus{}, err
+			return api.RebalanceStatus{}, err
 		}
 	default:
-		return RebalanceStatus{}, errorf(ErrInvalid, "rebalance: unknown action %q (start or stop)", req.Action)
+		return api.RebalanceStatus{}, api.Errorf(api.ErrInvalid, "rebalance: unknown action %q (start or stop)", req.Action)
 	}
 	return n.rebalanceStatus(ctx, name)
 }
 
 // removeBrick drains, stops draining, or removes bricks (leader).
-func (n *Node) removeBrick(ctx context.Context, name string, req RemoveBrickRequest) (RebalanceStatus, error) {
+func (n *Node) removeBrick(ctx context.Context, name string, req api.RemoveBrickRequest) (api.RebalanceStatus, error) {
 	st := n.store.State()
 	v, err := st.volume(name)
 	if err != nil {
-		return RebalanceStatus{}, err
+		return api.RebalanceStatus{}, err
 	}
 	ids, err := n.removedSets(ctx, st, v, req.Bricks)
 	if err != nil {
-		return RebalanceStatus{}, err
+		return api.RebalanceStatus{}, err
 	}
 	switch req.Action {
-	case ActionStart:
-		if err := n.startTask(name, TaskRemoveBrick, ids); err != nil {
-			return RebalanceStatus{}, err
+	case api.ActionStart:
+		if err := n.startTask(name, api.TaskRemoveBrick, ids); err != nil {
+			return api.RebalanceStatus{}, err
 		}
-	case ActionStop:
-		if err := n.stopTask(ctx, name, TaskRemoveBrick); err != nil {
-			return RebalanceStatus{}, err
+	case api.ActionStop:
+		if err := n.stopTask(ctx, name, api.TaskRemoveBrick); err != nil {
+			return api.RebalanceStatus{}, err
 		}
-	case ActionCommit:
+	case api.ActionCommit:
 		if err := n.commitRemove(ctx, v, ids, req.Force); err != nil {
-			return RebalanceStatus{}, err
+			return api.RebalanceStatus{}, err
 		}
 	default:
-		return RebalanceStatus{}, errorf(ErrInvalid, "remove-brick: unknown action %q (start, stop or commit)", req.Action)
+		return api.RebalanceStatus{}, api.Errorf(api.ErrInvalid, "remove-brick: unknown action %q (start, stop or commit)", req.Action)
 	}
 	return n.rebalanceStatus(ctx, name)
 }
@@ -258,7 +188,7 @@ func (n *Node) removeBrick(ctx context.Context, name string, req RemoveBrickRequ
 // all of them, and returns the ids of every brick of those sets.
 func (n *Node) removedSets(ctx context.Context, st *State, v *VolumeState, bricks []string) ([]string, error) {
 	if len(bricks) == 0 {
-		return nil, errorf(ErrInvalid, "remove-brick %s: no bricks given", v.Name)
+		return nil, api.Errorf(api.ErrInvalid, "remove-brick %s: no bricks given", v.Name)
 	}
 	spec := layoutSpec(v)
 	sets := spec.Sets()
@@ -286,11 +216,11 @@ func (n *Node) removedSets(ctx context.Context, st *State, v *VolumeState, brick
 				ids = append(ids, b.ID)
 			}
 		case in > 0:
-			return nil, errorf(ErrInvalid, "remove-brick %s: give every brick of a set (%d of the set of %s given); to replace one brick, use replace-brick", v.Name, in, set[0].Name())
+			return nil, api.Errorf(api.ErrInvalid, "remove-brick %s: give every brick of a set (%d of the set of %s given); to replace one brick, use replace-brick", v.Name, in, set[0].Name())
 		}
 	}
 	if whole == len(sets) {
-		return nil, errorf(ErrInvalid, "remove-brick %s: that is every brick of the volume; delete the volume instead", v.Name)
+		return nil, api.Errorf(api.ErrInvalid, "remove-brick %s: that is every brick of the volume; delete the volume instead", v.Name)
 	}
 	return ids, nil
 }
@@ -306,18 +236,18 @@ func (n *Node) startTask(name, kind string, removing []string) error {
 		return err
 	}
 	if v.Status != StatusStarted {
-		return errorf(ErrState, "volume %s is not started (mortar volume start %s)", name, name)
+		return api.Errorf(api.ErrState, "volume %s is not started (mortar volume start %s)", name, name)
 	}
-	if t := v.Task; t != nil && t.Status == TaskRunning {
-		return errorf(ErrState, "volume %s: a %s is already in progress (started %s)", name, t.Kind, t.Started.Format(time.RFC3339))
+	if t := v.Task; t != nil && t.Status == api.TaskRunning {
+		return api.Errorf(api.ErrState, "volume %s: a %s is already in progress (started %s)", name, t.Kind, t.Started.Format(time.RFC3339))
 	}
-	if t := v.Task; kind != TaskRemoveBrick && t != nil && t.Kind == TaskRemoveBrick && t.Status != TaskCompleted {
-		return errorf(ErrState, "volume %s: a remove-brick is pending (%s); start it again, or commit it", name, t.Status)
+	if t := v.Task; kind != api.TaskRemoveBrick && t != nil && t.Kind == api.TaskRemoveBrick && t.Status != api.TaskCompleted {
+		return api.Errorf(api.ErrState, "volume %s: a remove-brick is pending (%s); start it again, or commit it", name, t.Status)
 	}
-	if t := v.Task; kind == TaskRemoveBrick && t != nil && t.Kind == TaskRemoveBrick && t.Status != TaskCompleted && !slices.Equal(t.Removing, removing) {
-		return errorf(ErrState, "volume %s: another remove-brick is pending; commit or finish it first", name)
+	if t := v.Task; kind == api.TaskRemoveBrick && t != nil && t.Kind == api.TaskRemoveBrick && t.Status != api.TaskCompleted && !slices.Equal(t.Removing, removing) {
+		return api.Errorf(api.ErrState, "volume %s: another remove-brick is pending; commit or finish it first", name)
 	}
-	task := &Task{ID: newID(), Kind: kind, Status: TaskRunning, Removing: removing, Started: time.Now().UTC()}
+	task := &api.Task{ID: newID(), Kind: kind, Status: api.TaskRunning, Removing: removing, Started: time.Now().UTC()}
 	if err := n.store.Apply(Command{Op: OpSetTask, Name: name, Volume: &VolumeState{Task: task}}); err != nil {
 		return err
 	}
@@ -335,11 +265,11 @@ func (n *Node) stopTask(ctx context.Context, name, kind string) error {
 		return err
 	}
 	t := v.Task
-	if t == nil || t.Status != TaskRunning || (kind != "" && t.Kind != kind) {
-		return errorf(ErrState, "volume %s has no %s in progress", name, orDefault(kind, "rebalance"))
+	if t == nil || t.Status != api.TaskRunning || (kind != "" && t.Kind != kind) {
+		return api.Errorf(api.ErrState, "volume %s has no %s in progress", name, orDefault(kind, "rebalance"))
 	}
 	done := *t
-	done.Status, done.Ended = TaskStopped, time.Now().UTC()
+	done.Status, done.Ended = api.TaskStopped, time.Now().UTC()
 	if err := n.store.Apply(Command{Op: OpSetTask, Name: name, Volume: &VolumeState{Task: &done}}); err != nil {
 		return err
 	}
@@ -366,12 +296,12 @@ func (n *Node) commitRemove(ctx context.Context, v *VolumeState, ids []string, f
 	t := v.Task
 	if !force {
 		switch {
-		case t == nil || t.Kind != TaskRemoveBrick || !slices.Equal(t.Removing, ids):
-			return errorf(ErrState, "remove-brick %s: those bricks were not drained: run \"remove-brick ... start\" first (or commit force to remove them with their files)", v.Name)
-		case t.Status != TaskCompleted:
-			return errorf(ErrState, "remove-brick %s: the drain is %s; wait for it to complete (remove-brick ... status)", v.Name, t.Status)
+		case t == nil || t.Kind != api.TaskRemoveBrick || !slices.Equal(t.Removing, ids):
+			return api.Errorf(api.ErrState, "remove-brick %s: those bricks were not drained: run \"remove-brick ... start\" first (or commit force to remove them with their files)", v.Name)
+		case t.Status != api.TaskCompleted:
+			return api.Errorf(api.ErrState, "remove-brick %s: the drain is %s; wait for it to complete (remove-brick ... status)", v.Name, t.Status)
 		case t.Error != "":
-			return errorf(ErrState, "remove-brick %s: the drain left files behind (%s); run start again, or commit force to leave them in the removed bricks' directories", v.Name, t.Error)
+			return api.Errorf(api.ErrState, "remove-brick %s: the drain left files behind (%s); run start again, or commit force to leave them in the removed bricks' directories", v.Name, t.Error)
 		}
 		if err := n.checkDrained(ctx, v, ids); err != nil {
 			return err
@@ -418,9 +348,9 @@ func (n *Node) checkDrained(ctx context.Context, v *VolumeState, ids []string) e
 	left, err := d.Remaining(ctx, sets, 3)
 	switch {
 	case err != nil:
-		return errorf(ErrState, "remove-brick %s: cannot tell whether the bricks are drained: %v; commit force to remove them as they are", v.Name, err)
+		return api.Errorf(api.ErrState, "remove-brick %s: cannot tell whether the bricks are drained: %v; commit force to remove them as they are", v.Name, err)
 	case len(left) > 0:
-		return errorf(ErrState, "remove-brick %s: files are still on the bricks (%s); run start again, or commit force to leave them in the removed bricks' directories", v.Name, strings.Join(left, ", "))
+		return api.Errorf(api.ErrState, "remove-brick %s: files are still on the bricks (%s); run start again, or commit force to leave them in the removed bricks' directories", v.Name, strings.Join(left, ", "))
 	}
 	return nil
 }
@@ -455,7 +385,7 @@ func (n *Node) orchestrate(vid, tid string) {
 		n.cancelOnClose(ctx, cancel)
 		if err := n.runTask(ctx, vid, tid); err != nil && ctx.Err() == nil {
 			n.log.Error("task failed", "volume", vid, "task", tid, "err", err)
-			n.endTask(vid, tid, TaskFailed, err.Error())
+			n.endTask(vid, tid, api.TaskFailed, err.Error())
 		}
 	})
 }
@@ -480,7 +410,7 @@ func (n *Node) resumeTasks() {
 	st := n.store.State()
 	for _, name := range st.VolumeNames() {
 		v := st.Volumes[name]
-		if v.Task != nil && v.Task.Status == TaskRunning {
+		if v.Task != nil && v.Task.Status == api.TaskRunning {
 			n.orchestrate(v.ID, v.Task.ID)
 		}
 	}
@@ -491,7 +421,7 @@ func (n *Node) taskVolume(vid, tid string) (*State, *VolumeState, bool) {
 	st := n.store.State()
 	for _, v := range st.Volumes {
 		if v.ID == vid {
-			return st, v, v.Task != nil && v.Task.ID == tid && v.Task.Status == TaskRunning && n.raft.isLeader()
+			return st, v, v.Task != nil && v.Task.ID == tid && v.Task.Status == api.TaskRunning && n.raft.isLeader()
 		}
 	}
 	return st, nil, false
@@ -506,7 +436,7 @@ func (n *Node) runTask(ctx context.Context, vid, tid string) error {
 	}
 	cur := currentLayout(v)
 	target := cur
-	if v.Task.Kind == TaskRemoveBrick {
+	if v.Task.Kind == api.TaskRemoveBrick {
 		for _, id := range v.Task.Removing {
 			target = target.Without(id)
 		}
@@ -516,7 +446,7 @@ func (n *Node) runTask(ctx context.Context, vid, tid string) error {
 		}
 	}
 	if v.Previous == nil && !slices.Equal(target.Ranges, cur.Ranges) {
-		if v.Task.Kind != TaskRemoveBrick {
+		if v.Task.Kind != api.TaskRemoveBrick {
 			if err := n.fixLayout(ctx, st.Spec(v)); err != nil {
 				return fmt.Errorf("fix-layout: %w", err)
 			}
@@ -530,8 +460,8 @@ func (n *Node) runTask(ctx context.Context, vid, tid string) error {
 		}
 		n.log.Info("new layout set", "volume", v.Name, "task", tid)
 	}
-	if v.Task.Kind == TaskFixLayout {
-		n.endTask(vid, tid, TaskCompleted, "")
+	if v.Task.Kind == api.TaskFixLayout {
+		n.endTask(vid, tid, api.TaskCompleted, "")
 		return nil
 	}
 	// Also for a task started again or taken over: its clients may not
@@ -608,16 +538,16 @@ func (n *Node) runMigration(ctx context.Context, vid, tid string) error {
 				continue
 			}
 			switch {
-			case p.TaskID == tid && p.Status == TaskCompleted:
+			case p.TaskID == tid && p.Status == api.TaskCompleted:
 				done++
 				if p.Failed+p.Skipped > 0 {
 					leftover = append(leftover, fmt.Sprintf("%s: %d failed, %d skipped (%s)", st.Nodes[node].Addr, p.Failed, p.Skipped, strings.Join(p.Errors, "; ")))
 				}
-			case p.TaskID == tid && p.Status == TaskFailed:
+			case p.TaskID == tid && p.Status == api.TaskFailed:
 				failed = append(failed, fmt.Sprintf("%s: %s", st.Nodes[node].Addr, p.Error))
-			case p.TaskID == tid && p.Status == TaskRunning:
+			case p.TaskID == tid && p.Status == api.TaskRunning:
 			default: // not started here yet, or the node restarted: (re)start
-				req := LocalMigrateRequest{Task: *v.Task, Spec: spec, Sources: srcs}
+				req := api.LocalMigrateRequest{Task: *v.Task, Spec: spec, Sources: srcs}
 				if err := n.onNode(ctx, node, func() error { return n.migrate(vid, req) }, http.MethodPost, "/v1/local/volumes/"+vid+"/migrate", req); err != nil {
 					n.log.Warn("starting a node's part of the task failed; retrying", "node", node, "err", err)
 				}
@@ -638,11 +568,11 @@ func (n *Node) runMigration(ctx context.Context, vid, tid string) error {
 }
 
 // progressOf returns node's part of volume vid's task.
-func (n *Node) progressOf(ctx context.Context, node, vid string) (NodeProgress, error) {
+func (n *Node) progressOf(ctx context.Context, node, vid string) (api.NodeProgress, error) {
 	if node == n.id {
 		return n.migrationProgress(vid), nil
 	}
-	var p NodeProgress
+	var p api.NodeProgress
 	err := n.call(ctx, node, http.MethodGet, "/v1/local/volumes/"+vid+"/migrate", nil, &p)
 	return p, err
 }
@@ -655,7 +585,7 @@ func (n *Node) taskSources(v *VolumeState) map[string][]string {
 	spec := layoutSpec(v)
 	for _, set := range spec.Sets() {
 		id := set[0].ID
-		if v.Task.Kind == TaskRemoveBrick && !slices.Contains(v.Task.Removing, id) {
+		if v.Task.Kind == api.TaskRemoveBrick && !slices.Contains(v.Task.Removing, id) {
 			continue
 		}
 		for _, b := range v.Bricks {
@@ -671,16 +601,16 @@ func (n *Node) taskSources(v *VolumeState) map[string][]string {
 // left behind, a rebalance drops the previous layout.
 func (n *Node) finishTask(v *VolumeState, tid string, leftover []string) error {
 	if len(leftover) > 0 {
-		n.endTask(v.ID, tid, TaskCompleted, "files left in place: "+strings.Join(leftover, "; ")+"; run start again")
+		n.endTask(v.ID, tid, api.TaskCompleted, "files left in place: "+strings.Join(leftover, "; ")+"; run start again")
 		return nil
 	}
-	if v.Task.Kind == TaskRebalance && v.Layout != nil {
+	if v.Task.Kind == api.TaskRebalance && v.Layout != nil {
 		l := *v.Layout
 		if err := n.store.Apply(Command{Op: OpSetLayout, Name: v.Name, Volume: &VolumeState{Layout: &l}}); err != nil {
 			return err
 		}
 	}
-	n.endTask(v.ID, tid, TaskCompleted, "")
+	n.endTask(v.ID, tid, api.TaskCompleted, "")
 	return nil
 }
 
@@ -700,13 +630,13 @@ func (n *Node) endTask(vid, tid, status, why string) {
 }
 
 // rebalanceStatus gathers every node's progress on the volume's task.
-func (n *Node) rebalanceStatus(ctx context.Context, name string) (RebalanceStatus, error) {
+func (n *Node) rebalanceStatus(ctx context.Context, name string) (api.RebalanceStatus, error) {
 	st := n.store.State()
 	v, err := st.volume(name)
 	if err != nil {
-		return RebalanceStatus{}, err
+		return api.RebalanceStatus{}, err
 	}
-	rs := RebalanceStatus{Name: name, Task: v.Task, Nodes: []NodeProgress{}}
+	rs := api.RebalanceStatus{Name: name, Task: v.Task, Nodes: []api.NodeProgress{}}
 	if v.Task == nil {
 		return rs, nil
 	}
@@ -716,10 +646,10 @@ func (n *Node) rebalanceStatus(ctx context.Context, name string) (RebalanceStatu
 		wg.Go(func() {
 			p, err := n.progressOf(ctx, node, v.ID)
 			if err != nil {
-				p = NodeProgress{Node: node, Status: "unknown", Error: err.Error(), ETA: -1}
+				p = api.NodeProgress{Node: node, Status: "unknown", Error: err.Error(), ETA: -1}
 			}
 			if p.TaskID != v.Task.ID {
-				p = NodeProgress{Node: node, Status: "not started", ETA: -1}
+				p = api.NodeProgress{Node: node, Status: "not started", ETA: -1}
 			}
 			p.Host = st.Nodes[node].Addr
 			mu.Lock()
@@ -728,6 +658,6 @@ func (n *Node) rebalanceStatus(ctx context.Context, name string) (RebalanceStatu
 		})
 	}
 	wg.Wait()
-	slices.SortFunc(rs.Nodes, func(a, b NodeProgress) int { return strings.Compare(a.Host, b.Host) })
+	slices.SortFunc(rs.Nodes, func(a, b api.NodeProgress) int { return strings.Compare(a.Host, b.Host) })
 	return rs, nil
 }

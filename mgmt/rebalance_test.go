@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -31,7 +32,7 @@ func rebalanceFiles() int {
 
 // liveClient mounts name as a client that follows spec changes, as mortar
 // mount does.
-func liveClient(t *testing.T, c *Client, name string) *volume.Live {
+func liveClient(t *testing.T, c *api.Client, name string) *volume.Live {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	spec, err := c.Spec(ctx, name)
@@ -197,15 +198,15 @@ func workload(ctx context.Context, l layer.Layer, m *model, stop <-chan struct{}
 }
 
 // waitTask polls the volume's task until it is no longer in progress.
-func waitTask(t *testing.T, c *Client, name string) RebalanceStatus {
+func waitTask(t *testing.T, c *api.Client, name string) api.RebalanceStatus {
 	t.Helper()
-	var rs RebalanceStatus
+	var rs api.RebalanceStatus
 	waitFor(t, 3*time.Minute, "the task of "+name, func() error {
 		var err error
 		if rs, err = c.RebalanceStatus(ctxT(t), name); err != nil {
 			return err
 		}
-		if rs.Task == nil || rs.Task.Status == TaskRunning {
+		if rs.Task == nil || rs.Task.Status == api.TaskRunning {
 			return fmt.Errorf("task %+v", rs.Task)
 		}
 		return nil
@@ -288,14 +289,14 @@ func TestAddBrickRebalanceRemoveBrick(t *testing.T) {
 
 	phase("add-brick + rebalance", func() {
 		ctx := ctxT(t)
-		if _, err := c.AddBrick(ctx, "dv", AddBrickRequest{Bricks: []string{"localhost:" + dirs[2]}, Force: true}); err != nil {
+		if _, err := c.AddBrick(ctx, "dv", api.AddBrickRequest{Bricks: []string{"localhost:" + dirs[2]}, Force: true}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Rebalance(ctx, "dv", RebalanceRequest{Action: ActionStart}); err != nil {
+		if _, err := c.Rebalance(ctx, "dv", api.RebalanceRequest{Action: api.ActionStart}); err != nil {
 			t.Fatal(err)
 		}
 		rs := waitTask(t, c, "dv")
-		if rs.Task.Status != TaskCompleted || rs.Task.Error != "" {
+		if rs.Task.Status != api.TaskCompleted || rs.Task.Error != "" {
 			t.Fatalf("rebalance: %+v", rs.Task)
 		}
 		if len(rs.Nodes) != 1 || rs.Nodes[0].Moved == 0 {
@@ -320,14 +321,14 @@ func TestAddBrickRebalanceRemoveBrick(t *testing.T) {
 
 	phase("remove-brick", func() {
 		ctx := ctxT(t)
-		if _, err := c.RemoveBrick(ctx, "dv", RemoveBrickRequest{Action: ActionCommit, Bricks: []string{vi.Bricks[0].Name()}}); !errors.Is(err, ErrState) {
+		if _, err := c.RemoveBrick(ctx, "dv", api.RemoveBrickRequest{Action: api.ActionCommit, Bricks: []string{vi.Bricks[0].Name()}}); !errors.Is(err, api.ErrState) {
 			t.Fatalf("commit before a drain: %v", err)
 		}
-		if _, err := c.RemoveBrick(ctx, "dv", RemoveBrickRequest{Action: ActionStart, Bricks: []string{vi.Bricks[0].Name()}}); err != nil {
+		if _, err := c.RemoveBrick(ctx, "dv", api.RemoveBrickRequest{Action: api.ActionStart, Bricks: []string{vi.Bricks[0].Name()}}); err != nil {
 			t.Fatal(err)
 		}
 		rs := waitTask(t, c, "dv")
-		if rs.Task.Status != TaskCompleted || rs.Task.Error != "" {
+		if rs.Task.Status != api.TaskCompleted || rs.Task.Error != "" {
 			t.Fatalf("remove-brick: %+v", rs.Task)
 		}
 		t.Logf("remove-brick: %+v", rs.Nodes[0].RebalanceStats)
@@ -342,14 +343,14 @@ func TestAddBrickRebalanceRemoveBrick(t *testing.T) {
 	if err := os.WriteFile(stray, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.RemoveBrick(ctx, "dv", RemoveBrickRequest{Action: ActionCommit, Bricks: []string{vi.Bricks[0].Name()}})
-	if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "/d3/stray") {
+	_, err = c.RemoveBrick(ctx, "dv", api.RemoveBrickRequest{Action: api.ActionCommit, Bricks: []string{vi.Bricks[0].Name()}})
+	if !errors.Is(err, api.ErrState) || !strings.Contains(err.Error(), "/d3/stray") {
 		t.Fatalf("commit with a file on the brick: %v", err)
 	}
 	if err := os.Remove(stray); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.RemoveBrick(ctx, "dv", RemoveBrickRequest{Action: ActionCommit, Bricks: []string{vi.Bricks[0].Name()}}); err != nil {
+	if _, err := c.RemoveBrick(ctx, "dv", api.RemoveBrickRequest{Action: api.ActionCommit, Bricks: []string{vi.Bricks[0].Name()}}); err != nil {
 		t.Fatal(err)
 	}
 	vi, _ = c.Info(ctx, "dv")
@@ -362,7 +363,7 @@ func TestAddBrickRebalanceRemoveBrick(t *testing.T) {
 
 // checkLinks reads every second name in links (to its first) through a
 // new client of "dv".
-func checkLinks(t *testing.T, c *Client, m *model, links map[string]string) {
+func checkLinks(t *testing.T, c *api.Client, m *model, links map[string]string) {
 	t.Helper()
 	top := mountVolume(t, c, "dv")
 	ctx := ctxT(t)
@@ -378,11 +379,11 @@ func checkLinks(t *testing.T, c *Client, m *model, links map[string]string) {
 
 // twoOfThree makes three brick directories and starts the distribute
 // volume "dv" on the first two; the third is for add-brick.
-func twoOfThree(t *testing.T, c *Client) []string {
+func twoOfThree(t *testing.T, c *api.Client) []string {
 	t.Helper()
 	ctx := ctxT(t)
 	dirs := brickDirs(t, 3)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "dv", Bricks: []string{"localhost:" + dirs[0], "localhost:" + dirs[1]}, Force: true}); err != nil {
+	if _, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "dv", Bricks: []string{"localhost:" + dirs[0], "localhost:" + dirs[1]}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Start(ctx, "dv", false); err != nil {
@@ -392,7 +393,7 @@ func twoOfThree(t *testing.T, c *Client) []string {
 }
 
 // checkModel reads every file of m through a new client of the volume.
-func checkModel(t *testing.T, c *Client, name string, m *model) {
+func checkModel(t *testing.T, c *api.Client, name string, m *model) {
 	t.Helper()
 	top := mountVolume(t, c, name)
 	ctx := ctxT(t)
@@ -423,13 +424,13 @@ func TestRebalanceResumesAfterRestart(t *testing.T) {
 			m.set(p, data)
 		}
 	}
-	if _, err := c.AddBrick(ctx, "dv", AddBrickRequest{Bricks: []string{"localhost:" + dirs[2]}, Force: true}); err != nil {
+	if _, err := c.AddBrick(ctx, "dv", api.AddBrickRequest{Bricks: []string{"localhost:" + dirs[2]}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Rebalance(ctx, "dv", RebalanceRequest{Action: ActionStart}); err != nil {
+	if _, err := c.Rebalance(ctx, "dv", api.RebalanceRequest{Action: api.ActionStart}); err != nil {
 		t.Fatal(err)
 	}
-	var before NodeProgress
+	var before api.NodeProgress
 	waitFor(t, time.Minute, "the rebalance to have moved some files", func() error {
 		rs, err := c.RebalanceStatus(ctx, "dv")
 		if err != nil {
@@ -441,13 +442,13 @@ func TestRebalanceResumesAfterRestart(t *testing.T) {
 		before = rs.Nodes[0]
 		return nil
 	})
-	if before.Status != TaskRunning {
+	if before.Status != api.TaskRunning {
 		t.Skipf("the rebalance finished before the restart (%+v); nothing to resume", before)
 	}
 	n.Close()
 	_, c = startNode(t, dir)
 	rs := waitTask(t, c, "dv")
-	if rs.Task.Status != TaskCompleted || rs.Task.Error != "" {
+	if rs.Task.Status != api.TaskCompleted || rs.Task.Error != "" {
 		t.Fatalf("task after a restart: %+v", rs.Task)
 	}
 	after := rs.Nodes[0]

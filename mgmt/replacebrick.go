@@ -5,19 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"time"
-)
 
-// ReplaceBrickRequest is the body of POST /v1/volumes/{name}/replace-brick:
-// brick Source ("host:/path") of a replicated or dispersed volume is
-// replaced by the new, empty directory Destination ("host:/path", on any
-// node of the cluster). Force allows a Destination on the root file
-// system (the CLI's required "commit force" sets it, as in GlusterFS); it
-// must be empty all the same.
-type ReplaceBrickRequest struct {
-	Source      string `json:"source"`
-	Destination string `json:"destination"`
-	Force       bool   `json:"force,omitempty"`
-}
+	"github.com/mortarfs/mortar/mgmt/api"
+)
 
 // replaceSettle bounds how long the destination's node may take to see
 // the replacement in its copy of the state.
@@ -35,43 +25,43 @@ const replaceSettle = 10 * time.Second
 //     so clients and the heal indexes of the other bricks still name it);
 //  4. the new brick is reset on its node (see resetBrick): marked pending
 //     on the other bricks of its set, started, and filled by a full heal.
-func (n *Node) replaceBrick(ctx context.Context, name string, req ReplaceBrickRequest) (VolumeInfo, error) {
+func (n *Node) replaceBrick(ctx context.Context, name string, req api.ReplaceBrickRequest) (api.VolumeInfo, error) {
 	n.opMu.Lock()
 	st := n.store.State()
 	v, err := st.volume(name)
 	if err != nil {
 		n.opMu.Unlock()
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	if err := checkHealableStarted(v, "its bricks hold the only copy of their files, so a new brick could not be filled (use remove-brick and add-brick)"); err != nil {
 		n.opMu.Unlock()
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	old, _, err := n.findBrick(ctx, st, v, req.Source)
 	if err != nil {
 		n.opMu.Unlock()
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	host, path, err := ParseBrick(req.Destination)
 	if err != nil {
 		n.opMu.Unlock()
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	node, err := n.nodeForHost(ctx, st, host)
 	if err != nil {
 		n.opMu.Unlock()
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	nb := BrickState{ID: old.ID, Node: node, Host: host, Path: path, Arbiter: old.Arbiter}
 	if err := checkBrickUnused(st, nb); err != nil {
 		n.opMu.Unlock()
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	// Nothing changes before the new directory is known to be usable.
 	check := MarkRequest{Path: path, Force: req.Force}
 	if err := n.onNode(ctx, node, func() error { return checkNewBrick(check, n.dir) }, http.MethodPost, "/v1/local/bricks/check", check); err != nil {
 		n.opMu.Unlock()
-		return VolumeInfo{}, errorf(ErrInvalid, "replace-brick: %s cannot be the new brick, nothing was changed: %w", nb.Name(), err)
+		return api.VolumeInfo{}, api.Errorf(api.ErrInvalid, "replace-brick: %s cannot be the new brick, nothing was changed: %w", nb.Name(), err)
 	}
 	stop := func() error { n.stopLocalBrick(v.ID, old.ID); return nil }
 	if err := n.onNode(ctx, old.Node, stop, http.MethodPost, "/v1/local/volumes/"+v.ID+"/bricks/"+old.ID+"/stop", struct{}{}); err != nil {
@@ -79,22 +69,22 @@ func (n *Node) replaceBrick(ctx context.Context, name string, req ReplaceBrickRe
 	}
 	if err := n.store.Apply(Command{Op: OpReplaceBrick, Name: name, Brick: old.ID, Node: &NodeState{ID: node}, Key: host, Value: path}); err != nil {
 		n.opMu.Unlock()
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	n.opMu.Unlock()
 	n.log.Info("brick replaced; resetting the new one", "volume", name, "old", old.Name(), "new", nb.Name())
 	// The new brick's node resets it once it has seen the replacement.
 	deadline := time.Now().Add(replaceSettle)
 	for {
-		var vi VolumeInfo
+		var vi api.VolumeInfo
 		err = n.onNode(ctx, node, func() error {
 			var err error
 			vi, err = n.resetBrick(ctx, name, nb.Name())
 			return err
-		}, http.MethodPost, volPath(name, "reset-brick"), ResetBrickRequest{Brick: nb.Name()})
-		if err == nil || !errors.Is(err, ErrInvalid) || time.Now().After(deadline) {
+		}, http.MethodPost, api.VolPath(name, "reset-brick"), api.ResetBrickRequest{Brick: nb.Name()})
+		if err == nil || !errors.Is(err, api.ErrInvalid) || time.Now().After(deadline) {
 			if err != nil {
-				return VolumeInfo{}, errorf(ErrState, "replace-brick: the volume now uses %s, but resetting it failed: %w (fix the cause, then: mortar volume reset-brick %s %s)", nb.Name(), err, name, nb.Name())
+				return api.VolumeInfo{}, api.Errorf(api.ErrState, "replace-brick: the volume now uses %s, but resetting it failed: %w (fix the cause, then: mortar volume reset-brick %s %s)", nb.Name(), err, name, nb.Name())
 			}
 			if vi.Name == "" {
 				return n.info(name)

@@ -2,7 +2,6 @@ package mgmt
 
 import (
 	"errors"
-	"github.com/mortarfs/mortar/volume/options"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/volume/options"
 
 	"github.com/mortarfs/mortar/brick/posix"
 	"github.com/mortarfs/mortar/volume"
@@ -26,7 +28,7 @@ func bricksOn(dirs []string) []string {
 	return out
 }
 
-func arbiters(bricks []BrickInfo) []bool {
+func arbiters(bricks []api.BrickInfo) []bool {
 	var out []bool
 	for _, b := range bricks {
 		out = append(out, b.Arbiter)
@@ -52,7 +54,7 @@ func TestCreateReplicated(t *testing.T) {
 		{"arb-old", 2, 1, 3, 3, []bool{false, false, true}}, // GlusterFS's older spelling
 	}
 	for _, tc := range cases {
-		vi, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: tc.name, Replica: tc.replica, Arbiter: tc.arbiter, Bricks: bricksOn(brickDirs(t, tc.bricks)), Force: true})
+		vi, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: tc.name, Replica: tc.replica, Arbiter: tc.arbiter, Bricks: bricksOn(brickDirs(t, tc.bricks)), Force: true})
 		if err != nil {
 			t.Fatalf("%s: create: %v", tc.name, err)
 		}
@@ -82,30 +84,30 @@ func TestCreateLayoutRefusals(t *testing.T) {
 	dirs := brickDirs(t, 66)
 	cases := []struct {
 		name   string
-		req    CreateVolumeRequest
+		req    api.CreateVolumeRequest
 		marker error
 		msg    string
 	}{
-		{"not a multiple", CreateVolumeRequest{Replica: 3, Bricks: bricksOn(dirs[:4])}, ErrInvalid, "replica sets of 3 need a multiple of 3 bricks, not 4"},
-		{"replica 1", CreateVolumeRequest{Replica: 1, Bricks: bricksOn(dirs[:1])}, ErrInvalid, "replica count 1 is out of range"},
-		{"replica too big", CreateVolumeRequest{Replica: volume.MaxReplica + 1, Bricks: bricksOn(dirs[:1])}, ErrInvalid, "out of range: a replica set has 2 to 16 bricks"},
-		{"negative replica", CreateVolumeRequest{Replica: -2, Bricks: bricksOn(dirs[:2])}, ErrInvalid, "out of range"},
-		{"arbiter 2", CreateVolumeRequest{Replica: 3, Arbiter: 2, Bricks: bricksOn(dirs[:3])}, ErrInvalid, "only \"arbiter 1\""},
-		{"arbiter alone", CreateVolumeRequest{Arbiter: 1, Bricks: bricksOn(dirs[:3])}, ErrInvalid, "arbiter needs a replicated volume"},
-		{"arbiter replica 4", CreateVolumeRequest{Replica: 4, Arbiter: 1, Bricks: bricksOn(dirs[:4])}, ErrInvalid, "arbiter volumes are replica 3"},
-		{"arbiter old spelling, 4 bricks", CreateVolumeRequest{Replica: 2, Arbiter: 1, Bricks: bricksOn(dirs[:4])}, ErrInvalid, "replica sets of 3 need"},
-		{"redundancy half", CreateVolumeRequest{Disperse: 6, Redundancy: 3, Bricks: bricksOn(dirs[:6])}, ErrInvalid, "disperse 6 redundancy 3: redundancy 3 is not below half of 6 bricks"},
-		{"redundancy more than half", CreateVolumeRequest{Disperse: 6, Redundancy: 4, Bricks: bricksOn(dirs[:6])}, ErrInvalid, "not below half"},
-		{"data + half redundancy", CreateVolumeRequest{DisperseData: 2, Redundancy: 2, Bricks: bricksOn(dirs[:4])}, ErrInvalid, "not below half of 4 bricks"},
-		{"disperse not a multiple", CreateVolumeRequest{Disperse: 6, Redundancy: 2, Bricks: bricksOn(dirs[:8])}, ErrInvalid, "8 bricks do not make disperse sets of 6"},
-		{"data not a multiple", CreateVolumeRequest{DisperseData: 4, Redundancy: 2, Bricks: bricksOn(dirs[:9])}, ErrInvalid, "9 bricks do not make disperse sets of 6"},
-		{"replica and disperse", CreateVolumeRequest{Replica: 3, Disperse: 6, Bricks: bricksOn(dirs[:6])}, ErrInvalid, "either replicated or dispersed, not both"},
-		{"replica and redundancy", CreateVolumeRequest{Replica: 3, Redundancy: 1, Bricks: bricksOn(dirs[:3])}, ErrInvalid, "either replicated or dispersed"},
-		{"arbiter and disperse", CreateVolumeRequest{Arbiter: 1, Disperse: 3, Bricks: bricksOn(dirs[:3])}, ErrInvalid, "either replicated or dispersed"},
-		{"disperse data mismatch", CreateVolumeRequest{Disperse: 6, DisperseData: 3, Redundancy: 2, Bricks: bricksOn(dirs[:6])}, ErrInvalid, "disperse 6 does not equal disperse-data 3 + redundancy 2"},
-		{"disperse too small", CreateVolumeRequest{Disperse: 2, Redundancy: 1, Bricks: bricksOn(dirs[:2])}, ErrInvalid, "at least 3 bricks"},
-		{"disperse too big", CreateVolumeRequest{Disperse: -1, Redundancy: 2, Bricks: bricksOn(dirs[:66])}, ErrInvalid, "at most 63 bricks"},
-		{"negative redundancy", CreateVolumeRequest{Disperse: 6, Redundancy: -1, Bricks: bricksOn(dirs[:6])}, ErrInvalid, "redundancy must be at least 1"},
+		{"not a multiple", api.CreateVolumeRequest{Replica: 3, Bricks: bricksOn(dirs[:4])}, api.ErrInvalid, "replica sets of 3 need a multiple of 3 bricks, not 4"},
+		{"replica 1", api.CreateVolumeRequest{Replica: 1, Bricks: bricksOn(dirs[:1])}, api.ErrInvalid, "replica count 1 is out of range"},
+		{"replica too big", api.CreateVolumeRequest{Replica: volume.MaxReplica + 1, Bricks: bricksOn(dirs[:1])}, api.ErrInvalid, "out of range: a replica set has 2 to 16 bricks"},
+		{"negative replica", api.CreateVolumeRequest{Replica: -2, Bricks: bricksOn(dirs[:2])}, api.ErrInvalid, "out of range"},
+		{"arbiter 2", api.CreateVolumeRequest{Replica: 3, Arbiter: 2, Bricks: bricksOn(dirs[:3])}, api.ErrInvalid, "only \"arbiter 1\""},
+		{"arbiter alone", api.CreateVolumeRequest{Arbiter: 1, Bricks: bricksOn(dirs[:3])}, api.ErrInvalid, "arbiter needs a replicated volume"},
+		{"arbiter replica 4", api.CreateVolumeRequest{Replica: 4, Arbiter: 1, Bricks: bricksOn(dirs[:4])}, api.ErrInvalid, "arbiter volumes are replica 3"},
+		{"arbiter old spelling, 4 bricks", api.CreateVolumeRequest{Replica: 2, Arbiter: 1, Bricks: bricksOn(dirs[:4])}, api.ErrInvalid, "replica sets of 3 need"},
+		{"redundancy half", api.CreateVolumeRequest{Disperse: 6, Redundancy: 3, Bricks: bricksOn(dirs[:6])}, api.ErrInvalid, "disperse 6 redundancy 3: redundancy 3 is not below half of 6 bricks"},
+		{"redundancy more than half", api.CreateVolumeRequest{Disperse: 6, Redundancy: 4, Bricks: bricksOn(dirs[:6])}, api.ErrInvalid, "not below half"},
+		{"data + half redundancy", api.CreateVolumeRequest{DisperseData: 2, Redundancy: 2, Bricks: bricksOn(dirs[:4])}, api.ErrInvalid, "not below half of 4 bricks"},
+		{"disperse not a multiple", api.CreateVolumeRequest{Disperse: 6, Redundancy: 2, Bricks: bricksOn(dirs[:8])}, api.ErrInvalid, "8 bricks do not make disperse sets of 6"},
+		{"data not a multiple", api.CreateVolumeRequest{DisperseData: 4, Redundancy: 2, Bricks: bricksOn(dirs[:9])}, api.ErrInvalid, "9 bricks do not make disperse sets of 6"},
+		{"replica and disperse", api.CreateVolumeRequest{Replica: 3, Disperse: 6, Bricks: bricksOn(dirs[:6])}, api.ErrInvalid, "either replicated or dispersed, not both"},
+		{"replica and redundancy", api.CreateVolumeRequest{Replica: 3, Redundancy: 1, Bricks: bricksOn(dirs[:3])}, api.ErrInvalid, "either replicated or dispersed"},
+		{"arbiter and disperse", api.CreateVolumeRequest{Arbiter: 1, Disperse: 3, Bricks: bricksOn(dirs[:3])}, api.ErrInvalid, "either replicated or dispersed"},
+		{"disperse data mismatch", api.CreateVolumeRequest{Disperse: 6, DisperseData: 3, Redundancy: 2, Bricks: bricksOn(dirs[:6])}, api.ErrInvalid, "disperse 6 does not equal disperse-data 3 + redundancy 2"},
+		{"disperse too small", api.CreateVolumeRequest{Disperse: 2, Redundancy: 1, Bricks: bricksOn(dirs[:2])}, api.ErrInvalid, "at least 3 bricks"},
+		{"disperse too big", api.CreateVolumeRequest{Disperse: -1, Redundancy: 2, Bricks: bricksOn(dirs[:66])}, api.ErrInvalid, "at most 63 bricks"},
+		{"negative redundancy", api.CreateVolumeRequest{Disperse: 6, Redundancy: -1, Bricks: bricksOn(dirs[:6])}, api.ErrInvalid, "redundancy must be at least 1"},
 	}
 	for _, tc := range cases {
 		tc.req.Name = "v"
@@ -128,7 +130,7 @@ func TestCreateLayoutRefusals(t *testing.T) {
 	v := testVolume("v", "v1", "/a", "/b")
 	v.Type, v.Replica = volume.Replicate, 2
 	v.Bricks[0].Arbiter, v.Bricks[1].Arbiter = true, true
-	if err := s.Apply(Command{Op: OpCreateVolume, Volume: v}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "no data brick") {
+	if err := s.Apply(Command{Op: OpCreateVolume, Volume: v}); !errors.Is(err, api.ErrInvalid) || !strings.Contains(err.Error(), "no data brick") {
 		t.Errorf("create-volume with an all-arbiter set: %v", err)
 	}
 }
@@ -136,7 +138,7 @@ func TestCreateLayoutRefusals(t *testing.T) {
 func TestReplicaOptions(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "r3", Replica: 3, Bricks: bricksOn(brickDirs(t, 3)), Force: true}); err != nil {
+	if _, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "r3", Replica: 3, Bricks: bricksOn(brickDirs(t, 3)), Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	good := [][2]string{
@@ -156,7 +158,7 @@ func TestReplicaOptions(t *testing.T) {
 		{options.OptHealInterval, "0"}:              "at least 0.1 seconds",
 	}
 	for kv, msg := range bad {
-		if _, err := c.Set(ctx, "r3", kv[0], kv[1]); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), msg) {
+		if _, err := c.Set(ctx, "r3", kv[0], kv[1]); !errors.Is(err, api.ErrInvalid) || !strings.Contains(err.Error(), msg) {
 			t.Errorf("set %s %s: %v; want %q", kv[0], kv[1], err, msg)
 		}
 	}
@@ -171,7 +173,7 @@ func TestReplicaOptions(t *testing.T) {
 
 // ports returns the bricks' ports from status, failing unless all are
 // online.
-func onlinePorts(t *testing.T, c *Client, name string) []int {
+func onlinePorts(t *testing.T, c *api.Client, name string) []int {
 	t.Helper()
 	st, err := c.Status(ctxT(t), name)
 	if err != nil {
@@ -193,7 +195,7 @@ func TestBrickPortsKept(t *testing.T) {
 	data := t.TempDir()
 	n, c := startNode(t, data)
 	ctx := ctxT(t)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Replica: 3, Bricks: bricksOn(brickDirs(t, 3)), Force: true}); err != nil {
+	if _, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "gv0", Replica: 3, Bricks: bricksOn(brickDirs(t, 3)), Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if vi, _ := c.Info(ctx, "gv0"); vi.Bricks[0].Port != 0 || vi.Bricks[0].Addr != "" {
@@ -235,7 +237,7 @@ func TestKillBrickStartForce(t *testing.T) {
 	n, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
 	dirs := brickDirs(t, 3)
-	vi, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Replica: 3, Bricks: bricksOn(dirs), Force: true})
+	vi, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "gv0", Replica: 3, Bricks: bricksOn(dirs), Force: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +254,7 @@ func TestKillBrickStartForce(t *testing.T) {
 	if err := n.KillBrick(victim); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.KillBrick(victim); !errors.Is(err, ErrNotFound) {
+	if err := n.KillBrick(victim); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("killing a dead brick: %v", err)
 	}
 	st, _ := c.Status(ctx, "gv0")
@@ -262,7 +264,7 @@ func TestKillBrickStartForce(t *testing.T) {
 	if !st.Bricks[0].Online || !st.Bricks[2].Online {
 		t.Fatalf("the other bricks went down too: %+v", st.Bricks)
 	}
-	if _, err := c.Start(ctx, "gv0", false); !errors.Is(err, ErrState) {
+	if _, err := c.Start(ctx, "gv0", false); !errors.Is(err, api.ErrState) {
 		t.Fatalf("start without force of a started volume: %v", err)
 	}
 	if _, err := c.Start(ctx, "gv0", true); err != nil {
@@ -290,14 +292,14 @@ func TestStartFailureStopsOthers(t *testing.T) {
 	_, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
 	dirs := brickDirs(t, 3)
-	vi, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: bricksOn(dirs), Force: true})
+	vi, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "gv0", Bricks: bricksOn(dirs), Force: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.RemoveAll(dirs[2]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Start(ctx, "gv0", false); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), dirs[2]) {
+	if _, err := c.Start(ctx, "gv0", false); !errors.Is(err, api.ErrInvalid) || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), dirs[2]) {
 		t.Fatalf("start with a brick dir missing: %v", err)
 	}
 	st, _ := c.Status(ctx, "gv0")
@@ -335,7 +337,7 @@ func TestBrickPortTaken(t *testing.T) {
 	addrInUseWait = 200 * time.Millisecond
 	n, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
-	vi, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: bricksOn(brickDirs(t, 2)), Force: true})
+	vi, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "gv0", Bricks: bricksOn(brickDirs(t, 2)), Force: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,10 +386,10 @@ func TestBrickProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
-	c := NewClient(n.ListenAddr())
+	c := api.NewClient(n.ListenAddr())
 	ctx := ctxT(t)
 	dirs := brickDirs(t, 3)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Replica: 3, Arbiter: 1, Bricks: bricksOn(dirs), Force: true}); err != nil {
+	if _, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "gv0", Replica: 3, Arbiter: 1, Bricks: bricksOn(dirs), Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Start(ctx, "gv0", false); err != nil {
@@ -417,7 +419,7 @@ func TestBrickProcesses(t *testing.T) {
 	if err := syscall.Kill(victim.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	var dead BrickStatus
+	var dead api.BrickStatus
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		st, _ = c.Status(ctx, "gv0")
 		if dead = st.Bricks[0]; !dead.Online || time.Now().After(deadline) {

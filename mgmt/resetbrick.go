@@ -12,6 +12,7 @@ import (
 
 	"github.com/mortarfs/mortar/brick/posix"
 	"github.com/mortarfs/mortar/layer"
+	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -31,30 +32,30 @@ const markStaleTimeout = 10 * time.Second
 //  4. the directory is marked as the volume's brick and the brick started
 //     again on its port;
 //  5. a full heal starts, which recreates everything on it.
-func (n *Node) resetBrick(ctx context.Context, name, brick string) (VolumeInfo, error) {
+func (n *Node) resetBrick(ctx context.Context, name, brick string) (api.VolumeInfo, error) {
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
 	st := n.store.State()
 	v, err := st.volume(name)
 	if err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	if err := checkHealableStarted(v, "its bricks hold the only copy of their files, so there is nothing to rebuild a brick from (reset-brick is for replicated and dispersed volumes)"); err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	b, pos, err := n.findBrick(ctx, st, v, brick)
 	if err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	if b.Node != n.id { // routed here by an older view of the state
-		return VolumeInfo{}, errorf(ErrState, "brick %s is served by another node; retry", b.Name())
+		return api.VolumeInfo{}, api.Errorf(api.ErrState, "brick %s is served by another node; retry", b.Name())
 	}
 	if err := checkEmptyBrick(b, v); err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	vr, err := n.volumeRunFor(v) // a replacement may be the node's first brick of v
 	if err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	n.runMu.Lock()
 	d := vr.heal
@@ -65,13 +66,13 @@ func (n *Node) resetBrick(ctx context.Context, name, brick string) (VolumeInfo, 
 		err = posix.Mark(b.Path, v.ID, true)
 	}
 	if err != nil && !wasRunning {
-		return VolumeInfo{}, errorf(ErrState, "reset-brick %s: %w", b.Name(), err)
+		return api.VolumeInfo{}, api.Errorf(api.ErrState, "reset-brick %s: %w", b.Name(), err)
 	}
 	if serr := n.startBrick(vr, v, b); serr != nil {
-		return VolumeInfo{}, errorf(ErrState, "reset-brick %s: %w", b.Name(), errors.Join(err, serr))
+		return api.VolumeInfo{}, api.Errorf(api.ErrState, "reset-brick %s: %w", b.Name(), errors.Join(err, serr))
 	}
 	if err != nil { // the brick that ran runs again, untouched
-		return VolumeInfo{}, errorf(ErrState, "reset-brick %s: %w", b.Name(), err)
+		return api.VolumeInfo{}, api.Errorf(api.ErrState, "reset-brick %s: %w", b.Name(), err)
 	}
 	n.log.Info("brick reset; rebuilding it with a full heal", "volume", name, "brick", b.Name())
 	if d != nil {
@@ -80,7 +81,7 @@ func (n *Node) resetBrick(ctx context.Context, name, brick string) (VolumeInfo, 
 	// Every node's daemon crawls the sets it heals (this node's daemon
 	// may stand by for the brick's set).
 	if _, err := n.heal(ctx, name, true); err != nil {
-		return VolumeInfo{}, errorf(ErrState, "reset-brick %s: the brick is reset but the full heal did not start: %w (run: mortar volume heal %s full)", b.Name(), err, name)
+		return api.VolumeInfo{}, api.Errorf(api.ErrState, "reset-brick %s: the brick is reset but the full heal did not start: %w (run: mortar volume heal %s full)", b.Name(), err, name)
 	}
 	return n.info(name)
 }
@@ -100,7 +101,7 @@ func (n *Node) findBrick(ctx context.Context, st *State, v *VolumeState, s strin
 		}
 		names = append(names, b.Name())
 	}
-	return BrickState{}, 0, errorf(ErrInvalid, "%s is not a brick of volume %s (its bricks: %s)", s, v.Name, strings.Join(names, " "))
+	return BrickState{}, 0, api.Errorf(api.ErrInvalid, "%s is not a brick of volume %s (its bricks: %s)", s, v.Name, strings.Join(names, " "))
 }
 
 // checkEmptyBrick refuses a brick directory that holds anything but the
@@ -109,22 +110,22 @@ func checkEmptyBrick(b BrickState, v *VolumeState) error {
 	entries, err := os.ReadDir(b.Path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return errorf(ErrInvalid, "brick directory %s does not exist: create the new, empty directory first (mkdir)", b.Path)
+		return api.Errorf(api.ErrInvalid, "brick directory %s does not exist: create the new, empty directory first (mkdir)", b.Path)
 	case err != nil:
-		return errorf(ErrInvalid, "brick directory %s: %w", b.Path, err)
+		return api.Errorf(api.ErrInvalid, "brick directory %s: %w", b.Path, err)
 	}
 	mark, err := posix.ReadMark(b.Path)
 	if err != nil {
-		return errorf(ErrInvalid, "brick directory %s: %w", b.Path, err)
+		return api.Errorf(api.ErrInvalid, "brick directory %s: %w", b.Path, err)
 	}
 	if mark != "" && mark != v.ID {
-		return errorf(ErrInvalid, "brick directory %s belongs to volume %s, not to this one", b.Path, mark)
+		return api.Errorf(api.ErrInvalid, "brick directory %s belongs to volume %s, not to this one", b.Path, mark)
 	}
 	for _, e := range entries {
 		if e.Name() == posix.HiddenDir && mark == v.ID {
 			continue
 		}
-		return errorf(ErrInvalid, "brick directory %s is not empty (it holds %q): reset-brick takes only an empty directory and never deletes anything (if the brick's data is intact, \"mortar volume start %s force\" brings it back; if its contents are really lost, empty it or give a new directory)",
+		return api.Errorf(api.ErrInvalid, "brick directory %s is not empty (it holds %q): reset-brick takes only an empty directory and never deletes anything (if the brick's data is intact, \"mortar volume start %s force\" brings it back; if its contents are really lost, empty it or give a new directory)",
 			b.Path, e.Name(), v.Name)
 	}
 	return nil

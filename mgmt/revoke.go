@@ -1,9 +1,9 @@
 package mgmt
 
 import (
-	"context"
 	"net/http"
 
+	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/tlsconf"
 )
 
@@ -19,23 +19,16 @@ import (
 //	POST /v1/tls/revoked  RevokeRequest → {} (node certificates only)
 //	GET  /v1/tls/revoked  map serial → note
 
-// RevokeRequest revokes the certificate of serial number Serial
-// (lower-case hexadecimal), Note saying which (its name, when).
-type RevokeRequest struct {
-	Serial string `json:"serial"`
-	Note   string `json:"note,omitempty"`
-}
-
 // maxRevokeNote bounds a revocation's note.
 const maxRevokeNote = 200
 
 func (n *Node) revokeHandlers(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/tls/revoked", handle(n, func(r *http.Request, req RevokeRequest) (any, error) {
+	mux.HandleFunc("POST /v1/tls/revoked", handle(n, func(r *http.Request, req api.RevokeRequest) (any, error) {
 		if err := tlsconf.CheckSerial(req.Serial); err != nil {
-			return nil, errorf(ErrInvalid, "revoke: %v", err)
+			return nil, api.Errorf(api.ErrInvalid, "revoke: %v", err)
 		}
 		if len(req.Note) > maxRevokeNote {
-			return nil, errorf(ErrInvalid, "revoke: the note is longer than %d bytes", maxRevokeNote)
+			return nil, api.Errorf(api.ErrInvalid, "revoke: the note is longer than %d bytes", maxRevokeNote)
 		}
 		return struct{}{}, n.store.Apply(Command{Op: OpRevoke, Key: req.Serial, Value: req.Note})
 	}))
@@ -81,17 +74,4 @@ func (n *Node) writeRevoked(st *State) {
 	for _, s := range added {
 		n.log.Info("certificate revoked by the cluster", "serial", s, "note", st.Revoked[s])
 	}
-}
-
-// Revoke has the cluster refuse the certificate of serial number serial
-// (tlsconf's form) on every node; note says which it is.
-func (c *Client) Revoke(ctx context.Context, serial, note string) error {
-	return c.do(ctx, http.MethodPost, "/v1/tls/revoked", RevokeRequest{Serial: serial, Note: note}, nil)
-}
-
-// Revoked lists the serial numbers the cluster revoked, with their notes.
-func (c *Client) Revoked(ctx context.Context) (map[string]string, error) {
-	var out map[string]string
-	err := c.do(ctx, http.MethodGet, "/v1/tls/revoked", nil, &out)
-	return out, err
 }

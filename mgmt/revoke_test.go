@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/tlsconf"
 )
 
@@ -48,7 +49,7 @@ func TestRevocationReachesEveryNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cn.n, cn.c = n, NewTLSClient(cn.api, id)
+		cn.n, cn.c = n, api.NewTLSClient(cn.api, id)
 		t.Cleanup(cn.stop)
 		nodes = append(nodes, cn)
 	}
@@ -60,7 +61,7 @@ func TestRevocationReachesEveryNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eve := NewTLSClient(nodes[1].api, eveID)
+	eve := api.NewTLSClient(nodes[1].api, eveID)
 	if _, err := eve.List(ctx); err != nil {
 		t.Fatalf("eve before her revocation: %v", err)
 	}
@@ -69,17 +70,17 @@ func TestRevocationReachesEveryNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	serial := cert.SerialNumber.Text(16)
-	if err := eve.Revoke(ctx, serial, "eve"); !errors.Is(err, ErrForbidden) {
+	if err := eve.Revoke(ctx, serial, "eve"); !errors.Is(err, api.ErrForbidden) {
 		t.Fatalf("a client certificate revokes: %v, want forbidden", err)
 	}
-	if err := nodes[0].c.Revoke(ctx, "not-hex", ""); !errors.Is(err, ErrInvalid) {
+	if err := nodes[0].c.Revoke(ctx, "not-hex", ""); !errors.Is(err, api.ErrInvalid) {
 		t.Fatalf("a bad serial: %v, want invalid", err)
 	}
 	if err := nodes[0].c.Revoke(ctx, serial, "eve, stolen laptop"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "eve refused by the other node", func() error {
-		if _, err := NewTLSClient(nodes[1].api, eveID).List(ctx); err == nil {
+		if _, err := api.NewTLSClient(nodes[1].api, eveID).List(ctx); err == nil {
 			return errors.New("eve still lists the volumes")
 		}
 		return nil

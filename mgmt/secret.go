@@ -10,7 +10,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
+
+	"github.com/mortarfs/mortar/mgmt/api"
 )
 
 // A node without TLS authenticates callers with the cluster secret: 32
@@ -33,17 +34,13 @@ import (
 // Spec fetches by anyone but another node (or an operator holding the
 // secret) meet the volume's auth.allow and auth.reject, by address.
 
-// SecretFileEnv names the environment variable that points the CLI at a
-// cluster secret file.
-const SecretFileEnv = "MORTAR_SECRET_FILE"
-
 // secretFile is where a node keeps its cluster secret.
 func secretFile(dataDir string) string { return filepath.Join(dataDir, "secret") }
 
 // loadSecret reads the node's cluster secret, making one on first start.
 func loadSecret(dataDir string) (string, error) {
 	path := secretFile(dataDir)
-	s, err := ReadSecretFile(path)
+	s, err := api.ReadSecretFile(path)
 	if err == nil {
 		return s, nil
 	}
@@ -65,7 +62,7 @@ func newSecret() string {
 
 // writeSecret replaces the secret file at path (0600).
 func writeSecret(path, s string) error {
-	if err := checkSecret(s); err != nil {
+	if err := api.CheckSecret(s); err != nil {
 		return err
 	}
 	tmp := path + ".tmp"
@@ -74,28 +71,6 @@ func writeSecret(path, s string) error {
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("cluster secret: %w", err)
-	}
-	return nil
-}
-
-// ReadSecretFile reads a cluster secret from path (a node's DATA/secret,
-// or a copy of it).
-func ReadSecretFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("cluster secret: %w", err)
-	}
-	s := strings.TrimSpace(string(b))
-	if err := checkSecret(s); err != nil {
-		return "", fmt.Errorf("cluster secret %s: %w", path, err)
-	}
-	return s, nil
-}
-
-// checkSecret refuses what is not 32 bytes in hex.
-func checkSecret(s string) error {
-	if b, err := hex.DecodeString(s); err != nil || len(b) != 32 {
-		return errorf(ErrInvalid, "a cluster secret is 64 hexadecimal digits")
 	}
 	return nil
 }
@@ -132,21 +107,21 @@ func (n *Node) authorizePlain(r *http.Request) error {
 	case local:
 		return nil
 	case claimed:
-		return errorf(ErrUnauthenticated, "%v", bad)
+		return api.Errorf(api.ErrUnauthenticated, "%v", bad)
 	}
-	return errorf(ErrUnauthenticated, "this node answers requests from other machines only with the cluster secret "+
+	return api.Errorf(api.ErrUnauthenticated, "this node answers requests from other machines only with the cluster secret "+
 		"(give the CLI --secret-file, or set %s, to a copy of DATA/secret of a node of the cluster; "+
-		"better: run the cluster with TLS); a mount from another machine needs the volume's auth.allow to name its address", SecretFileEnv)
+		"better: run the cluster with TLS); a mount from another machine needs the volume's auth.allow to name its address", api.SecretFileEnv)
 }
 
 // rootCaller refuses a caller on this machine that is not root.
 func rootCaller(r *http.Request) error {
 	uid, err := localCallerUID(r)
 	if err != nil {
-		return errorf(ErrForbidden, "cannot tell which user is calling from this machine (%v): refused", err)
+		return api.Errorf(api.ErrForbidden, "cannot tell which user is calling from this machine (%v): refused", err)
 	}
 	if uid != 0 {
-		return errorf(ErrForbidden, "only root may use this node's API from this machine without the cluster secret (the caller is uid %d)", uid)
+		return api.Errorf(api.ErrForbidden, "only root may use this node's API from this machine without the cluster secret (the caller is uid %d)", uid)
 	}
 	return nil
 }

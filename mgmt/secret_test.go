@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/mortarfs/mortar/volume/options"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +16,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/volume/options"
 
 	"github.com/mortarfs/mortar/internal/proof"
 	"github.com/mortarfs/mortar/internal/wiretap"
@@ -34,7 +36,7 @@ func callAs(n *Node, addr, method, path, body, secret string) *httptest.Response
 	r.RemoteAddr = addr
 	r.Host = n.Addr()
 	if secret != "" {
-		SignRequest(r, []byte(body), secret)
+		api.SignRequest(r, []byte(body), secret)
 	}
 	w := httptest.NewRecorder()
 	n.handler().ServeHTTP(w, r)
@@ -71,7 +73,7 @@ func TestRemoteCallersNeedTheSecret(t *testing.T) {
 	if got := len(n.store.State().Volumes); got != 0 {
 		t.Fatalf("%d volumes after refused creates", got)
 	}
-	secret, err := ReadSecretFile(filepath.Join(dataDir, "secret"))
+	secret, err := api.ReadSecretFile(filepath.Join(dataDir, "secret"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +111,7 @@ func TestSpecByAddress(t *testing.T) {
 	}
 	expect(remote, http.StatusOK)
 	expect("198.51.100.1:1", http.StatusForbidden)
-	if _, err := c.Spec(ctx, "gv0"); !errors.Is(err, ErrForbidden) {
+	if _, err := c.Spec(ctx, "gv0"); !errors.Is(err, api.ErrForbidden) {
 		t.Fatalf("spec from loopback, not in auth.allow: %v, want forbidden", err)
 	}
 	if _, err := c.Set(ctx, "gv0", options.OptAuthReject, "192.0.2.7"); err != nil {
@@ -164,7 +166,7 @@ func TestBrickNeedsVolumeSecret(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := c.Spec(ctx, "gv0"); !errors.Is(err, ErrForbidden) {
+	if _, err := c.Spec(ctx, "gv0"); !errors.Is(err, api.ErrForbidden) {
 		t.Fatalf("spec from 127.0.0.1 with auth.allow 10.1.1.1: %v, want forbidden", err)
 	}
 	if _, err := c.Set(ctx, "gv0", options.OptAuthAllow, "127.0.0.1"); err != nil {
@@ -267,8 +269,7 @@ func TestSignedRequests(t *testing.T) {
 	n, _ := startNode(t, t.TempDir())
 	secret := n.secret()
 	rec := &wiretap.Tap{}
-	cl := NewClient(n.ListenAddr()).WithSecret(secret)
-	cl.http = &http.Client{Transport: &http.Transport{DialContext: rec.Dial}}
+	cl := api.NewClient(n.ListenAddr()).WithSecret(secret).WithHTTP(&http.Client{Transport: &http.Transport{DialContext: rec.Dial}})
 	if _, err := cl.Node(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +291,7 @@ func TestSignedRequests(t *testing.T) {
 	signed := func(host, body string, at time.Time) *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "/v1/volumes", strings.NewReader(body))
 		r.Host = host
-		signAt(r, []byte(create), secret, at)
+		api.SignAt(r, []byte(create), secret, at)
 		return r
 	}
 	now := time.Now()
@@ -301,7 +302,7 @@ func TestSignedRequests(t *testing.T) {
 	}{
 		{"wrong secret", func() *http.Request {
 			r := signed(n.Addr(), create, now)
-			SignRequest(r, []byte(create), newSecret())
+			api.SignRequest(r, []byte(create), newSecret())
 			return r
 		}(), "not of this cluster's secret"},
 		{"too old", signed(n.Addr(), create, now.Add(-6*time.Minute)), "±5m0s"},
@@ -311,7 +312,7 @@ func TestSignedRequests(t *testing.T) {
 		{"changed body", signed(n.Addr(), strings.Replace(create, `"v"`, `"w"`, 1), now), "altered"},
 		{"clear secret", func() *http.Request {
 			r := signed(n.Addr(), create, now)
-			r.Header.Set(authHeader, plainScheme+secret)
+			r.Header.Set("Authorization", "Mortar "+secret) // as clients before signatures sent it
 			return r
 		}(), "signed requests"},
 	} {
@@ -375,7 +376,9 @@ func TestProbeSealsSecrets(t *testing.T) {
 		other = nodes[1]
 	}
 	cluster := leader.n.secret()
-	probe := func(via *clusterNode, host string, cl *Client) {
+	// client gives the caller's client, whose requests may go through
+	// the tap (what the caller sends is recorded too).
+	probe := func(via *clusterNode, host string, client func(*wiretap.Tap) *api.Client) {
 		t.Helper()
 		lone := &clusterNode{dir: t.TempDir(), bricks: t.TempDir(), host: host}
 		lone.api, lone.raftA = apiAndRaft(t, host)
@@ -385,10 +388,7 @@ func TestProbeSealsSecrets(t *testing.T) {
 		rec := &wiretap.Tap{}
 		leader.n.peerHTTP = &http.Client{Transport: &http.Transport{DialContext: rec.Dial}}
 		via.n.peerHTTP = &http.Client{Transport: &http.Transport{DialContext: rec.Dial}}
-		if cl.http == nil {
-			cl.http = &http.Client{Transport: &http.Transport{DialContext: rec.Dial}}
-		}
-		if _, err := cl.ProbeNode(ctx, ProbeRequest{Host: lone.api, Secret: own}); err != nil {
+		if _, err := client(rec).ProbeNode(ctx, api.ProbeRequest{Host: lone.api, Secret: own}); err != nil {
 			t.Fatalf("probe %s through %s: %v", host, via.host, err)
 		}
 		if got := lone.n.secret(); got != cluster {
@@ -396,13 +396,13 @@ func TestProbeSealsSecrets(t *testing.T) {
 		}
 		rec.MustNotShow(t, own, cluster)
 	}
-	signing := NewClient(leader.api).WithSecret(cluster)
-	signing.http = nil
-	probe(leader, "127.0.0.7", signing)
-	probe(other, "127.0.0.8", NewClient(other.api)) // forwarded to the leader
+	probe(leader, "127.0.0.7", func(rec *wiretap.Tap) *api.Client {
+		return api.NewClient(leader.api).WithSecret(cluster).WithHTTP(&http.Client{Transport: &http.Transport{DialContext: rec.Dial}})
+	})
+	probe(other, "127.0.0.8", func(*wiretap.Tap) *api.Client { return api.NewClient(other.api) }) // forwarded to the leader
 
-	far := NewClient("192.0.2.7:7420")
-	if _, err := far.ProbeNode(ctx, ProbeRequest{Host: "x", Secret: newSecret()}); err == nil || !strings.Contains(err.Error(), "must not cross the network in clear") {
+	far := api.NewClient("192.0.2.7:7420")
+	if _, err := far.ProbeNode(ctx, api.ProbeRequest{Host: "x", Secret: newSecret()}); err == nil || !strings.Contains(err.Error(), "must not cross the network in clear") {
 		t.Fatalf("a probe with a clear secret to another machine: %v, want refused", err)
 	}
 }

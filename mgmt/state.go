@@ -7,8 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"time"
 
+	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -72,36 +72,11 @@ type VolumeState struct {
 	Fence uint64 `json:"fence,omitempty"`
 	// Task is the rebalance or remove-brick of the volume, running or
 	// last run (nil: none since the volume was created).
-	Task *Task `json:"task,omitempty"`
+	Task *api.Task `json:"task,omitempty"`
 	// Secret is what the volume's bricks require of clients (volume.Spec
 	// carries it to those the access rules admit); made at creation.
 	// Volumes made before it have none, and their bricks check none.
 	Secret string `json:"secret,omitempty"`
-}
-
-// Task kinds and statuses.
-const (
-	TaskRebalance   = "rebalance"
-	TaskFixLayout   = "fix-layout"
-	TaskRemoveBrick = "remove-brick"
-
-	TaskRunning   = "in progress"
-	TaskCompleted = "completed"
-	TaskFailed    = "failed"
-	TaskStopped   = "stopped"
-)
-
-// Task is a volume's rebalance (or fix-layout, or remove-brick drain).
-type Task struct {
-	ID     string `json:"id"`
-	Kind   string `json:"kind"`
-	Status string `json:"status"`
-	// Removing lists the ids of the bricks a remove-brick drains.
-	Removing []string `json:"removing,omitempty"`
-	// Error says why the task failed or what it could not move.
-	Error   string    `json:"error,omitempty"`
-	Started time.Time `json:"started"`
-	Ended   time.Time `json:"ended,omitzero"`
 }
 
 // BrickState is one brick of a volume.
@@ -313,8 +288,8 @@ func (s *State) setNode(n *NodeState) error {
 	}
 	old, known := s.Nodes[n.ID]
 	s.Nodes[n.ID] = *n
-	oldHost, _ := splitHostPortDefault(old.Addr)
-	newHost, _ := splitHostPortDefault(n.Addr)
+	oldHost, _ := api.SplitHostPortDefault(old.Addr)
+	newHost, _ := api.SplitHostPortDefault(n.Addr)
 	if known && oldHost != newHost {
 		// Clients reach the node's bricks at the new host: every volume
 		// with a brick there has a new spec. (The bricks' ports are their
@@ -352,7 +327,7 @@ func (s *State) addBricks(name string, add *VolumeState) error {
 		return err
 	}
 	if add == nil || len(add.Bricks) == 0 {
-		return errorf(ErrInvalid, "add-brick %s: no bricks given", name)
+		return api.Errorf(api.ErrInvalid, "add-brick %s: no bricks given", name)
 	}
 	next := v.Clone()
 	if next.Layout == nil {
@@ -364,7 +339,7 @@ func (s *State) addBricks(name string, add *VolumeState) error {
 			return fmt.Errorf("add-brick %s: brick %s on unknown node %q", name, b.Name(), b.Node)
 		}
 		if other, _, ok := s.BrickAt(b.Node, b.Path); ok {
-			return errorf(ErrInvalid, "brick %s is already part of volume %s", b.Name(), other.Name)
+			return api.Errorf(api.ErrInvalid, "brick %s is already part of volume %s", b.Name(), other.Name)
 		}
 		next.Bricks = append(next.Bricks, b)
 	}
@@ -428,7 +403,7 @@ func (s *State) removeBricks(name string, rm *VolumeState) error {
 		return err
 	}
 	if rm == nil || len(rm.Bricks) == 0 {
-		return errorf(ErrInvalid, "remove-brick %s: no bricks given", name)
+		return api.Errorf(api.ErrInvalid, "remove-brick %s: no bricks given", name)
 	}
 	gone := map[string]bool{}
 	for _, b := range rm.Bricks {
@@ -437,10 +412,10 @@ func (s *State) removeBricks(name string, rm *VolumeState) error {
 	next := v.Clone()
 	next.Bricks = slices.DeleteFunc(next.Bricks, func(b BrickState) bool { return gone[b.ID] })
 	if len(next.Bricks) != len(v.Bricks)-len(gone) {
-		return errorf(ErrNotFound, "remove-brick %s: not every brick given is a brick of the volume", name)
+		return api.Errorf(api.ErrNotFound, "remove-brick %s: not every brick given is a brick of the volume", name)
 	}
 	if len(next.Bricks) == 0 {
-		return errorf(ErrInvalid, "remove-brick %s: a volume keeps at least one set of bricks", name)
+		return api.Errorf(api.ErrInvalid, "remove-brick %s: a volume keeps at least one set of bricks", name)
 	}
 	l := currentLayout(v)
 	for id := range gone {
@@ -459,7 +434,7 @@ func (s *State) removeBricks(name string, rm *VolumeState) error {
 func (s *State) checkSpec(v *VolumeState) error {
 	spec := layoutSpec(v)
 	if err := spec.Validate(); err != nil {
-		return errorf(ErrInvalid, "%w", err)
+		return api.Errorf(api.ErrInvalid, "%w", err)
 	}
 	return nil
 }
@@ -477,12 +452,12 @@ func (s *State) replaceBrick(cmd Command) error {
 	}
 	i := slices.IndexFunc(v.Bricks, func(b BrickState) bool { return b.ID == cmd.Brick })
 	if i < 0 {
-		return errorf(ErrNotFound, "volume %s has no brick %s", cmd.Name, cmd.Brick)
+		return api.Errorf(api.ErrNotFound, "volume %s has no brick %s", cmd.Name, cmd.Brick)
 	}
 	nb := v.Bricks[i]
 	nb.Node, nb.Host, nb.Path, nb.Port = cmd.Node.ID, cmd.Key, cmd.Value, 0
 	if other, _, ok := s.BrickAt(nb.Node, nb.Path); ok {
-		return errorf(ErrInvalid, "brick %s is already part of volume %s", nb.Name(), other.Name)
+		return api.Errorf(api.ErrInvalid, "brick %s is already part of volume %s", nb.Name(), other.Name)
 	}
 	v.Bricks[i] = nb
 	v.SpecVersion++
@@ -491,11 +466,11 @@ func (s *State) replaceBrick(cmd Command) error {
 
 func (s *State) removeNode(id string) error {
 	if _, ok := s.Nodes[id]; !ok {
-		return errorf(ErrNotFound, "node %s is not part of the cluster", id)
+		return api.Errorf(api.ErrNotFound, "node %s is not part of the cluster", id)
 	}
 	for _, name := range s.VolumeNames() {
 		if slices.ContainsFunc(s.Volumes[name].Bricks, func(b BrickState) bool { return b.Node == id }) {
-			return errorf(ErrState, "node %s serves bricks of volume %s", id, name)
+			return api.Errorf(api.ErrState, "node %s serves bricks of volume %s", id, name)
 		}
 	}
 	delete(s.Nodes, id)
@@ -507,10 +482,10 @@ func (s *State) createVolume(v *VolumeState) error {
 		return fmt.Errorf("create-volume: volume name and id are required")
 	}
 	if _, ok := s.Volumes[v.Name]; ok {
-		return errorf(ErrExists, "volume %s already exists", v.Name)
+		return api.Errorf(api.ErrExists, "volume %s already exists", v.Name)
 	}
 	if len(v.Bricks) == 0 {
-		return errorf(ErrInvalid, "volume %s: no bricks given", v.Name)
+		return api.Errorf(api.ErrInvalid, "volume %s: no bricks given", v.Name)
 	}
 	seen := map[string]bool{}
 	for _, b := range v.Bricks {
@@ -518,16 +493,16 @@ func (s *State) createVolume(v *VolumeState) error {
 			return fmt.Errorf("create-volume %s: brick %s on unknown node %q", v.Name, b.Name(), b.Node)
 		}
 		if seen[b.Node+"\x00"+b.Path] || seen[b.ID] {
-			return errorf(ErrInvalid, "volume %s: duplicate brick %s", v.Name, b.Name())
+			return api.Errorf(api.ErrInvalid, "volume %s: duplicate brick %s", v.Name, b.Name())
 		}
 		seen[b.Node+"\x00"+b.Path], seen[b.ID] = true, true
 		if other, _, ok := s.BrickAt(b.Node, b.Path); ok {
-			return errorf(ErrInvalid, "brick %s is already part of volume %s", b.Name(), other.Name)
+			return api.Errorf(api.ErrInvalid, "brick %s is already part of volume %s", b.Name(), other.Name)
 		}
 	}
 	spec := layoutSpec(v)
 	if err := spec.Validate(); err != nil {
-		return errorf(ErrInvalid, "%w", err)
+		return api.Errorf(api.ErrInvalid, "%w", err)
 	}
 	c := v.Clone()
 	c.Status = StatusCreated
@@ -542,7 +517,7 @@ func (s *State) createVolume(v *VolumeState) error {
 func (s *State) volume(name string) (*VolumeState, error) {
 	v, ok := s.Volumes[name]
 	if !ok {
-		return nil, errorf(ErrNotFound, "volume %s does not exist", name)
+		return nil, api.Errorf(api.ErrNotFound, "volume %s does not exist", name)
 	}
 	return v, nil
 }
@@ -554,9 +529,9 @@ func (s *State) setStatus(name, status string) error {
 	}
 	switch {
 	case status == StatusStarted && v.Status == StatusStarted:
-		return errorf(ErrState, "volume %s is already started", name)
+		return api.Errorf(api.ErrState, "volume %s is already started", name)
 	case status == StatusStopped && v.Status != StatusStarted:
-		return errorf(ErrState, "volume %s is not started", name)
+		return api.Errorf(api.ErrState, "volume %s is not started", name)
 	case status != StatusStarted && status != StatusStopped:
 		return fmt.Errorf("set-status %s: bad status %q", name, status)
 	}
@@ -617,7 +592,7 @@ func (s *State) setBrickPort(name, brick string, port int) error {
 	}
 	i := slices.IndexFunc(v.Bricks, func(b BrickState) bool { return b.ID == brick })
 	if i < 0 {
-		return errorf(ErrNotFound, "volume %s has no brick %s", name, brick)
+		return api.Errorf(api.ErrNotFound, "volume %s has no brick %s", name, brick)
 	}
 	if v.Bricks[i].Port != port {
 		v.Bricks[i].Port = port
@@ -632,7 +607,7 @@ func (s *State) deleteVolume(name string) error {
 		return err
 	}
 	if v.Status == StatusStarted {
-		return errorf(ErrState, "volume %s is started; stop it first (mortar volume stop %s)", name, name)
+		return api.Errorf(api.ErrState, "volume %s is started; stop it first (mortar volume stop %s)", name, name)
 	}
 	delete(s.Volumes, name)
 	return nil
@@ -669,6 +644,6 @@ func brickAddr(nodeAddr string, port int) string {
 	if port == 0 || nodeAddr == "" {
 		return ""
 	}
-	host, _ := splitHostPortDefault(nodeAddr)
+	host, _ := api.SplitHostPortDefault(nodeAddr)
 	return net.JoinHostPort(host, strconv.Itoa(port))
 }

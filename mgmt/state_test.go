@@ -3,13 +3,15 @@ package mgmt
 import (
 	"encoding/json"
 	"errors"
-	"github.com/mortarfs/mortar/volume/options"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/volume/options"
 )
 
 func testVolume(name, id string, paths ...string) *VolumeState {
@@ -43,12 +45,12 @@ func TestStateLifecycle(t *testing.T) {
 		cmd    Command
 		marker error
 	}{
-		{Command{Op: OpCreateVolume, Volume: testVolume("gv0", "v2", "/b3")}, ErrExists},
-		{Command{Op: OpCreateVolume, Volume: testVolume("gv1", "v2", "/b1")}, ErrInvalid},
-		{Command{Op: OpCreateVolume, Volume: testVolume("gv1", "v2", "/b3", "/b3")}, ErrInvalid},
-		{Command{Op: OpSetStatus, Name: "gv0", Status: StatusStopped}, ErrState},
-		{Command{Op: OpSetStatus, Name: "nope", Status: StatusStarted}, ErrNotFound},
-		{Command{Op: OpSetOption, Name: "nope", Key: "k", Value: "v"}, ErrNotFound},
+		{Command{Op: OpCreateVolume, Volume: testVolume("gv0", "v2", "/b3")}, api.ErrExists},
+		{Command{Op: OpCreateVolume, Volume: testVolume("gv1", "v2", "/b1")}, api.ErrInvalid},
+		{Command{Op: OpCreateVolume, Volume: testVolume("gv1", "v2", "/b3", "/b3")}, api.ErrInvalid},
+		{Command{Op: OpSetStatus, Name: "gv0", Status: StatusStopped}, api.ErrState},
+		{Command{Op: OpSetStatus, Name: "nope", Status: StatusStarted}, api.ErrNotFound},
+		{Command{Op: OpSetOption, Name: "nope", Key: "k", Value: "v"}, api.ErrNotFound},
 	}
 	for _, r := range refusals {
 		before := s.Clone()
@@ -60,7 +62,7 @@ func TestStateLifecycle(t *testing.T) {
 		}
 	}
 	mustApply(t, s, Command{Op: OpSetStatus, Name: "gv0", Status: StatusStarted})
-	if err := s.Apply(Command{Op: OpDeleteVolume, Name: "gv0"}); !errors.Is(err, ErrState) {
+	if err := s.Apply(Command{Op: OpDeleteVolume, Name: "gv0"}); !errors.Is(err, api.ErrState) {
 		t.Fatalf("delete started volume: %v", err)
 	}
 	mustApply(t, s, Command{Op: OpSetOption, Name: "gv0", Key: options.OptAttrTimeout, Value: "2"})
@@ -170,7 +172,7 @@ func TestRaftStorePersists(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := st.State()
-	if err := st.Apply(Command{Op: OpDeleteVolume, Name: "zzz"}); !errors.Is(err, ErrNotFound) {
+	if err := st.Apply(Command{Op: OpDeleteVolume, Name: "zzz"}); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("delete of a missing volume: %v", err)
 	}
 	if !reflect.DeepEqual(st.State(), before) {
@@ -202,7 +204,7 @@ func TestCheckVolumeName(t *testing.T) {
 	}
 	bad := []string{"", ".", "..", "a/b", "a b", "gv0!", "é", strings.Repeat("v", 65)}
 	for _, n := range bad {
-		if err := CheckVolumeName(n); !errors.Is(err, ErrInvalid) {
+		if err := CheckVolumeName(n); !errors.Is(err, api.ErrInvalid) {
 			t.Errorf("CheckVolumeName(%q) = %v, want ErrInvalid", n, err)
 		}
 	}
@@ -222,7 +224,7 @@ func TestParseBrick(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"nohost", ":/b", "h:rel/path", "[::1]/b", "h:"} {
-		if _, _, err := ParseBrick(in); !errors.Is(err, ErrInvalid) {
+		if _, _, err := ParseBrick(in); !errors.Is(err, api.ErrInvalid) {
 			t.Errorf("ParseBrick(%q) = %v, want ErrInvalid", in, err)
 		}
 	}
@@ -232,10 +234,10 @@ func TestCheckOption(t *testing.T) {
 	if err := checkOption(options.OptAttrTimeout, "0.5"); err != nil {
 		t.Error(err)
 	}
-	if err := checkOption(options.OptPingTimeout, "0"); !errors.Is(err, ErrInvalid) {
+	if err := checkOption(options.OptPingTimeout, "0"); !errors.Is(err, api.ErrInvalid) {
 		t.Errorf("ping-timeout 0: %v", err)
 	}
-	if err := checkOption(options.OptEntryTimeout, "soon"); !errors.Is(err, ErrInvalid) {
+	if err := checkOption(options.OptEntryTimeout, "soon"); !errors.Is(err, api.ErrInvalid) {
 		t.Errorf("entry-timeout soon: %v", err)
 	}
 	for _, ok := range [][2]string{{options.OptQuickRead, "off"}, {options.OptQuickReadMaxFileSize, "1048576"}, {options.OptQuickReadMaxFileSize, "1"}, {options.OptQuickReadCacheTimeout, "0.2"}} {
@@ -245,7 +247,7 @@ func TestCheckOption(t *testing.T) {
 	}
 	for _, bad := range [][2]string{{options.OptQuickRead, "yes"}, {options.OptQuickReadMaxFileSize, "1048577"}, {options.OptQuickReadMaxFileSize, "0"},
 		{options.OptQuickReadMaxFileSize, "64KB"}, {options.OptQuickReadCacheTimeout, "0"}, {options.OptQuickReadCacheTimeout, "-1"}} {
-		if err := checkOption(bad[0], bad[1]); !errors.Is(err, ErrInvalid) {
+		if err := checkOption(bad[0], bad[1]); !errors.Is(err, api.ErrInvalid) {
 			t.Errorf("%s %s: %v, want ErrInvalid", bad[0], bad[1], err)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mortarfs/mortar/mgmt/api"
 )
 
 // Which clients run which spec. A client that follows its volume's spec
@@ -41,7 +43,7 @@ const clientTakeUpMax = 15 * time.Second
 
 // watcherLive is how long a client that watched is taken to be there: it
 // watches again at least every DefaultSpecWait.
-const watcherLive = DefaultSpecWait + watchSlack
+const watcherLive = api.DefaultSpecWait + api.WatchSlack
 
 // maxWatchers bounds the clients a node keeps of one volume.
 const maxWatchers = 4096
@@ -156,12 +158,12 @@ func (n *Node) takeUpHandlers(mux *http.ServeMux) {
 		q := r.URL.Query()
 		v, err := strconv.ParseUint(q.Get("version"), 10, 64)
 		if err != nil {
-			return nil, errorf(ErrInvalid, "lagging: version=%q is not a version", q.Get("version"))
+			return nil, api.Errorf(api.ErrInvalid, "lagging: version=%q is not a version", q.Get("version"))
 		}
 		var fence uint64
 		if f := q.Get("fence"); f != "" {
 			if fence, err = strconv.ParseUint(f, 10, 64); err != nil {
-				return nil, errorf(ErrInvalid, "lagging: fence=%q is not a version", f)
+				return nil, api.Errorf(api.ErrInvalid, "lagging: fence=%q is not a version", f)
 			}
 		}
 		return n.lagging(r.PathValue("name"), v, fence), nil

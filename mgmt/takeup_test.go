@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mortarfs/mortar/mgmt/api"
 )
 
 // Before files move under a new layout the leader waits until every
@@ -46,7 +48,7 @@ func TestRebalanceWaitsForFollowersToTakeTheLayout(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := c.AddBrick(ctx, "dv", AddBrickRequest{Bricks: []string{"localhost:" + dirs[2]}, Force: true}); err != nil {
+	if _, err := c.AddBrick(ctx, "dv", api.AddBrickRequest{Bricks: []string{"localhost:" + dirs[2]}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	added := <-answered
@@ -67,7 +69,7 @@ func TestRebalanceWaitsForFollowersToTakeTheLayout(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("waiting for a follower that runs version %d to take %d: %v, want it waiting", spec.Version, added, err)
 	}
-	if _, err := c.Rebalance(ctx, "dv", RebalanceRequest{Action: ActionStart}); err != nil {
+	if _, err := c.Rebalance(ctx, "dv", api.RebalanceRequest{Action: api.ActionStart}); err != nil {
 		t.Fatal(err)
 	}
 	var layoutAt uint64
@@ -95,7 +97,7 @@ func TestRebalanceWaitsForFollowersToTakeTheLayout(t *testing.T) {
 	running.Store(layoutAt) // it runs the new layout now, and says so
 	go follow(ctx, layoutAt)
 	rs = waitTask(t, c, "dv")
-	if rs.Task.Status != TaskCompleted || rs.Task.Error != "" || len(rs.Nodes) == 0 || rs.Nodes[0].Moved == 0 {
+	if rs.Task.Status != api.TaskCompleted || rs.Task.Error != "" || len(rs.Nodes) == 0 || rs.Nodes[0].Moved == 0 {
 		t.Fatalf("rebalance: %+v %+v", rs.Task, rs.Nodes)
 	}
 	if l := n.watchers.lagging("dv", layoutAt); slices.Contains(l.Clients, lag.Clients[0]) {

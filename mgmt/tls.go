@@ -1,8 +1,6 @@
 package mgmt
 
 import (
-	"crypto/tls"
-	"github.com/mortarfs/mortar/volume/options"
 	"net"
 	"net/http"
 	"os"
@@ -10,7 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/volume/options"
 
 	"github.com/mortarfs/mortar/tlsconf"
 )
@@ -39,7 +39,7 @@ func (n *Node) authorize(r *http.Request) error {
 		name, kind, ok = tlsconf.PeerIdentity(*r.TLS)
 	}
 	if !ok {
-		return errorf(ErrForbidden, "a client certificate is required")
+		return api.Errorf(api.ErrForbidden, "a client certificate is required")
 	}
 	if kind == tlsconf.KindNode {
 		return nil
@@ -47,9 +47,9 @@ func (n *Node) authorize(r *http.Request) error {
 	p := r.URL.Path
 	switch {
 	case strings.HasPrefix(p, "/v1/local/"), strings.HasPrefix(p, "/v1/cluster/"):
-		return errorf(ErrForbidden, "certificate %s (%s) is not a node certificate", name, kind)
+		return api.Errorf(api.ErrForbidden, "certificate %s (%s) is not a node certificate", name, kind)
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:
-		return errorf(ErrForbidden, "certificate %s (%s) may read the cluster but not change it: use a node certificate", name, kind)
+		return api.Errorf(api.ErrForbidden, "certificate %s (%s) may read the cluster but not change it: use a node certificate", name, kind)
 	}
 	if v, _ := n.specVolume(r); v != nil {
 		return n.permitSpec(r, v, name, kind, true)
@@ -77,12 +77,12 @@ func (n *Node) permitSpec(r *http.Request, v *VolumeState, name string, kind tls
 		return err
 	}
 	if !open && len(rules.Allow) == 0 {
-		return errorf(ErrUnauthenticated, "volume %s: a mount from another machine needs the cluster secret, "+
+		return api.Errorf(api.ErrUnauthenticated, "volume %s: a mount from another machine needs the cluster secret, "+
 			"or the volume's auth.allow naming its address (mortar volume set %s auth.allow ADDR)", v.Name, v.Name)
 	}
 	addr, _ := net.ResolveTCPAddr("tcp", r.RemoteAddr)
 	if err := rules.Permit(name, kind, addr); err != nil {
-		return errorf(ErrForbidden, "volume %s: %v", v.Name, err)
+		return api.Errorf(api.ErrForbidden, "volume %s: %v", v.Name, err)
 	}
 	return nil
 }
@@ -92,7 +92,7 @@ func (n *Node) permitSpec(r *http.Request, v *VolumeState, name string, kind tls
 func volumeAuth(v *VolumeState) (tlsconf.AuthRules, error) {
 	r, err := tlsconf.ParseAuth(v.Options[options.OptAuthAllow], v.Options[options.OptAuthReject])
 	if err != nil {
-		return r, errorf(ErrInvalid, "volume %s: %v", v.Name, err)
+		return r, api.Errorf(api.ErrInvalid, "volume %s: %v", v.Name, err)
 	}
 	r.Secret = v.Secret
 	return r, nil
@@ -202,34 +202,10 @@ func (n *Node) recheckBrick(volID, id string) {
 	vr.bricks[id].proc.recheck()
 }
 
-// tlsTransport is an HTTP transport to other nodes, with TLS when c is
-// set.
-func tlsTransport(c *tls.Config) *http.Transport {
-	return &http.Transport{
-		Proxy:               nil, // the API is never reached through a proxy
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-		TLSClientConfig:     c,
-		MaxIdleConnsPerHost: 4,
-		IdleConnTimeout:     30 * time.Second,
-	}
-}
-
 // peerClient returns a client for another node's API at addr.
-func (n *Node) peerClient(addr string) *Client {
-	c := &Client{addr: addr, http: n.peerHTTP, via: n.id, scheme: "http"}
+func (n *Node) peerClient(addr string) *api.Client {
 	if n.tls != nil {
-		c.scheme = "https"
-	} else {
-		c.secret = n.secret() // signs the requests (sign.go)
+		return api.NodeClient(addr, n.peerHTTP, n.id, true, "")
 	}
-	return c
-}
-
-// NewTLSClient returns a client for the node at addr (of a TLS cluster)
-// that speaks HTTPS with id's certificate.
-func NewTLSClient(addr string, id *tlsconf.Identity) *Client {
-	cl := NewClient(addr)
-	cl.http = &http.Client{Transport: tlsTransport(id.ClientConfig())}
-	cl.scheme = "https"
-	return cl
+	return api.NodeClient(addr, n.peerHTTP, n.id, false, n.secret()) // signs the requests (sign.go)
 }

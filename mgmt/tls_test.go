@@ -4,11 +4,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/mortarfs/mortar/volume/options"
 	"net/http"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/volume/options"
 
 	"github.com/mortarfs/mortar/tlsconf"
 	"github.com/mortarfs/mortar/volume"
@@ -45,8 +47,8 @@ func (ca *testCA) identity(name string, kind tlsconf.Kind, hosts ...string) *tls
 	return id
 }
 
-func (ca *testCA) client(addr, name string) *Client {
-	return NewTLSClient(addr, ca.identity(name, tlsconf.KindClient))
+func (ca *testCA) client(addr, name string) *api.Client {
+	return api.NewTLSClient(addr, ca.identity(name, tlsconf.KindClient))
 }
 
 // A TLS cluster: nodes talk to each other (probe, forwarding, Raft) over
@@ -67,7 +69,7 @@ func TestTLSCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		cn.n = n
-		cn.c = NewTLSClient(cn.api, id)
+		cn.c = api.NewTLSClient(cn.api, id)
 		t.Cleanup(cn.stop)
 		nodes = append(nodes, cn)
 	}
@@ -78,7 +80,7 @@ func TestTLSCluster(t *testing.T) {
 	// A change through the follower is forwarded to the leader over TLS,
 	// and committed by Raft over TLS.
 	d := t.TempDir()
-	if _, err := nodes[1].c.CreateVolume(ctx, CreateVolumeRequest{Name: "tv", Bricks: []string{nodes[0].host + ":" + d}, Force: true}); err != nil {
+	if _, err := nodes[1].c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "tv", Bricks: []string{nodes[0].host + ":" + d}, Force: true}); err != nil {
 		t.Fatalf("create through the follower: %v", err)
 	}
 
@@ -97,7 +99,7 @@ func TestTLSCluster(t *testing.T) {
 	}
 	// Another CA's certificate: refused.
 	other := newTestCA(t)
-	foreign := NewTLSClient(nodes[0].api, other.identity("mallory", tlsconf.KindNode, "127.0.0.1"))
+	foreign := api.NewTLSClient(nodes[0].api, other.identity("mallory", tlsconf.KindNode, "127.0.0.1"))
 	if _, err := foreign.List(ctx); err == nil {
 		t.Fatal("a certificate of another CA was accepted")
 	}
@@ -107,7 +109,7 @@ func TestTLSCluster(t *testing.T) {
 	if _, err := alice.List(ctx); err != nil {
 		t.Fatalf("a client lists volumes: %v", err)
 	}
-	if _, err := alice.CreateVolume(ctx, CreateVolumeRequest{Name: "x", Bricks: []string{nodes[0].host + ":" + t.TempDir()}, Force: true}); !errors.Is(err, ErrForbidden) {
+	if _, err := alice.CreateVolume(ctx, api.CreateVolumeRequest{Name: "x", Bricks: []string{nodes[0].host + ":" + t.TempDir()}, Force: true}); !errors.Is(err, api.ErrForbidden) {
 		t.Fatalf("a client creates a volume: %v, want forbidden", err)
 	}
 	// The spec, only if the volume's rules admit the client.
@@ -119,7 +121,7 @@ func TestTLSCluster(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "the rule on the follower", func() error {
 		_, err := alice.Spec(ctx, "tv")
-		if !errors.Is(err, ErrForbidden) {
+		if !errors.Is(err, api.ErrForbidden) {
 			return errors.New("alice still gets the spec")
 		}
 		return nil
@@ -157,7 +159,7 @@ func TestTLSCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "reject to win", func() error {
-		if _, err := carol.Spec(ctx, "tv"); !errors.Is(err, ErrForbidden) {
+		if _, err := carol.Spec(ctx, "tv"); !errors.Is(err, api.ErrForbidden) {
 			return errors.New("carol still gets the spec")
 		}
 		return nil

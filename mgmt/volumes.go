@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mortarfs/mortar/volume/options"
 	"net/http"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/volume/options"
 
 	"github.com/mortarfs/mortar/layer/disperse"
 	"github.com/mortarfs/mortar/volume"
@@ -25,13 +27,13 @@ var volumeNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 func CheckVolumeName(name string) error {
 	switch {
 	case name == "":
-		return errorf(ErrInvalid, "volume name is empty")
+		return api.Errorf(api.ErrInvalid, "volume name is empty")
 	case len(name) > MaxVolumeName:
-		return errorf(ErrInvalid, "volume name %q is longer than %d characters", name, MaxVolumeName)
+		return api.Errorf(api.ErrInvalid, "volume name %q is longer than %d characters", name, MaxVolumeName)
 	case !volumeNameRE.MatchString(name):
-		return errorf(ErrInvalid, "volume name %q may contain only letters, digits, '_', '.' and '-'", name)
+		return api.Errorf(api.ErrInvalid, "volume name %q may contain only letters, digits, '_', '.' and '-'", name)
 	case name == "." || name == "..":
-		return errorf(ErrInvalid, "volume name %q is not allowed", name)
+		return api.Errorf(api.ErrInvalid, "volume name %q is not allowed", name)
 	}
 	return nil
 }
@@ -43,21 +45,21 @@ func ParseBrick(s string) (host, path string, err error) {
 	if strings.HasPrefix(s, "[") {
 		end := strings.Index(s, "]")
 		if end < 0 || !strings.HasPrefix(s[end+1:], ":") {
-			return "", "", errorf(ErrInvalid, "brick %q: want host:/path", s)
+			return "", "", api.Errorf(api.ErrInvalid, "brick %q: want host:/path", s)
 		}
 		host, rest = s[1:end], s[end+2:]
 	} else {
 		var ok bool
 		host, rest, ok = strings.Cut(s, ":")
 		if !ok {
-			return "", "", errorf(ErrInvalid, "brick %q: want host:/path", s)
+			return "", "", api.Errorf(api.ErrInvalid, "brick %q: want host:/path", s)
 		}
 	}
 	if host == "" {
-		return "", "", errorf(ErrInvalid, "brick %q: host is missing (want host:/path)", s)
+		return "", "", api.Errorf(api.ErrInvalid, "brick %q: host is missing (want host:/path)", s)
 	}
 	if !strings.HasPrefix(rest, "/") {
-		return "", "", errorf(ErrInvalid, "brick %q: the path must be absolute (want host:/path)", s)
+		return "", "", api.Errorf(api.ErrInvalid, "brick %q: the path must be absolute (want host:/path)", s)
 	}
 	return host, filepath.Clean(rest), nil
 }
@@ -84,10 +86,10 @@ func DefaultRedundancy(n int) int { return max(1, n/3) }
 // defaults to a third of the set, rounded down, at least 1). An impossible
 // geometry gets its own error; a data brick count that is not a power of
 // two gets a warning.
-func planDisperse(req CreateVolumeRequest) (layout, error) {
+func planDisperse(req api.CreateVolumeRequest) (layout, error) {
 	lay := layout{typ: volume.Disperse}
 	if req.Replica != 0 || req.Arbiter != 0 {
-		return lay, errorf(ErrInvalid, "a volume is either replicated or dispersed, not both")
+		return lay, api.Errorf(api.ErrInvalid, "a volume is either replicated or dispersed, not both")
 	}
 	n, m := req.Disperse, req.Redundancy
 	if n == -1 || (n == 0 && req.DisperseData == 0) {
@@ -98,19 +100,19 @@ func planDisperse(req CreateVolumeRequest) (layout, error) {
 	}
 	if req.DisperseData != 0 {
 		if req.Disperse > 0 && req.Disperse != req.DisperseData+m {
-			return lay, errorf(ErrInvalid, "disperse %d does not equal disperse-data %d + redundancy %d", req.Disperse, req.DisperseData, m)
+			return lay, api.Errorf(api.ErrInvalid, "disperse %d does not equal disperse-data %d + redundancy %d", req.Disperse, req.DisperseData, m)
 		}
 		n = req.DisperseData + m
 	}
 	if n < 1 || len(req.Bricks)%n != 0 {
-		return lay, errorf(ErrInvalid, "%d bricks do not make disperse sets of %d (consecutive bricks form a set)", len(req.Bricks), n)
+		return lay, api.Errorf(api.ErrInvalid, "%d bricks do not make disperse sets of %d (consecutive bricks form a set)", len(req.Bricks), n)
 	}
 	if n > volume.MaxDisperse {
-		return lay, errorf(ErrInvalid, "disperse %d: a disperse set has at most %d bricks", n, volume.MaxDisperse)
+		return lay, api.Errorf(api.ErrInvalid, "disperse %d: a disperse set has at most %d bricks", n, volume.MaxDisperse)
 	}
 	_, warn, err := disperse.NewGeometry(n, m)
 	if err != nil {
-		return lay, errorf(ErrInvalid, "disperse %d redundancy %d: %v", n, m, err)
+		return lay, api.Errorf(api.ErrInvalid, "disperse %d redundancy %d: %v", n, m, err)
 	}
 	lay.disperse, lay.redundancy = n, m
 	if warn != "" {
@@ -121,22 +123,22 @@ func planDisperse(req CreateVolumeRequest) (layout, error) {
 
 // planLayout checks the volume-type keywords of req (GlusterFS's) and
 // the brick count against them.
-func planLayout(req CreateVolumeRequest) (layout, error) {
+func planLayout(req api.CreateVolumeRequest) (layout, error) {
 	if req.Disperse != 0 || req.DisperseData != 0 || req.Redundancy != 0 {
 		return planDisperse(req)
 	}
 	lay := layout{typ: volume.Distribute}
 	switch {
 	case req.Arbiter != 0 && req.Replica == 0:
-		return lay, errorf(ErrInvalid, "arbiter needs a replicated volume: write \"replica 3 arbiter 1\"")
+		return lay, api.Errorf(api.ErrInvalid, "arbiter needs a replicated volume: write \"replica 3 arbiter 1\"")
 	case req.Arbiter != 0 && req.Arbiter != 1:
-		return lay, errorf(ErrInvalid, "arbiter count %d: only \"arbiter 1\" is supported (replica 3 arbiter 1)", req.Arbiter)
+		return lay, api.Errorf(api.ErrInvalid, "arbiter count %d: only \"arbiter 1\" is supported (replica 3 arbiter 1)", req.Arbiter)
 	case req.Arbiter == 1 && req.Replica != 2 && req.Replica != 3:
-		return lay, errorf(ErrInvalid, "arbiter volumes are replica 3 (two data bricks and an arbiter per set): write \"replica 3 arbiter 1\", not replica %d", req.Replica)
+		return lay, api.Errorf(api.ErrInvalid, "arbiter volumes are replica 3 (two data bricks and an arbiter per set): write \"replica 3 arbiter 1\", not replica %d", req.Replica)
 	case req.Replica == 0:
 		return lay, nil
 	case req.Replica < 2 || req.Replica > volume.MaxReplica:
-		return lay, errorf(ErrInvalid, "replica count %d is out of range: a replica set has 2 to %d bricks", req.Replica, volume.MaxReplica)
+		return lay, api.Errorf(api.ErrInvalid, "replica count %d is out of range: a replica set has 2 to %d bricks", req.Replica, volume.MaxReplica)
 	}
 	lay.typ, lay.replica, lay.arbiter = volume.Replicate, req.Replica, req.Arbiter == 1
 	if lay.arbiter {
@@ -145,7 +147,7 @@ func planLayout(req CreateVolumeRequest) (layout, error) {
 		lay.replica = 3
 	}
 	if n := len(req.Bricks); n > 0 && n%lay.replica != 0 {
-		return lay, errorf(ErrInvalid, "replica sets of %d need a multiple of %d bricks, not %d (consecutive bricks form a set)", lay.replica, lay.replica, n)
+		return lay, api.Errorf(api.ErrInvalid, "replica sets of %d need a multiple of %d bricks, not %d (consecutive bricks form a set)", lay.replica, lay.replica, n)
 	}
 	return lay, nil
 }
@@ -153,9 +155,9 @@ func planLayout(req CreateVolumeRequest) (layout, error) {
 // planBricks turns the request's "host:/path" list into bricks of the
 // cluster's nodes, refusing unknown hosts, duplicates and paths another
 // volume uses.
-func (n *Node) planBricks(ctx context.Context, st *State, req CreateVolumeRequest, lay layout) ([]BrickState, error) {
+func (n *Node) planBricks(ctx context.Context, st *State, req api.CreateVolumeRequest, lay layout) ([]BrickState, error) {
 	if len(req.Bricks) == 0 {
-		return nil, errorf(ErrInvalid, "volume %s: no bricks given (want host:/path ...)", req.Name)
+		return nil, api.Errorf(api.ErrInvalid, "volume %s: no bricks given (want host:/path ...)", req.Name)
 	}
 	var bricks []BrickState
 	for i, s := range req.Bricks {
@@ -173,10 +175,10 @@ func (n *Node) planBricks(ctx context.Context, st *State, req CreateVolumeReques
 				continue
 			}
 			if o.Path == path {
-				return nil, errorf(ErrInvalid, "duplicate brick %s (same directory as %s)", b.Name(), o.Name())
+				return nil, api.Errorf(api.ErrInvalid, "duplicate brick %s (same directory as %s)", b.Name(), o.Name())
 			}
 			if nested(o.Path, path) {
-				return nil, errorf(ErrInvalid, "bricks %s and %s are nested; bricks must not contain each other", o.Name(), b.Name())
+				return nil, api.Errorf(api.ErrInvalid, "bricks %s and %s are nested; bricks must not contain each other", o.Name(), b.Name())
 			}
 		}
 		if err := checkBrickUnused(st, b); err != nil {
@@ -196,10 +198,10 @@ func checkBrickUnused(st *State, b BrickState) error {
 				continue
 			}
 			if o.Path == b.Path {
-				return errorf(ErrInvalid, "brick %s is already part of volume %s", b.Name(), name)
+				return api.Errorf(api.ErrInvalid, "brick %s is already part of volume %s", b.Name(), name)
 			}
 			if nested(o.Path, b.Path) {
-				return errorf(ErrInvalid, "brick %s and brick %s of volume %s are nested; bricks must not contain each other", b.Name(), o.Name(), name)
+				return api.Errorf(api.ErrInvalid, "brick %s and brick %s of volume %s are nested; bricks must not contain each other", b.Name(), o.Name(), name)
 			}
 		}
 	}
@@ -213,23 +215,23 @@ func nested(a, b string) bool {
 }
 
 // createVolume checks and marks the bricks, then records the volume.
-func (n *Node) createVolume(ctx context.Context, req CreateVolumeRequest) (VolumeInfo, error) {
+func (n *Node) createVolume(ctx context.Context, req api.CreateVolumeRequest) (api.VolumeInfo, error) {
 	if err := CheckVolumeName(req.Name); err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	lay, err := planLayout(req)
 	if err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
 	st := n.store.State()
 	if _, ok := st.Volumes[req.Name]; ok {
-		return VolumeInfo{}, errorf(ErrExists, "volume %s already exists", req.Name)
+		return api.VolumeInfo{}, api.Errorf(api.ErrExists, "volume %s already exists", req.Name)
 	}
 	bricks, err := n.planBricks(ctx, st, req, lay)
 	if err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	v := &VolumeState{Name: req.Name, ID: newID(), Type: lay.typ, Replica: lay.replica,
 		Disperse: lay.disperse, Redundancy: lay.redundancy, Bricks: bricks, Secret: newSecret()}
@@ -238,13 +240,13 @@ func (n *Node) createVolume(ctx context.Context, req CreateVolumeRequest) (Volum
 		req := MarkRequest{Path: b.Path, VolumeID: v.ID, Force: req.Force}
 		if err := n.onNode(ctx, b.Node, func() error { return markBrick(req, n.dir) }, http.MethodPost, "/v1/local/bricks/mark", req); err != nil {
 			n.unmarkAll(ctx, marked)
-			return VolumeInfo{}, errorf(ErrInvalid, "volume %s: brick %s: %w", v.Name, b.Name(), err)
+			return api.VolumeInfo{}, api.Errorf(api.ErrInvalid, "volume %s: brick %s: %w", v.Name, b.Name(), err)
 		}
 		marked = append(marked, b)
 	}
 	if err := n.store.Apply(Command{Op: OpCreateVolume, Volume: v}); err != nil {
 		n.unmarkAll(ctx, marked)
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	n.log.Info("volume created", "volume", v.Name, "id", v.ID, "type", v.Type, "replica", v.Replica,
 		"disperse", v.Disperse, "redundancy", v.Redundancy, "bricks", len(bricks))
@@ -287,7 +289,7 @@ func (n *Node) startNodes(ctx context.Context, v *VolumeState, allOrNothing bool
 		started = append(started, id)
 	}
 	if len(errs) > 0 {
-		return errorf(ErrInvalid, "volume %s: %w", v.Name, errors.Join(errs...))
+		return api.Errorf(api.ErrInvalid, "volume %s: %w", v.Name, errors.Join(errs...))
 	}
 	return nil
 }
@@ -312,33 +314,33 @@ func (n *Node) stopNodes(ctx context.Context, v *VolumeState, nodes []string) {
 // others). With force, on a volume already started, it starts the bricks
 // that do not run (dead ones are not restarted otherwise); those that
 // still fail are listed in the error while the others run.
-func (n *Node) startVolume(name string, force bool) (VolumeInfo, error) {
+func (n *Node) startVolume(name string, force bool) (api.VolumeInfo, error) {
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
 	v, err := n.store.State().volume(name)
 	if err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	started := v.Status == StatusStarted
 	if started && !force {
-		return VolumeInfo{}, errorf(ErrState, "volume %s is already started (use force to restart its offline bricks)", name)
+		return api.VolumeInfo{}, api.Errorf(api.ErrState, "volume %s is already started (use force to restart its offline bricks)", name)
 	}
 	if !started && v.Secret == "" { // a volume made before volumes had secrets
 		if err := n.store.Apply(Command{Op: OpSetSecret, Name: name, Value: newSecret()}); err != nil {
-			return VolumeInfo{}, err
+			return api.VolumeInfo{}, err
 		}
 		if v, err = n.store.State().volume(name); err != nil {
-			return VolumeInfo{}, err
+			return api.VolumeInfo{}, err
 		}
 	}
 	ctx := context.Background()
 	if err := n.startNodes(ctx, v, !started); err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	if !started {
 		if err := n.store.Apply(Command{Op: OpSetStatus, Name: name, Status: StatusStarted}); err != nil {
 			n.stopNodes(ctx, v, nil)
-			return VolumeInfo{}, err
+			return api.VolumeInfo{}, err
 		}
 	}
 	n.log.Info("volume started", "volume", name, "force", force)
@@ -346,15 +348,15 @@ func (n *Node) startVolume(name string, force bool) (VolumeInfo, error) {
 }
 
 // stopVolume marks the volume stopped and stops its bricks.
-func (n *Node) stopVolume(name string) (VolumeInfo, error) {
+func (n *Node) stopVolume(name string) (api.VolumeInfo, error) {
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
 	v, err := n.store.State().volume(name)
 	if err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	if err := n.store.Apply(Command{Op: OpSetStatus, Name: name, Status: StatusStopped}); err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	n.stopNodes(context.Background(), v, nil)
 	n.log.Info("volume stopped", "volume", name)
@@ -371,14 +373,14 @@ func (n *Node) deleteVolume(name string) error {
 		return err
 	}
 	if v.Status == StatusStarted {
-		return errorf(ErrState, "volume %s is started; stop it first (mortar volume stop %s)", name, name)
+		return api.Errorf(api.ErrState, "volume %s is started; stop it first (mortar volume stop %s)", name, name)
 	}
 	ctx := context.Background()
 	var unmarked []BrickState
 	for _, b := range v.Bricks {
 		if err := n.unmark(ctx, b); err != nil {
 			n.remarkAll(ctx, v, unmarked)
-			return errorf(ErrInvalid, "cannot delete volume %s: brick %s: %w", name, b.Name(), err)
+			return api.Errorf(api.ErrInvalid, "cannot delete volume %s: brick %s: %w", name, b.Name(), err)
 		}
 		unmarked = append(unmarked, b)
 	}
@@ -401,21 +403,21 @@ func (n *Node) remarkAll(ctx context.Context, v *VolumeState, bricks []BrickStat
 }
 
 // setOption sets a volume option after checking it.
-func (n *Node) setOption(name, key, value string) (VolumeInfo, error) {
+func (n *Node) setOption(name, key, value string) (api.VolumeInfo, error) {
 	if err := checkOption(key, value); err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
 	v, err := n.store.State().volume(name)
 	if err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	if err := checkVolumeOption(v, key, value); err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	if err := n.store.Apply(Command{Op: OpSetOption, Name: name, Key: key, Value: value}); err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	n.log.Info("volume option set", "volume", name, "key", key, "value", value)
 	return n.info(name)
@@ -424,44 +426,44 @@ func (n *Node) setOption(name, key, value string) (VolumeInfo, error) {
 // resetOption sets option key of volume name (every option, if key is
 // empty) back to its default, in one command, refusing what `set` of the
 // default would refuse.
-func (n *Node) resetOption(name, key string) (VolumeInfo, error) {
+func (n *Node) resetOption(name, key string) (api.VolumeInfo, error) {
 	if key != "" && !options.IsKnown(key) {
-		return VolumeInfo{}, checkOption(key, "") // unknown: says which are known
+		return api.VolumeInfo{}, checkOption(key, "") // unknown: says which are known
 	}
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
 	v, err := n.store.State().volume(name)
 	if err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	for k := range v.Options {
 		if (key == "" || k == key) && k == options.OptEncryption {
 			if err := checkVolumeOption(v, k, options.Default(k)); err != nil {
-				return VolumeInfo{}, err
+				return api.VolumeInfo{}, err
 			}
 		}
 	}
 	if err := n.store.Apply(Command{Op: OpResetOption, Name: name, Key: key}); err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	n.log.Info("volume option reset", "volume", name, "key", key)
 	return n.info(name)
 }
 
 // info describes one volume.
-func (n *Node) info(name string) (VolumeInfo, error) {
+func (n *Node) info(name string) (api.VolumeInfo, error) {
 	st := n.store.State()
 	v, err := st.volume(name)
 	if err != nil {
-		return VolumeInfo{}, err
+		return api.VolumeInfo{}, err
 	}
 	return volumeInfo(st, v), nil
 }
 
 // list describes every volume, by name.
-func (n *Node) list() []VolumeInfo {
+func (n *Node) list() []api.VolumeInfo {
 	st := n.store.State()
-	out := []VolumeInfo{}
+	out := []api.VolumeInfo{}
 	for _, name := range st.VolumeNames() {
 		out = append(out, volumeInfo(st, st.Volumes[name]))
 	}
@@ -469,25 +471,25 @@ func (n *Node) list() []VolumeInfo {
 }
 
 // status reports the live state of a volume's bricks.
-func (n *Node) status(ctx context.Context, name string) (VolumeStatus, error) {
+func (n *Node) status(ctx context.Context, name string) (api.VolumeStatus, error) {
 	st := n.store.State()
 	v, err := st.volume(name)
 	if err != nil {
-		return VolumeStatus{}, err
+		return api.VolumeStatus{}, err
 	}
-	vs := VolumeStatus{Name: v.Name, ID: v.ID, Status: v.Status, Bricks: []BrickStatus{}}
-	byID := map[string]BrickStatus{}
+	vs := api.VolumeStatus{Name: v.Name, ID: v.ID, Status: v.Status, Bricks: []api.BrickStatus{}}
+	byID := map[string]api.BrickStatus{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, id := range nodesOf(v) {
 		wg.Go(func() {
-			var got []BrickStatus
+			var got []api.BrickStatus
 			if id == n.id {
 				got = n.localStatus(v)
 			} else if err := n.call(ctx, id, http.MethodPost, "/v1/local/volumes/"+v.ID+"/status", v, &got); err != nil {
 				for _, b := range v.Bricks {
 					if b.Node == id {
-						got = append(got, BrickStatus{BrickInfo: brickInfo(st, b), Error: fmt.Sprintf("node %s unreachable: %v", st.Nodes[id].Addr, err)})
+						got = append(got, api.BrickStatus{BrickInfo: brickInfo(st, b), Error: fmt.Sprintf("node %s unreachable: %v", st.Nodes[id].Addr, err)})
 					}
 				}
 			}
@@ -502,7 +504,7 @@ func (n *Node) status(ctx context.Context, name string) (VolumeStatus, error) {
 	for _, b := range v.Bricks {
 		bs, ok := byID[b.ID]
 		if !ok {
-			bs = BrickStatus{BrickInfo: brickInfo(st, b), Error: "no status from its node"}
+			bs = api.BrickStatus{BrickInfo: brickInfo(st, b), Error: "no status from its node"}
 		}
 		vs.Bricks = append(vs.Bricks, bs)
 	}
@@ -517,13 +519,13 @@ func (n *Node) spec(name string) (volume.Spec, error) {
 		return volume.Spec{}, err
 	}
 	if v.Status != StatusStarted {
-		return volume.Spec{}, errorf(ErrState, "volume %s is not started (mortar volume start %s)", name, name)
+		return volume.Spec{}, api.Errorf(api.ErrState, "volume %s is not started (mortar volume start %s)", name, name)
 	}
 	return st.Spec(v), nil
 }
 
-func volumeInfo(st *State, v *VolumeState) VolumeInfo {
-	vi := VolumeInfo{
+func volumeInfo(st *State, v *VolumeState) api.VolumeInfo {
+	vi := api.VolumeInfo{
 		Name:        v.Name,
 		ID:          v.ID,
 		Type:        v.Type,
@@ -533,7 +535,7 @@ func volumeInfo(st *State, v *VolumeState) VolumeInfo {
 		Status:      v.Status,
 		Options:     v.Options,
 		SpecVersion: v.SpecVersion,
-		Bricks:      []BrickInfo{},
+		Bricks:      []api.BrickInfo{},
 	}
 	for _, b := range v.Bricks {
 		vi.Bricks = append(vi.Bricks, brickInfo(st, b))
@@ -541,6 +543,6 @@ func volumeInfo(st *State, v *VolumeState) VolumeInfo {
 	return vi
 }
 
-func brickInfo(st *State, b BrickState) BrickInfo {
-	return BrickInfo{ID: b.ID, Host: b.Host, Path: b.Path, Addr: brickAddr(st.Nodes[b.Node].Addr, b.Port), Port: b.Port, Arbiter: b.Arbiter}
+func brickInfo(st *State, b BrickState) api.BrickInfo {
+	return api.BrickInfo{ID: b.ID, Host: b.Host, Path: b.Path, Addr: brickAddr(st.Nodes[b.Node].Addr, b.Port), Port: b.Port, Arbiter: b.Arbiter}
 }

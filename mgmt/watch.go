@@ -9,29 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/volume"
 )
 
-// Clients follow their volume's spec with a long poll:
-//
-//	GET /v1/volumes/{name}/spec?after=N[&wait=DURATION][&client=ID&runs=V]
-//
-// answers as soon as the spec's version is above N: at once if it is
-// already, else when a change gets there. When wait (default 30s, at most
-// 5m; a Go duration or seconds) passes first, it answers with the current
-// spec, whose version is then N or less: the client compares versions and
-// asks again. A volume that is not started (or is stopped while the client
-// waits) has no spec: the answer is an ErrState error. Without after, the
-// endpoint answers at once with the current spec, as for a mount. A
-// client that names itself tells which spec it runs (takeup.go).
-const (
-	// DefaultSpecWait is how long a spec watch waits for a change.
-	DefaultSpecWait = 30 * time.Second
-	// MaxSpecWait is the longest wait a watch may ask for.
-	MaxSpecWait = 5 * time.Minute
-)
-
-// serveSpec answers GET /v1/volumes/{name}/spec[?after=N[&wait=D]].
+// serveSpec answers GET /v1/volumes/{name}/spec[?after=N[&wait=D]], the
+// long poll api.DefaultSpecWait describes.
 func (n *Node) serveSpec(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	q := r.URL.Query()
@@ -42,10 +25,10 @@ func (n *Node) serveSpec(w http.ResponseWriter, r *http.Request) {
 	}
 	after, err := strconv.ParseUint(q.Get("after"), 10, 64)
 	if err != nil {
-		n.reply(w, r, 0, nil, errorf(ErrInvalid, "spec watch: after=%q is not a version", q.Get("after")))
+		n.reply(w, r, 0, nil, api.Errorf(api.ErrInvalid, "spec watch: after=%q is not a version", q.Get("after")))
 		return
 	}
-	wait := DefaultSpecWait
+	wait := api.DefaultSpecWait
 	if s := q.Get("wait"); s != "" {
 		if wait, err = parseWait(s); err != nil {
 			n.reply(w, r, 0, nil, err)
@@ -87,14 +70,14 @@ func parseWait(s string) (time.Duration, error) {
 	if err != nil {
 		f, ferr := strconv.ParseFloat(s, 64)
 		if ferr != nil || f != f { // f != f: NaN
-			return 0, errorf(ErrInvalid, "spec watch: wait=%q is not a duration", s)
+			return 0, api.Errorf(api.ErrInvalid, "spec watch: wait=%q is not a duration", s)
 		}
 		d = time.Duration(f * float64(time.Second))
 	}
 	if d < 0 {
-		return 0, errorf(ErrInvalid, "spec watch: negative wait %q", s)
+		return 0, api.Errorf(api.ErrInvalid, "spec watch: negative wait %q", s)
 	}
-	return min(d, MaxSpecWait), nil
+	return min(d, api.MaxSpecWait), nil
 }
 
 // waitSpec returns volume name's spec once its version is above after, or

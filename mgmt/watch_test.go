@@ -3,21 +3,25 @@ package mgmt
 import (
 	"context"
 	"errors"
-	"github.com/mortarfs/mortar/volume/options"
 	"net/http"
+	"net/url"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/volume/options"
 
 	"github.com/mortarfs/mortar/volume"
 )
 
 // startedVolume creates and starts a one-brick volume gv0 and returns
 // its spec.
-func startedVolume(t *testing.T, c *Client) volume.Spec {
+func startedVolume(t *testing.T, c *api.Client) volume.Spec {
 	t.Helper()
 	ctx := ctxT(t)
 	dirs := brickDirs(t, 1)
-	if _, err := c.CreateVolume(ctx, CreateVolumeRequest{Name: "gv0", Bricks: []string{"127.0.0.1:" + dirs[0]}, Force: true}); err != nil {
+	if _, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "gv0", Bricks: []string{"127.0.0.1:" + dirs[0]}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Start(ctx, "gv0", false); err != nil {
@@ -35,7 +39,7 @@ type watched struct {
 	err  error
 }
 
-func watchAsync(ctx context.Context, c *Client, after uint64) <-chan watched {
+func watchAsync(ctx context.Context, c *api.Client, after uint64) <-chan watched {
 	ch := make(chan watched, 1)
 	go func() {
 		spec, err := c.WatchSpec(ctx, "gv0", after)
@@ -59,12 +63,19 @@ func TestWatchSpec(t *testing.T) {
 		t.Fatalf("watch after %d: %+v, %v", spec.Version, got.spec, got.err)
 	}
 
+	// watch asks with a wait of its own.
+	watch := func(after uint64, wait time.Duration) (volume.Spec, error) {
+		var s volume.Spec
+		q := url.Values{"after": {strconv.FormatUint(after, 10)}, "wait": {wait.String()}}
+		err := c.Do(ctx, http.MethodGet, api.VolPath("gv0", "spec")+"?"+q.Encode(), nil, &s)
+		return s, err
+	}
 	// An older version gets the current spec at once.
-	if s, err := c.watchSpec(ctx, "gv0", spec.Version, time.Hour, watcherQuery{}); err != nil || s.Version != spec.Version+1 {
+	if s, err := watch(spec.Version, time.Hour); err != nil || s.Version != spec.Version+1 {
 		t.Fatalf("watch after an old version: %+v, %v", s, err)
 	}
 	// No change within the wait: the current spec.
-	if s, err := c.watchSpec(ctx, "gv0", spec.Version+1, 100*time.Millisecond, watcherQuery{}); err != nil || s.Version != spec.Version+1 {
+	if s, err := watch(spec.Version+1, 100*time.Millisecond); err != nil || s.Version != spec.Version+1 {
 		t.Fatalf("watch that timed out: %+v, %v", s, err)
 	}
 	// Without after, as before: the current spec.
@@ -73,11 +84,11 @@ func TestWatchSpec(t *testing.T) {
 	}
 	var out volume.Spec
 	for _, q := range []string{"after=x", "after=1&wait=soon", "after=1&wait=-1s"} {
-		if err := c.do(ctx, http.MethodGet, volPath("gv0", "spec")+"?"+q, nil, &out); !errors.Is(err, ErrInvalid) {
+		if err := c.Do(ctx, http.MethodGet, api.VolPath("gv0", "spec")+"?"+q, nil, &out); !errors.Is(err, api.ErrInvalid) {
 			t.Errorf("watch ?%s: %v", q, err)
 		}
 	}
-	if _, err := c.WatchSpec(ctx, "nope", 1); !errors.Is(err, ErrNotFound) {
+	if _, err := c.WatchSpec(ctx, "nope", 1); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("watch of a missing volume: %v", err)
 	}
 
@@ -86,10 +97,10 @@ func TestWatchSpec(t *testing.T) {
 	if _, err := c.Stop(ctx, "gv0"); err != nil {
 		t.Fatal(err)
 	}
-	if got := <-w; !errors.Is(got.err, ErrState) {
+	if got := <-w; !errors.Is(got.err, api.ErrState) {
 		t.Fatalf("watch of a volume being stopped: %+v, %v", got.spec, got.err)
 	}
-	if _, err := c.WatchSpec(ctx, "gv0", 0); !errors.Is(err, ErrState) {
+	if _, err := c.WatchSpec(ctx, "gv0", 0); !errors.Is(err, api.ErrState) {
 		t.Fatalf("watch of a stopped volume: %v", err)
 	}
 }

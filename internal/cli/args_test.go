@@ -1,12 +1,14 @@
 package cli
 
 import (
-	"github.com/mortarfs/mortar/volume/options"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/volume/options"
 
 	"github.com/mortarfs/mortar/mgmt"
 	"github.com/mortarfs/mortar/volume"
@@ -15,35 +17,35 @@ import (
 func TestParseCreateArgs(t *testing.T) {
 	cases := []struct {
 		args []string
-		want mgmt.CreateVolumeRequest
+		want api.CreateVolumeRequest
 	}{
 		{
 			[]string{"gv0", "h:/b1", "h:/b2"},
-			mgmt.CreateVolumeRequest{Name: "gv0", Bricks: []string{"h:/b1", "h:/b2"}},
+			api.CreateVolumeRequest{Name: "gv0", Bricks: []string{"h:/b1", "h:/b2"}},
 		},
 		{
 			[]string{"gv0", "replica", "3", "arbiter", "1", "h:/b1", "h:/b2", "h:/b3", "force"},
-			mgmt.CreateVolumeRequest{Name: "gv0", Replica: 3, Arbiter: 1, Bricks: []string{"h:/b1", "h:/b2", "h:/b3"}, Force: true},
+			api.CreateVolumeRequest{Name: "gv0", Replica: 3, Arbiter: 1, Bricks: []string{"h:/b1", "h:/b2", "h:/b3"}, Force: true},
 		},
 		{
 			[]string{"gv0", "disperse", "h:/b1", "h:/b2", "h:/b3"},
-			mgmt.CreateVolumeRequest{Name: "gv0", Disperse: -1, Bricks: []string{"h:/b1", "h:/b2", "h:/b3"}},
+			api.CreateVolumeRequest{Name: "gv0", Disperse: -1, Bricks: []string{"h:/b1", "h:/b2", "h:/b3"}},
 		},
 		{
 			[]string{"gv0", "disperse-data", "4", "redundancy", "2", "transport", "tcp", "[::1]:/b1"},
-			mgmt.CreateVolumeRequest{Name: "gv0", DisperseData: 4, Redundancy: 2, Bricks: []string{"[::1]:/b1"}},
+			api.CreateVolumeRequest{Name: "gv0", DisperseData: 4, Redundancy: 2, Bricks: []string{"[::1]:/b1"}},
 		},
 		{
 			[]string{"gv0", "disperse", "6", "redundancy", "2", "h:/b1", "h:/b2", "h:/b3", "h:/b4", "h:/b5", "h:/b6"},
-			mgmt.CreateVolumeRequest{Name: "gv0", Disperse: 6, Redundancy: 2, Bricks: []string{"h:/b1", "h:/b2", "h:/b3", "h:/b4", "h:/b5", "h:/b6"}},
+			api.CreateVolumeRequest{Name: "gv0", Disperse: 6, Redundancy: 2, Bricks: []string{"h:/b1", "h:/b2", "h:/b3", "h:/b4", "h:/b5", "h:/b6"}},
 		},
 		{
 			[]string{"gv0", "disperse", "6", "disperse-data", "4", "h:/b1"},
-			mgmt.CreateVolumeRequest{Name: "gv0", Disperse: 6, DisperseData: 4, Bricks: []string{"h:/b1"}},
+			api.CreateVolumeRequest{Name: "gv0", Disperse: 6, DisperseData: 4, Bricks: []string{"h:/b1"}},
 		},
 		{
 			[]string{"gv0", "REPLICA", "2", "h:/b1", "h:/b2"},
-			mgmt.CreateVolumeRequest{Name: "gv0", Replica: 2, Bricks: []string{"h:/b1", "h:/b2"}},
+			api.CreateVolumeRequest{Name: "gv0", Replica: 2, Bricks: []string{"h:/b1", "h:/b2"}},
 		},
 	}
 	for _, c := range cases {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/mgmt/api"
 )
 
 func (v *volumeCmd) replaceBrickCommand() *cobra.Command {
@@ -39,7 +39,7 @@ remove-brick).`,
 			}
 			ctx, cancel := v.ctx(cmd)
 			defer cancel()
-			if _, err := v.client().ReplaceBrick(ctx, args[0], mgmt.ReplaceBrickRequest{Source: args[1], Destination: args[2], Force: true}); err != nil {
+			if _, err := v.client().ReplaceBrick(ctx, args[0], api.ReplaceBrickRequest{Source: args[1], Destination: args[2], Force: true}); err != nil {
 				return failed("replace-brick", args[0], err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "volume replace-brick: success: %s replaces %s; a full heal is filling it (mortar volume heal %s info)\n", args[2], args[1], args[0])
@@ -71,7 +71,7 @@ not empty or are on the root file system.`,
 			}
 			ctx, cancel := v.ctx(cmd)
 			defer cancel()
-			if _, err := v.client().AddBrick(ctx, name, mgmt.AddBrickRequest{Bricks: bricks, Force: force}); err != nil {
+			if _, err := v.client().AddBrick(ctx, name, api.AddBrickRequest{Bricks: bricks, Force: force}); err != nil {
 				return failed("add-brick", name, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "volume add-brick: success (run \"mortar volume rebalance %s start\" to move files onto the new bricks)\n", name)
@@ -123,11 +123,11 @@ moved (a pointer to them is made instead).`,
 			ctx, cancel := v.ctx(cmd)
 			defer cancel()
 			c := v.client()
-			var rs mgmt.RebalanceStatus
+			var rs api.RebalanceStatus
 			var err error
 			switch rest[0] {
 			case "start", "stop":
-				rs, err = c.Rebalance(ctx, name, mgmt.RebalanceRequest{Action: rest[0], FixLayout: fix})
+				rs, err = c.Rebalance(ctx, name, api.RebalanceRequest{Action: rest[0], FixLayout: fix})
 			case "status":
 				rs, err = c.RebalanceStatus(ctx, name)
 			default:
@@ -177,11 +177,11 @@ in the removed directories and leave the volume.`,
 			ctx, cancel := v.ctx(cmd)
 			defer cancel()
 			c := v.client()
-			var rs mgmt.RebalanceStatus
+			var rs api.RebalanceStatus
 			var err error
 			switch action {
 			case "start", "stop", "commit":
-				rs, err = c.RemoveBrick(ctx, name, mgmt.RemoveBrickRequest{Action: action, Bricks: bricks, Force: force})
+				rs, err = c.RemoveBrick(ctx, name, api.RemoveBrickRequest{Action: action, Bricks: bricks, Force: force})
 			case "status":
 				rs, err = c.RebalanceStatus(ctx, name)
 			default:
@@ -206,7 +206,7 @@ in the removed directories and leave the volume.`,
 }
 
 // printRebalance prints a task's status as GlusterFS's rebalance status.
-func printRebalance(w io.Writer, op string, rs mgmt.RebalanceStatus) {
+func printRebalance(w io.Writer, op string, rs api.RebalanceStatus) {
 	if rs.Task == nil {
 		fmt.Fprintf(w, "volume %s: %s: no rebalance or remove-brick has run\n", op, rs.Name)
 		return
@@ -215,7 +215,7 @@ func printRebalance(w io.Writer, op string, rs mgmt.RebalanceStatus) {
 	fmt.Fprintln(tw, "Node\tRebalanced-files\tsize\tscanned\tfailures\tskipped\tstatus\trun time in h:m:s\tscanned/s\tETA")
 	for _, p := range rs.Nodes {
 		eta := "-"
-		if p.Status == mgmt.TaskRunning && p.ETA >= 0 {
+		if p.Status == api.TaskRunning && p.ETA >= 0 {
 			eta = hms(p.ETA)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%.0f\t%s\n", hostOf(p.Host), p.Moved, bytesIEC(p.Bytes), p.Scanned, p.Failed, p.Skipped, p.Status, hms(p.Elapsed), p.Rate, eta)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mortarfs/mortar/layer/disperse"
 	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -94,7 +95,7 @@ partition of its own.`,
 	f.IntVar(&dc.Redundancy, "redundancy", 0, "with --disperse: bricks of a set that may be lost (default: a third of the set, at least 1)")
 	f.StringVar(&dc.Mount, "mount", "", "mountpoint (default DATA/mnt)")
 	f.StringVar(&dc.Volume, "volume", "dev", "volume name")
-	f.StringVar(&dc.Listen, "listen", "127.0.0.1:"+strconv.Itoa(mgmt.DefaultPort), "address of the node's management API; bricks listen on its host")
+	f.StringVar(&dc.Listen, "listen", "127.0.0.1:"+strconv.Itoa(api.DefaultPort), "address of the node's management API; bricks listen on its host")
 	f.StringVar(&dc.LogLevel, "log-level", "info", "level of DATA/mortar.log and the brick logs: debug, info, warn or error")
 	f.BoolVar(&dc.Multiplex, "brick-multiplex", true, "serve every brick in one process (=false: one process per brick; see mortar server --help)")
 	return cmd
@@ -235,7 +236,7 @@ func runDev(out io.Writer, dc devConfig) error {
 		return err
 	}
 	defer node.Close()
-	c := mgmt.NewClient(node.ListenAddr())
+	c := api.NewClient(node.ListenAddr())
 	vi, err := ensureDevVolume(context.Background(), c, dc.request(bricks), out)
 	if err != nil {
 		return err
@@ -272,8 +273,8 @@ func runDev(out io.Writer, dc devConfig) error {
 // request is the create request of the dev volume over bricks. It says
 // force: the bricks are directories under --data, a try-out on the user's
 // own machine, most often on its root file system.
-func (dc *devConfig) request(bricks []string) mgmt.CreateVolumeRequest {
-	req := mgmt.CreateVolumeRequest{Name: dc.Volume, Replica: dc.Replica, Disperse: dc.Disperse, Redundancy: dc.Redundancy, Force: true}
+func (dc *devConfig) request(bricks []string) api.CreateVolumeRequest {
+	req := api.CreateVolumeRequest{Name: dc.Volume, Replica: dc.Replica, Disperse: dc.Disperse, Redundancy: dc.Redundancy, Force: true}
 	if dc.Arbiter {
 		req.Arbiter = 1
 	}
@@ -285,9 +286,9 @@ func (dc *devConfig) request(bricks []string) mgmt.CreateVolumeRequest {
 
 // ensureDevVolume creates the volume if it does not exist and starts it if
 // it is not started.
-func ensureDevVolume(ctx context.Context, c *mgmt.Client, req mgmt.CreateVolumeRequest, out io.Writer) (mgmt.VolumeInfo, error) {
+func ensureDevVolume(ctx context.Context, c *api.Client, req api.CreateVolumeRequest, out io.Writer) (api.VolumeInfo, error) {
 	vi, err := c.Info(ctx, req.Name)
-	if errors.Is(err, mgmt.ErrNotFound) {
+	if errors.Is(err, api.ErrNotFound) {
 		if vi, err = c.CreateVolume(ctx, req); err != nil {
 			return vi, err
 		}
@@ -308,7 +309,7 @@ func ensureDevVolume(ctx context.Context, c *mgmt.Client, req mgmt.CreateVolumeR
 	return vi, nil
 }
 
-func printDevBanner(out io.Writer, dc devConfig, vi mgmt.VolumeInfo, server, logPath string) {
+func printDevBanner(out io.Writer, dc devConfig, vi api.VolumeInfo, server, logPath string) {
 	self := "mortar"
 	if strings.Contains(os.Args[0], "/") {
 		self = os.Args[0]

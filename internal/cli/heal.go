@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/mgmt/api"
 )
 
 // What a `volume heal` command line asks for.
@@ -39,7 +39,7 @@ const healWaitSettle = 300 * time.Millisecond
 type healArgs struct {
 	name string
 	op   string
-	req  mgmt.SplitBrainRequest // for healResolve
+	req  api.SplitBrainRequest // for healResolve
 }
 
 // parseHealArgs parses GlusterFS's volume heal syntax:
@@ -99,12 +99,12 @@ func parseResolveArgs(h healArgs, args []string, bad func(string) (healArgs, err
 	h.req.Policy = args[0]
 	args = args[1:]
 	switch h.req.Policy {
-	case mgmt.PolicyLatestMtime, mgmt.PolicyBiggerFile:
+	case api.PolicyLatestMtime, api.PolicyBiggerFile:
 		if len(args) != 1 {
 			return bad(fmt.Sprintf("split-brain %s takes the PATH of one file, from the volume's root", h.req.Policy))
 		}
 		h.req.Path = args[0]
-	case mgmt.PolicySourceBrick:
+	case api.PolicySourceBrick:
 		if len(args) < 1 || len(args) > 2 {
 			return bad("split-brain source-brick takes HOST:/BRICK and an optional PATH")
 		}
@@ -276,10 +276,10 @@ func (v *volumeCmd) runHeal(ctx context.Context, w io.Writer, h healArgs, asJSON
 		fmt.Fprintln(w, "Use heal info commands to check status.")
 	case healInfo:
 		hi, err := c.HealInfo(ctx, h.name)
-		return show(w, hi, err, asJSON, func(hi mgmt.HealInfo) { printHealInfo(w, hi, time.Now()) })
+		return show(w, hi, err, asJSON, func(hi api.HealInfo) { printHealInfo(w, hi, time.Now()) })
 	case healInfoSplit:
 		sb, err := c.SplitBrain(ctx, h.name)
-		return show(w, sb, err, asJSON, func(sb mgmt.SplitBrainInfo) {
+		return show(w, sb, err, asJSON, func(sb api.SplitBrainInfo) {
 			printHealBricks(w, sb.Bricks, "Number of entries in split-brain")
 		})
 	case healResolve:
@@ -308,7 +308,7 @@ func show[T any](w io.Writer, v T, err error, asJSON bool, text func(T)) error {
 
 // printHealInfo prints heal info as GlusterFS does, then the daemon's
 // progress.
-func printHealInfo(w io.Writer, hi mgmt.HealInfo, now time.Time) {
+func printHealInfo(w io.Writer, hi api.HealInfo, now time.Time) {
 	printHealBricks(w, hi.Bricks, "Number of entries")
 	fmt.Fprintf(w, "Healed: %d, failed: %d, in progress: %d, in split-brain: %d\n", hi.Healed, hi.Failed, hi.InProgress, hi.SplitBrain)
 	if !hi.Since.IsZero() {
@@ -339,7 +339,7 @@ func printHealInfo(w io.Writer, hi mgmt.HealInfo, now time.Time) {
 
 // printHealBricks prints each brick's entries under a count line titled
 // count ("-" when the brick could not be asked).
-func printHealBricks(w io.Writer, bricks []mgmt.HealBrick, count string) {
+func printHealBricks(w io.Writer, bricks []api.HealBrick, count string) {
 	for _, b := range bricks {
 		fmt.Fprintf(w, "Brick %s\n", b.Name)
 		switch {

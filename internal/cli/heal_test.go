@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/mgmt/api"
 )
 
 func TestParseHealArgs(t *testing.T) {
@@ -23,10 +23,10 @@ func TestParseHealArgs(t *testing.T) {
 		{[]string{"gv0", "info"}, healArgs{name: "gv0", op: healInfo}},
 		{[]string{"gv0", "info", "split-brain"}, healArgs{name: "gv0", op: healInfoSplit}},
 		{[]string{"gv0", "wait"}, healArgs{name: "gv0", op: healWait}},
-		{[]string{"gv0", "split-brain", "latest-mtime", "/a/f"}, healArgs{name: "gv0", op: healResolve, req: mgmt.SplitBrainRequest{Policy: "latest-mtime", Path: "/a/f"}}},
-		{[]string{"gv0", "split-brain", "bigger-file", "/f"}, healArgs{name: "gv0", op: healResolve, req: mgmt.SplitBrainRequest{Policy: "bigger-file", Path: "/f"}}},
-		{[]string{"gv0", "split-brain", "source-brick", "h:/b2"}, healArgs{name: "gv0", op: healResolve, req: mgmt.SplitBrainRequest{Policy: "source-brick", Source: "h:/b2"}}},
-		{[]string{"gv0", "split-brain", "source-brick", "h:/b2", "/f"}, healArgs{name: "gv0", op: healResolve, req: mgmt.SplitBrainRequest{Policy: "source-brick", Source: "h:/b2", Path: "/f"}}},
+		{[]string{"gv0", "split-brain", "latest-mtime", "/a/f"}, healArgs{name: "gv0", op: healResolve, req: api.SplitBrainRequest{Policy: "latest-mtime", Path: "/a/f"}}},
+		{[]string{"gv0", "split-brain", "bigger-file", "/f"}, healArgs{name: "gv0", op: healResolve, req: api.SplitBrainRequest{Policy: "bigger-file", Path: "/f"}}},
+		{[]string{"gv0", "split-brain", "source-brick", "h:/b2"}, healArgs{name: "gv0", op: healResolve, req: api.SplitBrainRequest{Policy: "source-brick", Source: "h:/b2"}}},
+		{[]string{"gv0", "split-brain", "source-brick", "h:/b2", "/f"}, healArgs{name: "gv0", op: healResolve, req: api.SplitBrainRequest{Policy: "source-brick", Source: "h:/b2", Path: "/f"}}},
 	}
 	for _, c := range cases {
 		if got, err := parseHealArgs(c.args); err != nil || got != c.want {
@@ -55,9 +55,9 @@ func TestParseHealArgs(t *testing.T) {
 
 func TestPrintHealInfo(t *testing.T) {
 	now := time.Date(2025, 3, 1, 12, 0, 10, 0, time.Local)
-	hi := mgmt.HealInfo{
+	hi := api.HealInfo{
 		Name: "gv0",
-		Bricks: []mgmt.HealBrick{
+		Bricks: []api.HealBrick{
 			{Name: "h:/b1", Online: true, Entries: 2, Paths: []string{"/dir", "/dir/file"}},
 			{Name: "h:/b2"},
 			{Name: "h:/b3", Online: true, Entries: 1002, Paths: []string{"/x", "<gfid:0000>"}},
@@ -66,7 +66,7 @@ func TestPrintHealInfo(t *testing.T) {
 		Healed: 7, Failed: 1, InProgress: 2, SplitBrain: 3,
 		HealedBytes: 3 << 20, Since: now.Add(-2 * time.Second),
 		LastScan: now.Add(-1500 * time.Millisecond),
-		Full:     &mgmt.FullHeal{Running: true, Started: time.Date(2025, 3, 1, 11, 59, 0, 0, time.Local), Looked: 42},
+		Full:     &api.FullHeal{Running: true, Started: time.Date(2025, 3, 1, 11, 59, 0, 0, time.Local), Looked: 42},
 	}
 	var b bytes.Buffer
 	printHealInfo(&b, hi, now)
@@ -101,7 +101,7 @@ Safe to take a brick down: no: brick h:/b1 has 2 entries to heal; brick h:/b2 is
 		t.Errorf("heal info:\n%s\nwant:\n%s", b.String(), want)
 	}
 	hi.Bricks, hi.LastScan = nil, time.Time{}
-	hi.Full = &mgmt.FullHeal{Started: now.Add(-90 * time.Second), Finished: now.Add(-2 * time.Second), Looked: 9}
+	hi.Full = &api.FullHeal{Started: now.Add(-90 * time.Second), Finished: now.Add(-2 * time.Second), Looked: 9}
 	b.Reset()
 	printHealInfo(&b, hi, now)
 	if want := "Full heal: finished at 12:00:08, took 1m28s, 9 inodes looked at\nSafe to take a brick down: no: 2 entries are being healed; 3 files are in split-brain; no brick\n"; !strings.HasSuffix(b.String(), want) || strings.Contains(b.String(), "Last index scan") {
@@ -113,7 +113,7 @@ Safe to take a brick down: no: brick h:/b1 has 2 entries to heal; brick h:/b2 is
 	if want := "Full heal: finished at 12:00:08 with errors: /a: split-brain\n"; !strings.Contains(b.String(), want) {
 		t.Errorf("heal info with a failed full heal:\n%s", b.String())
 	}
-	hi = mgmt.HealInfo{Bricks: []mgmt.HealBrick{{Name: "h:/b1", Online: true}, {Name: "h:/b2", Online: true, Entries: 1}}}
+	hi = api.HealInfo{Bricks: []api.HealBrick{{Name: "h:/b1", Online: true}, {Name: "h:/b2", Online: true, Entries: 1}}}
 	b.Reset()
 	printHealInfo(&b, hi, now)
 	if want := "Safe to take a brick down: no: brick h:/b2 has 1 entry to heal\n"; !strings.HasSuffix(b.String(), want) {
@@ -170,7 +170,7 @@ func TestHealCommands(t *testing.T) {
 	}
 	runSteps(t, steps)
 	out, err := run(t, "volume", "heal", "rv", "info", "--json", srv)
-	var hi mgmt.HealInfo
+	var hi api.HealInfo
 	if err != nil || json.Unmarshal([]byte(out), &hi) != nil || len(hi.Bricks) != 3 {
 		t.Fatalf("heal info --json: %v\n%s", err, out)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mortarfs/mortar/volume/options"
 	"io"
 	"log/slog"
 	"os"
@@ -13,12 +12,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/volume/options"
+
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/spf13/cobra"
 
 	"github.com/mortarfs/mortar/fusebridge"
 	"github.com/mortarfs/mortar/layer/crypt"
-	"github.com/mortarfs/mortar/mgmt"
 	"github.com/mortarfs/mortar/tlsconf"
 	"github.com/mortarfs/mortar/volume"
 )
@@ -192,13 +193,13 @@ func mountAndServe(req mountRequest, log *slog.Logger, ready func(error)) error 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	api, err := req.api()
+	mc, err := req.api()
 	if err != nil {
 		ready(err)
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), specTimeout)
-	spec, err := api.Spec(ctx, req.Volume)
+	spec, err := mc.Spec(ctx, req.Volume)
 	cancel()
 	if err != nil {
 		err = fmt.Errorf("volume %s on %s: %w", req.Volume, req.Server, err)
@@ -263,8 +264,8 @@ func mountSpec(spec volume.Spec, req mountRequest, log *slog.Logger) (*fuse.Serv
 	}
 	m := &liveMount{Live: live}
 	if !req.Opts.NoFollow && req.Server != "" {
-		api, _ := req.api() // the identity loaded above
-		m.follow(api, req.Volume)
+		mc, _ := req.api() // the identity loaded above
+		m.follow(mc, req.Volume)
 	}
 	return srv, m, nil
 }
@@ -281,19 +282,19 @@ func (req mountRequest) identity() (*tlsconf.Identity, error) {
 
 // api returns a client of the management node the mount gets its spec
 // from.
-func (req mountRequest) api() (*mgmt.Client, error) {
+func (req mountRequest) api() (*api.Client, error) {
 	id, err := req.identity()
 	if err != nil {
 		return nil, err
 	}
 	if id != nil {
-		return mgmt.NewTLSClient(req.Server, id), nil
+		return api.NewTLSClient(req.Server, id), nil
 	}
 	secret, err := loadSecretFlag(req.Opts.SecretFile)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", req.Source, err)
 	}
-	return mgmt.NewClient(req.Server).WithSecret(secret), nil
+	return api.NewClient(req.Server).WithSecret(secret), nil
 }
 
 // liveMount is the graph of a mount, which follows its volume's spec.
@@ -303,14 +304,14 @@ type liveMount struct {
 	done chan struct{}
 }
 
-// follow swaps the graph to every new spec of volume name api publishes,
+// follow swaps the graph to every new spec of volume name mc publishes,
 // until Close.
-func (m *liveMount) follow(api *mgmt.Client, name string) {
+func (m *liveMount) follow(mc *api.Client, name string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.stop, m.done = cancel, make(chan struct{})
 	go func() {
 		defer close(m.done)
-		m.Live.Follow(ctx, api.SpecFollower(name, m.Live.Version))
+		m.Live.Follow(ctx, mc.SpecFollower(name, m.Live.Version))
 	}()
 }
 

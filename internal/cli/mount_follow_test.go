@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"github.com/mortarfs/mortar/volume/options"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -10,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/volume/options"
 )
 
 // switchHook is a log handler that reports the new version of every
@@ -50,7 +50,7 @@ func TestMountFollowsSpec(t *testing.T) {
 		t.Skip("no /dev/fuse")
 	}
 	n, _ := startNode(t)
-	c := mgmt.NewClient(n.ListenAddr())
+	c := api.NewClient(n.ListenAddr())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var bricks []string
@@ -61,7 +61,7 @@ func TestMountFollowsSpec(t *testing.T) {
 		}
 		bricks = append(bricks, "127.0.0.1:"+d)
 	}
-	if _, err := c.CreateVolume(ctx, mgmt.CreateVolumeRequest{Name: "gv0", Bricks: bricks, Force: true}); err != nil {
+	if _, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "gv0", Bricks: bricks, Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Start(ctx, "gv0", false); err != nil {

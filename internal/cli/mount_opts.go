@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/mgmt/api"
 )
 
 // mountOptions are the -o options of a mount.
@@ -158,7 +159,7 @@ func parseSource(src string) (server, name string, err error) {
 	h, p, err := net.SplitHostPort(host)
 	if err != nil {
 		// No port: "host", "[v6]" or a bare IPv6 address.
-		h, p = strings.Trim(host, "[]"), strconv.Itoa(mgmt.DefaultPort)
+		h, p = strings.Trim(host, "[]"), strconv.Itoa(api.DefaultPort)
 	}
 	if h == "" {
 		return "", "", fmt.Errorf("mount source %q: the server is missing", src)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/mgmt/api"
 )
 
 func newPeerCommand() *cobra.Command {
@@ -37,7 +37,7 @@ func (v *volumeCmd) probeCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "probe HOST[:PORT]",
 		Short: "Add the node running at HOST to the cluster",
-		Long: `Add the mortar server running at HOST (port ` + fmt.Sprint(mgmt.DefaultPort) + ` unless given) to this cluster.
+		Long: `Add the mortar server running at HOST (port ` + fmt.Sprint(api.DefaultPort) + ` unless given) to this cluster.
 That node must have no volumes and no peers of its own: it gives up its
 one-node cluster and receives this cluster's state. Probing a node that is
 already a member changes nothing.
@@ -62,9 +62,9 @@ instead.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := v.ctx(cmd)
 			defer cancel()
-			req := mgmt.ProbeRequest{Host: args[0]}
+			req := api.ProbeRequest{Host: args[0]}
 			if peerSecret != "" {
-				s, err := mgmt.ReadSecretFile(peerSecret)
+				s, err := api.ReadSecretFile(peerSecret)
 				if err != nil {
 					return fmt.Errorf("peer probe: failed: %w", err)
 				}
@@ -118,7 +118,7 @@ then each node's host, id and state), plus which node leads the cluster
 }
 
 // printPeers prints the nodes other than the answering one.
-func printPeers(w io.Writer, peers []mgmt.PeerInfo) {
+func printPeers(w io.Writer, peers []api.PeerInfo) {
 	others := 0
 	for _, p := range peers {
 		if !p.Self {
@@ -156,14 +156,14 @@ func newPoolCommand() *cobra.Command {
 	return cmd
 }
 
-func connected(p mgmt.PeerInfo) string {
+func connected(p api.PeerInfo) string {
 	if p.Connected {
 		return "Connected"
 	}
 	return "Disconnected"
 }
 
-func leaderMark(p mgmt.PeerInfo) string {
+func leaderMark(p api.PeerInfo) string {
 	if p.Leader {
 		return " (leader)"
 	}
@@ -174,7 +174,7 @@ func leaderMark(p mgmt.PeerInfo) string {
 // not the default too).
 func hostOf(addr string) string {
 	h, port := mgmtSplit(addr)
-	if port == fmt.Sprint(mgmt.DefaultPort) {
+	if port == fmt.Sprint(api.DefaultPort) {
 		return h
 	}
 	return addr
@@ -190,7 +190,7 @@ func mgmtSplit(addr string) (string, string) {
 }
 
 // showPeers runs a command that lists the peers with print (or as JSON).
-func (v *volumeCmd) showPeers(op string, asJSON *bool, print func(io.Writer, []mgmt.PeerInfo)) func(*cobra.Command, []string) error {
+func (v *volumeCmd) showPeers(op string, asJSON *bool, print func(io.Writer, []api.PeerInfo)) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		ctx, cancel := v.ctx(cmd)
 		defer cancel()
@@ -207,7 +207,7 @@ func (v *volumeCmd) showPeers(op string, asJSON *bool, print func(io.Writer, []m
 }
 
 // printPool prints every node, this one included, and which leads.
-func printPool(w io.Writer, peers []mgmt.PeerInfo) {
+func printPool(w io.Writer, peers []api.PeerInfo) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "UUID\tHostname\tState\tRaft")
 	for _, p := range peers {

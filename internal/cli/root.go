@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/mgmt/api"
 )
 
 // Version is mortar's version, set at build time with
@@ -166,7 +166,7 @@ func defaultServer() string {
 	if s := os.Getenv(serverEnv); s != "" {
 		return s
 	}
-	return fmt.Sprintf("localhost:%d", mgmt.DefaultPort)
+	return fmt.Sprintf("localhost:%d", api.DefaultPort)
 }
 
 // usageArgs returns an argument check that accepts min to max arguments

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/tlsconf"
 )
 
@@ -239,7 +239,7 @@ func revokeInCluster(ctx context.Context, dir, name, server, which, serial strin
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	note := fmt.Sprintf("%s, revoked %s", which, time.Now().UTC().Format(time.RFC3339))
-	return mgmt.NewTLSClient(server, id).Revoke(ctx, serial, note)
+	return api.NewTLSClient(server, id).Revoke(ctx, serial, note)
 }
 
 func newTLSShowCommand() *cobra.Command {

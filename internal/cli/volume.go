@@ -4,16 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/mortarfs/mortar/volume/options"
 	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/volume/options"
+
 	"github.com/spf13/cobra"
 
-	"github.com/mortarfs/mortar/mgmt"
 	"github.com/mortarfs/mortar/tlsconf"
 )
 
@@ -29,11 +30,11 @@ type volumeCmd struct {
 	secret          string // the cluster secret, loaded before the command runs
 }
 
-func (v *volumeCmd) client() *mgmt.Client {
+func (v *volumeCmd) client() *api.Client {
 	if v.id != nil {
-		return mgmt.NewTLSClient(v.server, v.id)
+		return api.NewTLSClient(v.server, v.id)
 	}
-	return mgmt.NewClient(v.server).WithSecret(v.secret)
+	return api.NewClient(v.server).WithSecret(v.secret)
 }
 
 // serverFlags adds --server, --tls-dir and --tls-name to cmd and its
@@ -43,7 +44,7 @@ func (v *volumeCmd) serverFlags(cmd *cobra.Command) {
 	f.StringVar(&v.server, "server", defaultServer(), "management address of a mortar node, host[:port] (env "+serverEnv+")")
 	f.StringVar(&v.tlsDir, "tls-dir", "", "TLS directory of a secured cluster (env "+tlsconf.EnvDir+"): ca.pem, NAME.pem, NAME.key")
 	f.StringVar(&v.tlsName, "tls-name", "", "name of the certificate to present, in --tls-dir (env "+tlsconf.EnvName+"); changes need a node certificate")
-	f.StringVar(&v.secretFile, "secret-file", "", "cluster secret (a copy of a node's DATA/secret) for a node on another machine (env "+mgmt.SecretFileEnv+"); not needed on the node's own machine")
+	f.StringVar(&v.secretFile, "secret-file", "", "cluster secret (a copy of a node's DATA/secret) for a node on another machine (env "+api.SecretFileEnv+"); not needed on the node's own machine")
 	cmd.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
 		id, err := tlsconf.FromFlags(v.tlsDir, v.tlsName)
 		v.id = id
@@ -63,12 +64,12 @@ func (v *volumeCmd) serverFlags(cmd *cobra.Command) {
 // receive even a signature.
 func loadSecretFlag(path string) (string, error) {
 	if path == "" {
-		path = os.Getenv(mgmt.SecretFileEnv)
+		path = os.Getenv(api.SecretFileEnv)
 	}
 	if path == "" {
 		return "", nil
 	}
-	return mgmt.ReadSecretFile(path)
+	return api.ReadSecretFile(path)
 }
 
 func (v *volumeCmd) ctx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
@@ -278,7 +279,7 @@ management API's answer instead (an array for all volumes).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := v.ctx(cmd)
 			defer cancel()
-			var vols []mgmt.VolumeInfo
+			var vols []api.VolumeInfo
 			if len(args) == 0 || args[0] == "all" {
 				var err error
 				if vols, err = v.client().List(ctx); err != nil {
@@ -292,7 +293,7 @@ management API's answer instead (an array for all volumes).`,
 				if asJSON {
 					return printJSON(cmd.OutOrStdout(), vi)
 				}
-				vols = []mgmt.VolumeInfo{vi}
+				vols = []api.VolumeInfo{vi}
 			}
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), vols)
@@ -340,7 +341,7 @@ array for all volumes).`,
 					fmt.Fprintln(cmd.OutOrStdout(), "No volumes present")
 				}
 			}
-			sts := []mgmt.VolumeStatus{}
+			sts := []api.VolumeStatus{}
 			for _, name := range names {
 				st, err := c.Status(ctx, name)
 				if err != nil {

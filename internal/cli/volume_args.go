@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/mgmt/api"
 )
 
 // parseCreateArgs parses GlusterFS's volume create syntax:
@@ -15,8 +15,8 @@ import (
 //
 // The server checks the volume-type keywords (which counts go together,
 // which geometries are possible).
-func parseCreateArgs(args []string) (mgmt.CreateVolumeRequest, error) {
-	var req mgmt.CreateVolumeRequest
+func parseCreateArgs(args []string) (api.CreateVolumeRequest, error) {
+	var req api.CreateVolumeRequest
 	if len(args) == 0 {
 		return req, fmt.Errorf("volume create: a volume name is required")
 	}

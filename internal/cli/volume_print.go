@@ -10,12 +10,12 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/volume"
 )
 
 // printInfo prints a volume the way `gluster volume info` does.
-func printInfo(w io.Writer, vi mgmt.VolumeInfo) {
+func printInfo(w io.Writer, vi api.VolumeInfo) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "Volume Name: %s\n", vi.Name)
 	fmt.Fprintf(w, "Type: %s\n", typeName(vi))
@@ -47,7 +47,7 @@ func printInfo(w io.Writer, vi mgmt.VolumeInfo) {
 // typeName names a volume's type as GlusterFS does: Distribute,
 // Replicate (one replica set), Distributed-Replicate, Disperse (one
 // disperse set), Distributed-Disperse.
-func typeName(vi mgmt.VolumeInfo) string {
+func typeName(vi api.VolumeInfo) string {
 	switch {
 	case vi.Type == volume.Replicate && vi.Replica > 0 && len(vi.Bricks) > vi.Replica:
 		return "Distributed-Replicate"
@@ -61,7 +61,7 @@ func typeName(vi mgmt.VolumeInfo) string {
 // distribute, "2 x 3 = 6" for replica sets, "2 x (2 + 1) = 6" with
 // arbiters, "2 x (4 + 2) = 12" for disperse sets of 4 data and 2
 // redundancy bricks.
-func brickCount(vi mgmt.VolumeInfo) string {
+func brickCount(vi api.VolumeInfo) string {
 	n := len(vi.Bricks)
 	if vi.Type == volume.Disperse && vi.Disperse > 0 {
 		return fmt.Sprintf("%d x (%d + %d) = %d", n/vi.Disperse, vi.Disperse-vi.Redundancy, vi.Redundancy, n)
@@ -69,7 +69,7 @@ func brickCount(vi mgmt.VolumeInfo) string {
 	if vi.Type != volume.Replicate || vi.Replica == 0 {
 		return strconv.Itoa(n)
 	}
-	if slices.ContainsFunc(vi.Bricks, func(b mgmt.BrickInfo) bool { return b.Arbiter }) {
+	if slices.ContainsFunc(vi.Bricks, func(b api.BrickInfo) bool { return b.Arbiter }) {
 		return fmt.Sprintf("%d x (%d + 1) = %d", n/vi.Replica, vi.Replica-1, n)
 	}
 	return fmt.Sprintf("%d x %d = %d", n/vi.Replica, vi.Replica, n)
@@ -77,7 +77,7 @@ func brickCount(vi mgmt.VolumeInfo) string {
 
 // printStatus prints a volume's bricks the way `gluster volume status`
 // does, with disk use added.
-func printStatus(w io.Writer, st mgmt.VolumeStatus) {
+func printStatus(w io.Writer, st api.VolumeStatus) {
 	fmt.Fprintf(w, "Status of volume: %s (%s)\n", st.Name, st.Status)
 	var table bytes.Buffer
 	tw := tabwriter.NewWriter(&table, 0, 8, 2, ' ', 0)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/mgmt/api"
 )
 
 // run executes the mortar command line and returns its output and error.
@@ -175,7 +176,7 @@ func TestReplicatedVolumeCommands(t *testing.T) {
 	if out, err := run(t, "volume", "start", "rv", srv); err != nil {
 		t.Fatalf("start: %v\n%s", err, out)
 	}
-	vi, err := mgmt.NewClient(n.ListenAddr()).Info(t.Context(), "rv")
+	vi, err := api.NewClient(n.ListenAddr()).Info(t.Context(), "rv")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,25 +196,25 @@ func TestReplicatedVolumeCommands(t *testing.T) {
 }
 
 func TestTypeNameAndBrickCount(t *testing.T) {
-	bricks := func(n int, arbiterEvery int) []mgmt.BrickInfo {
-		var out []mgmt.BrickInfo
+	bricks := func(n int, arbiterEvery int) []api.BrickInfo {
+		var out []api.BrickInfo
 		for i := range n {
-			out = append(out, mgmt.BrickInfo{Arbiter: arbiterEvery > 0 && i%arbiterEvery == arbiterEvery-1})
+			out = append(out, api.BrickInfo{Arbiter: arbiterEvery > 0 && i%arbiterEvery == arbiterEvery-1})
 		}
 		return out
 	}
 	cases := []struct {
-		vi          mgmt.VolumeInfo
+		vi          api.VolumeInfo
 		typ, number string
 	}{
-		{mgmt.VolumeInfo{Type: "distribute", Bricks: bricks(4, 0)}, "Distribute", "4"},
-		{mgmt.VolumeInfo{Type: "replicate", Replica: 3, Bricks: bricks(3, 0)}, "Replicate", "1 x 3 = 3"},
-		{mgmt.VolumeInfo{Type: "replicate", Replica: 3, Bricks: bricks(6, 0)}, "Distributed-Replicate", "2 x 3 = 6"},
-		{mgmt.VolumeInfo{Type: "replicate", Replica: 3, Bricks: bricks(3, 3)}, "Replicate", "1 x (2 + 1) = 3"},
-		{mgmt.VolumeInfo{Type: "replicate", Replica: 2, Bricks: bricks(4, 0)}, "Distributed-Replicate", "2 x 2 = 4"},
-		{mgmt.VolumeInfo{Type: "disperse", Disperse: 6, Redundancy: 2, Bricks: bricks(6, 0)}, "Disperse", "1 x (4 + 2) = 6"},
-		{mgmt.VolumeInfo{Type: "disperse", Disperse: 6, Redundancy: 2, Bricks: bricks(12, 0)}, "Distributed-Disperse", "2 x (4 + 2) = 12"},
-		{mgmt.VolumeInfo{Type: "disperse", Disperse: 3, Redundancy: 1, Bricks: bricks(3, 0)}, "Disperse", "1 x (2 + 1) = 3"},
+		{api.VolumeInfo{Type: "distribute", Bricks: bricks(4, 0)}, "Distribute", "4"},
+		{api.VolumeInfo{Type: "replicate", Replica: 3, Bricks: bricks(3, 0)}, "Replicate", "1 x 3 = 3"},
+		{api.VolumeInfo{Type: "replicate", Replica: 3, Bricks: bricks(6, 0)}, "Distributed-Replicate", "2 x 3 = 6"},
+		{api.VolumeInfo{Type: "replicate", Replica: 3, Bricks: bricks(3, 3)}, "Replicate", "1 x (2 + 1) = 3"},
+		{api.VolumeInfo{Type: "replicate", Replica: 2, Bricks: bricks(4, 0)}, "Distributed-Replicate", "2 x 2 = 4"},
+		{api.VolumeInfo{Type: "disperse", Disperse: 6, Redundancy: 2, Bricks: bricks(6, 0)}, "Disperse", "1 x (4 + 2) = 6"},
+		{api.VolumeInfo{Type: "disperse", Disperse: 6, Redundancy: 2, Bricks: bricks(12, 0)}, "Distributed-Disperse", "2 x (4 + 2) = 12"},
+		{api.VolumeInfo{Type: "disperse", Disperse: 3, Redundancy: 1, Bricks: bricks(3, 0)}, "Disperse", "1 x (2 + 1) = 3"},
 	}
 	for _, c := range cases {
 		if got := typeName(c.vi); got != c.typ {

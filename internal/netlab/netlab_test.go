@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/mgmt/api"
 )
 
 // newLab makes a lab for a test, skipping the test where namespaces
@@ -261,7 +261,7 @@ func TestServerLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.Addr+"/v1/node", nil)
-		mgmt.SignRequest(req, nil, strings.TrimSpace(string(secret)))
+		api.SignRequest(req, nil, strings.TrimSpace(string(secret)))
 		resp, err := l.Client.HTTPClient(5 * time.Second).Do(req)
 		if err != nil {
 			t.Fatalf("API from the client: %v (%s)", err, out)

@@ -1,4 +1,4 @@
-package mgmt
+package api
 
 import (
 	"errors"
@@ -62,15 +62,15 @@ func (e *markedError) Unwrap() []error {
 	return []error{e.marker, e.cause}
 }
 
-// errorf returns an error with the formatted message that matches marker.
+// Errorf returns an error with the formatted message that matches marker.
 // A %w verb in format also makes the error match its argument.
-func errorf(marker error, format string, args ...any) error {
+func Errorf(marker error, format string, args ...any) error {
 	err := fmt.Errorf(format, args...)
 	return &markedError{msg: err.Error(), marker: marker, cause: errors.Unwrap(err)}
 }
 
-// markerName returns the wire name of the marker err matches, or "".
-func markerName(err error) string {
+// MarkerName returns the wire name of the marker err matches, or "".
+func MarkerName(err error) string {
 	for _, m := range markers {
 		if errors.Is(err, m.err) {
 			return m.name

@@ -1,4 +1,4 @@
-package mgmt
+package api
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"github.com/mortarfs/mortar/volume"
 )
 
-// watchSlack is how much longer than the server's wait a watch request
+// WatchSlack is how much longer than the server's wait a watch request
 // may take (the answer's way back, a busy server).
-const watchSlack = 15 * time.Second
+const WatchSlack = 15 * time.Second
 
 // WatchSpec waits until the spec of the started volume name has a version
 // above after and returns it. When the server's wait (DefaultSpecWait)
@@ -32,7 +32,7 @@ func (c *Client) WatchSpec(ctx context.Context, name string, after uint64) (volu
 // volume.Live.Follow, which names the follower to the nodes (a random id)
 // and tells them the version runs returns (the follower's running graph:
 // Live.Version), so that the leader waits for it to run a new layout
-// before files move (takeup.go).
+// before files move (mgmt/takeup.go).
 func (c *Client) SpecFollower(name string, runs func() uint64) func(ctx context.Context, after uint64) (volume.Spec, error) {
 	var b [8]byte
 	rand.Read(b[:])
@@ -50,7 +50,7 @@ type watcherQuery struct {
 
 // watchSpec is WatchSpec with the server's wait and the watcher given.
 func (c *Client) watchSpec(ctx context.Context, name string, after uint64, wait time.Duration, w watcherQuery) (volume.Spec, error) {
-	ctx, cancel := context.WithTimeout(ctx, wait+watchSlack)
+	ctx, cancel := context.WithTimeout(ctx, wait+WatchSlack)
 	defer cancel()
 	q := url.Values{}
 	q.Set("after", strconv.FormatUint(after, 10))
@@ -60,6 +60,6 @@ func (c *Client) watchSpec(ctx context.Context, name string, after uint64, wait 
 		q.Set("runs", strconv.FormatUint(w.runs(), 10))
 	}
 	var out volume.Spec
-	err := c.do(ctx, http.MethodGet, volPath(name, "spec")+"?"+q.Encode(), nil, &out)
+	err := c.Do(ctx, http.MethodGet, VolPath(name, "spec")+"?"+q.Encode(), nil, &out)
 	return out, err
 }

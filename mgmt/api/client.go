@@ -1,8 +1,9 @@
-package mgmt
+package api
 
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mortarfs/mortar/tlsconf"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -41,17 +43,50 @@ func (c *Client) WithSecret(s string) *Client {
 // NewClient returns a client for the node at addr ("host" or "host:port";
 // the port defaults to DefaultPort).
 func NewClient(addr string) *Client {
-	host, port := splitHostPortDefault(addr)
-	return &Client{
-		addr: net.JoinHostPort(host, port),
-		http: &http.Client{Transport: &http.Transport{
-			Proxy:               nil, // the API is never reached through a proxy
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-			MaxIdleConnsPerHost: 4,
-			IdleConnTimeout:     30 * time.Second,
-		}},
+	host, port := SplitHostPortDefault(addr)
+	return &Client{addr: net.JoinHostPort(host, port), http: &http.Client{Transport: Transport(nil)}}
+}
+
+// NewTLSClient returns a client for the node at addr (of a TLS cluster)
+// that speaks HTTPS with id's certificate.
+func NewTLSClient(addr string, id *tlsconf.Identity) *Client {
+	cl := NewClient(addr)
+	cl.http = &http.Client{Transport: Transport(id.ClientConfig())}
+	cl.scheme = "https"
+	return cl
+}
+
+// NodeClient returns the client one node uses for another's API at addr:
+// over h, naming the sender via (so the request is never forwarded
+// again), with HTTPS when tls, otherwise signing with secret.
+func NodeClient(addr string, h *http.Client, via string, tls bool, secret string) *Client {
+	c := &Client{addr: addr, http: h, via: via, scheme: "http", secret: secret}
+	if tls {
+		c.scheme = "https"
+	}
+	return c
+}
+
+// Transport is an HTTP transport to nodes' APIs, with TLS when c is set.
+func Transport(c *tls.Config) *http.Transport {
+	return &http.Transport{
+		Proxy:               nil, // the API is never reached through a proxy
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		TLSClientConfig:     c,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     30 * time.Second,
 	}
 }
+
+// WithHTTP returns a copy of c that sends its requests over h.
+func (c *Client) WithHTTP(h *http.Client) *Client {
+	cc := *c
+	cc.http = h
+	return &cc
+}
+
+// TLS reports whether c speaks HTTPS.
+func (c *Client) TLS() bool { return c.scheme == "https" }
 
 // Addr returns the host:port the client talks to.
 func (c *Client) Addr() string { return c.addr }
@@ -59,21 +94,21 @@ func (c *Client) Addr() string { return c.addr }
 // Node describes the node that answers.
 func (c *Client) Node(ctx context.Context) (NodeInfo, error) {
 	var out NodeInfo
-	err := c.do(ctx, http.MethodGet, "/v1/node", nil, &out)
+	err := c.Do(ctx, http.MethodGet, "/v1/node", nil, &out)
 	return out, err
 }
 
 // Spec returns the spec of a started volume, for mounting it.
 func (c *Client) Spec(ctx context.Context, name string) (volume.Spec, error) {
 	var out volume.Spec
-	err := c.do(ctx, http.MethodGet, volPath(name, "spec"), nil, &out)
+	err := c.Do(ctx, http.MethodGet, VolPath(name, "spec"), nil, &out)
 	return out, err
 }
 
 // CreateVolume creates a volume.
 func (c *Client) CreateVolume(ctx context.Context, req CreateVolumeRequest) (VolumeInfo, error) {
 	var out VolumeInfo
-	err := c.do(ctx, http.MethodPost, "/v1/volumes", req, &out)
+	err := c.Do(ctx, http.MethodPost, "/v1/volumes", req, &out)
 	return out, err
 }
 
@@ -81,48 +116,48 @@ func (c *Client) CreateVolume(ctx context.Context, req CreateVolumeRequest) (Vol
 // volume that is already started.
 func (c *Client) Start(ctx context.Context, name string, force bool) (VolumeInfo, error) {
 	var out VolumeInfo
-	err := c.do(ctx, http.MethodPost, volPath(name, "start"), StartRequest{Force: force}, &out)
+	err := c.Do(ctx, http.MethodPost, VolPath(name, "start"), StartRequest{Force: force}, &out)
 	return out, err
 }
 
 // Stop stops a volume.
 func (c *Client) Stop(ctx context.Context, name string) (VolumeInfo, error) {
 	var out VolumeInfo
-	err := c.do(ctx, http.MethodPost, volPath(name, "stop"), nil, &out)
+	err := c.Do(ctx, http.MethodPost, VolPath(name, "stop"), nil, &out)
 	return out, err
 }
 
 // Delete deletes a stopped volume; the data on its bricks stays.
 func (c *Client) Delete(ctx context.Context, name string) error {
-	return c.do(ctx, http.MethodDelete, volPath(name, ""), nil, nil)
+	return c.Do(ctx, http.MethodDelete, VolPath(name, ""), nil, nil)
 }
 
 // Info describes a volume.
 func (c *Client) Info(ctx context.Context, name string) (VolumeInfo, error) {
 	var out VolumeInfo
-	err := c.do(ctx, http.MethodGet, volPath(name, ""), nil, &out)
+	err := c.Do(ctx, http.MethodGet, VolPath(name, ""), nil, &out)
 	return out, err
 }
 
 // Status reports the live state of a volume's bricks.
 func (c *Client) Status(ctx context.Context, name string) (VolumeStatus, error) {
 	var out VolumeStatus
-	err := c.do(ctx, http.MethodGet, volPath(name, "status"), nil, &out)
+	err := c.Do(ctx, http.MethodGet, VolPath(name, "status"), nil, &out)
 	return out, err
 }
 
 // List describes every volume.
 func (c *Client) List(ctx context.Context) ([]VolumeInfo, error) {
 	var out []VolumeInfo
-	err := c.do(ctx, http.MethodGet, "/v1/volumes", nil, &out)
+	err := c.Do(ctx, http.MethodGet, "/v1/volumes", nil, &out)
 	return out, err
 }
 
 // Set sets volume option key to value.
 func (c *Client) Set(ctx context.Context, name, key, value string) (VolumeInfo, error) {
 	var out VolumeInfo
-	p := volPath(name, "options") + "/" + url.PathEscape(key)
-	err := c.do(ctx, http.MethodPut, p, SetOptionRequest{Value: value}, &out)
+	p := VolPath(name, "options") + "/" + url.PathEscape(key)
+	err := c.Do(ctx, http.MethodPut, p, SetOptionRequest{Value: value}, &out)
 	return out, err
 }
 
@@ -130,18 +165,18 @@ func (c *Client) Set(ctx context.Context, name, key, value string) (VolumeInfo, 
 // option, if key is empty.
 func (c *Client) Reset(ctx context.Context, name, key string) (VolumeInfo, error) {
 	var out VolumeInfo
-	p := volPath(name, "options")
+	p := VolPath(name, "options")
 	if key != "" {
 		p += "/" + url.PathEscape(key)
 	}
-	err := c.do(ctx, http.MethodDelete, p, nil, &out)
+	err := c.Do(ctx, http.MethodDelete, p, nil, &out)
 	return out, err
 }
 
 // Heal makes the heal daemon of a replicated or dispersed volume heal what the heal
 // indexes list now, rather than at its next scan.
 func (c *Client) Heal(ctx context.Context, name string) error {
-	return c.do(ctx, http.MethodPost, volPath(name, "heal"), HealRequest{}, nil)
+	return c.Do(ctx, http.MethodPost, VolPath(name, "heal"), HealRequest{}, nil)
 }
 
 // HealFull starts a full heal of a replicated or dispersed volume in the
@@ -149,7 +184,7 @@ func (c *Client) Heal(ctx context.Context, name string) error {
 // its state; HealInfo shows its progress.
 func (c *Client) HealFull(ctx context.Context, name string) (FullHeal, error) {
 	var out FullHeal
-	err := c.do(ctx, http.MethodPost, volPath(name, "heal"), HealRequest{Full: true}, &out)
+	err := c.Do(ctx, http.MethodPost, VolPath(name, "heal"), HealRequest{Full: true}, &out)
 	return out, err
 }
 
@@ -157,7 +192,7 @@ func (c *Client) HealFull(ctx context.Context, name string) (FullHeal, error) {
 // the heal daemon's progress.
 func (c *Client) HealInfo(ctx context.Context, name string) (HealInfo, error) {
 	var out HealInfo
-	err := c.do(ctx, http.MethodGet, volPath(name, "heal"), nil, &out)
+	err := c.Do(ctx, http.MethodGet, VolPath(name, "heal"), nil, &out)
 	return out, err
 }
 
@@ -165,7 +200,7 @@ func (c *Client) HealInfo(ctx context.Context, name string) (HealInfo, error) {
 // split-brain.
 func (c *Client) SplitBrain(ctx context.Context, name string) (SplitBrainInfo, error) {
 	var out SplitBrainInfo
-	err := c.do(ctx, http.MethodGet, volPath(name, "heal/split-brain"), nil, &out)
+	err := c.Do(ctx, http.MethodGet, VolPath(name, "heal/split-brain"), nil, &out)
 	return out, err
 }
 
@@ -173,7 +208,7 @@ func (c *Client) SplitBrain(ctx context.Context, name string) (SplitBrainInfo, e
 // paths it healed.
 func (c *Client) ResolveSplitBrain(ctx context.Context, name string, req SplitBrainRequest) ([]string, error) {
 	var out SplitBrainResolved
-	err := c.do(ctx, http.MethodPost, volPath(name, "heal/split-brain"), req, &out)
+	err := c.Do(ctx, http.MethodPost, VolPath(name, "heal/split-brain"), req, &out)
 	return out.Paths, err
 }
 
@@ -182,11 +217,11 @@ func (c *Client) ResolveSplitBrain(ctx context.Context, name string, req SplitBr
 // bricks of its replica or disperse set.
 func (c *Client) ResetBrick(ctx context.Context, name, brick string) (VolumeInfo, error) {
 	var out VolumeInfo
-	err := c.do(ctx, http.MethodPost, volPath(name, "reset-brick"), ResetBrickRequest{Brick: brick}, &out)
+	err := c.Do(ctx, http.MethodPost, VolPath(name, "reset-brick"), ResetBrickRequest{Brick: brick}, &out)
 	return out, err
 }
 
-func volPath(name, sub string) string {
+func VolPath(name, sub string) string {
 	p := "/v1/volumes/" + url.PathEscape(name)
 	if sub != "" {
 		p += "/" + sub
@@ -194,9 +229,9 @@ func volPath(name, sub string) string {
 	return p
 }
 
-// do sends one request with body (if not nil) as JSON and decodes the
+// Do sends one request with body (if not nil) as JSON and decodes the
 // answer into out (if not nil).
-func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
 	var rd io.Reader
 	var data []byte
 	if body != nil {
@@ -218,7 +253,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.via != "" {
-		req.Header.Set(viaHeader, c.via)
+		req.Header.Set(ViaHeader, c.via)
 	}
 	if c.secret != "" {
 		SignRequest(req, data, c.secret)
@@ -257,7 +292,7 @@ func (c *Client) transportError(err error) error {
 
 // decodeError rebuilds the server's error, with its marker.
 func decodeError(code int, data []byte) error {
-	var eb errorBody
+	var eb ErrorBody
 	if err := json.Unmarshal(data, &eb); err != nil || eb.Error == "" {
 		return fmt.Errorf("mortar server answered %d %s: %s", code, http.StatusText(code), bytes.TrimSpace(data))
 	}

@@ -1,6 +1,11 @@
-package mgmt
+package api
 
-import "time"
+import (
+	"time"
+
+	"github.com/mortarfs/mortar/layer/distribute"
+	"github.com/mortarfs/mortar/volume"
+)
 
 // The types of the HTTP API, shared by the server and the Client.
 
@@ -117,8 +122,8 @@ type NodeInfo struct {
 	Volumes int `json:"volumes"`
 }
 
-// errorBody is what the API answers on failure.
-type errorBody struct {
+// ErrorBody is what the API answers on failure.
+type ErrorBody struct {
 	Error string `json:"error"`
 	// Kind names the marker error (see markers), if any.
 	Kind string `json:"kind,omitempty"`
@@ -250,4 +255,187 @@ type SplitBrainResolved struct {
 // ResetBrickRequest is the body of POST /v1/volumes/{name}/reset-brick.
 type ResetBrickRequest struct {
 	Brick string `json:"brick"` // host:/path
+}
+
+// ViaHeader marks a request one node forwarded to another (its value is
+// the sender's id), so it is never forwarded twice.
+const ViaHeader = "X-Mortar-Via"
+
+// JoinRequest asks a node to leave its one-node cluster and wait to be
+// added to the cluster of node Leader.
+type JoinRequest struct {
+	Leader string `json:"leader"` // id of the node that probes
+	// SealedSecret is the cluster's secret, which the joining node takes
+	// over (nodes without TLS), sealed under the joining node's own secret
+	// (see ProbeLabel); Secret is it in clear, sent only over loopback.
+	SealedSecret []byte `json:"sealed_secret,omitempty"`
+	Secret       string `json:"secret,omitempty"`
+}
+
+// DefaultPort is the port a node's management API listens on. Each brick
+// listens on a port of its own, chosen free when it first starts and kept.
+// (GlusterFS uses 24007 for glusterd; mortar stays clear of it.)
+const DefaultPort = 7420
+
+// Task kinds and statuses.
+const (
+	TaskRebalance   = "rebalance"
+	TaskFixLayout   = "fix-layout"
+	TaskRemoveBrick = "remove-brick"
+
+	TaskRunning   = "in progress"
+	TaskCompleted = "completed"
+	TaskFailed    = "failed"
+	TaskStopped   = "stopped"
+)
+
+// Task is a volume's rebalance (or fix-layout, or remove-brick drain).
+type Task struct {
+	ID     string `json:"id"`
+	Kind   string `json:"kind"`
+	Status string `json:"status"`
+	// Removing lists the ids of the bricks a remove-brick drains.
+	Removing []string `json:"removing,omitempty"`
+	// Error says why the task failed or what it could not move.
+	Error   string    `json:"error,omitempty"`
+	Started time.Time `json:"started"`
+	Ended   time.Time `json:"ended,omitzero"`
+}
+
+// Clients follow their volume's spec with a long poll:
+//
+//	GET /v1/volumes/{name}/spec?after=N[&wait=DURATION][&client=ID&runs=V]
+//
+// answers as soon as the spec's version is above N: at once if it is
+// already, else when a change gets there. When wait (default 30s, at most
+// 5m; a Go duration or seconds) passes first, it answers with the current
+// spec, whose version is then N or less: the client compares versions and
+// asks again. A volume that is not started (or is stopped while the client
+// waits) has no spec: the answer is an ErrState error. Without after, the
+// endpoint answers at once with the current spec, as for a mount. A
+// client that names itself tells which spec it runs (mgmt/takeup.go).
+const (
+	// DefaultSpecWait is how long a spec watch waits for a change.
+	DefaultSpecWait = 30 * time.Second
+	// MaxSpecWait is the longest wait a watch may ask for.
+	MaxSpecWait = 5 * time.Minute
+)
+
+// ProbeRequest asks to add the node at Host ("host" or "host:port") to
+// the cluster.
+type ProbeRequest struct {
+	Host string `json:"host"`
+	// Secret is the probed node's own cluster secret (its DATA/secret),
+	// which a node without TLS requires of a caller on another machine:
+	// the probe proves with it that the operator controls that node, and
+	// hands the node this cluster's secret. Not needed with TLS, nor for
+	// a node on this machine's loopback. Without TLS it crosses the
+	// network only as SealedSecret (see ProbeLabel); ProbeNode seals it.
+	Secret string `json:"secret,omitempty"`
+	// SealedSecret is Secret sealed under the cluster secret.
+	SealedSecret []byte `json:"sealed_secret,omitempty"`
+}
+
+// PeerInfo describes one node of the cluster.
+type PeerInfo struct {
+	ID   string `json:"id"`
+	Addr string `json:"addr"` // management API, host:port
+	Raft string `json:"raft"` // Raft traffic, host:port
+	// Connected: the node answered the node that made this list just now.
+	Connected bool `json:"connected"`
+	Leader    bool `json:"leader,omitempty"`
+	// Self marks the node that made the list.
+	Self bool `json:"self,omitempty"`
+	// Error says why the node did not answer.
+	Error string `json:"error,omitempty"`
+}
+
+// ReplaceBrickRequest is the body of POST /v1/volumes/{name}/replace-brick:
+// brick Source ("host:/path") of a replicated or dispersed volume is
+// replaced by the new, empty directory Destination ("host:/path", on any
+// node of the cluster). Force allows a Destination on the root file
+// system (the CLI's required "commit force" sets it, as in GlusterFS); it
+// must be empty all the same.
+type ReplaceBrickRequest struct {
+	Source      string `json:"source"`
+	Destination string `json:"destination"`
+	Force       bool   `json:"force,omitempty"`
+}
+
+// AddBrickRequest asks to append bricks (whole replica or disperse sets)
+// to a volume.
+type AddBrickRequest struct {
+	Bricks []string `json:"bricks"`
+	// Force allows brick directories that are not empty or are on the
+	// root file system, as in CreateVolumeRequest.
+	Force bool `json:"force,omitempty"`
+}
+
+// Rebalance actions.
+const (
+	ActionStart  = "start"
+	ActionStop   = "stop"
+	ActionCommit = "commit"
+)
+
+// RebalanceRequest starts or stops a volume's rebalance; FixLayout
+// starts only its first phase (new directories get their place on the new
+// sets; no file moves).
+type RebalanceRequest struct {
+	Action    string `json:"action"`
+	FixLayout bool   `json:"fix_layout,omitempty"`
+}
+
+// RemoveBrickRequest drains bricks (start), stops that, or removes them
+// once drained (commit; with Force, even if files could not be moved:
+// they stay in the removed bricks' directories).
+type RemoveBrickRequest struct {
+	Action string   `json:"action"`
+	Bricks []string `json:"bricks"`
+	Force  bool     `json:"force,omitempty"`
+}
+
+// RebalanceStatus is a volume's task and each node's part of it.
+type RebalanceStatus struct {
+	Name  string         `json:"name"`
+	Task  *Task          `json:"task,omitempty"`
+	Nodes []NodeProgress `json:"nodes"`
+}
+
+// NodeProgress is one node's part of a task.
+type NodeProgress struct {
+	Node   string `json:"node"`
+	Host   string `json:"host"`
+	TaskID string `json:"task_id,omitempty"`
+	Status string `json:"status"` // not started, in progress, completed, failed, stopped
+	distribute.RebalanceStats
+	Started time.Time `json:"started,omitzero"`
+	Ended   time.Time `json:"ended,omitzero"`
+	// Elapsed is the run time in seconds; Rate files scanned per second;
+	// ETA the seconds left, estimated from the inodes its bricks use (-1:
+	// unknown).
+	Elapsed float64 `json:"elapsed"`
+	Rate    float64 `json:"rate"`
+	ETA     float64 `json:"eta"`
+	// Estimate is how many entries the node's source bricks hold (their
+	// used inodes), the base of ETA.
+	Estimate uint64 `json:"estimate,omitempty"`
+	Error    string `json:"error,omitempty"`
+	// Checkpoint is where a resumed run starts.
+	Checkpoint string `json:"checkpoint,omitempty"`
+}
+
+// LocalMigrateRequest asks a node to move the misplaced files whose data
+// is on the sets Sources (ids), with the graph of Spec.
+type LocalMigrateRequest struct {
+	Task    Task        `json:"task"`
+	Spec    volume.Spec `json:"spec"`
+	Sources []string    `json:"sources"`
+}
+
+// RevokeRequest revokes the certificate of serial number Serial
+// (lower-case hexadecimal), Note saying which (its name, when).
+type RevokeRequest struct {
+	Serial string `json:"serial"`
+	Note   string `json:"note,omitempty"`
 }
