@@ -1,11 +1,12 @@
 package e2e
 
 import (
-	"github.com/mortarfs/mortar/internal/kernelcache"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/mortarfs/mortar/internal/kernelcache"
 )
 
 // Two mounts of one volume with every cache on and timeouts of a minute

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/volume/options"
 
 	"github.com/mortarfs/mortar/volume"
@@ -49,7 +50,7 @@ type brickRun struct {
 }
 
 // volumeRunFor returns the run of volume v, making it if needed.
-func (n *Node) volumeRunFor(v *VolumeState) (*volumeRun, error) {
+func (n *Node) volumeRunFor(v *state.Volume) (*volumeRun, error) {
 	n.runMu.Lock()
 	defer n.runMu.Unlock()
 	if n.closing {
@@ -69,7 +70,7 @@ func (n *Node) volumeRunFor(v *VolumeState) (*volumeRun, error) {
 // others and the error says why; otherwise (start force, a node coming
 // back) the others keep running and the error lists the failures, which
 // status shows too.
-func (n *Node) startBricks(v *VolumeState, allOrNothing bool) error {
+func (n *Node) startBricks(v *state.Volume, allOrNothing bool) error {
 	vr, err := n.volumeRunFor(v)
 	if err != nil {
 		return err
@@ -103,7 +104,7 @@ func (n *Node) isRunning(vr *volumeRun, id string) bool {
 
 // startBrick starts brick b of v on the port it had, or on a free port
 // that it keeps from then on.
-func (n *Node) startBrick(vr *volumeRun, v *VolumeState, b BrickState) error {
+func (n *Node) startBrick(vr *volumeRun, v *state.Volume, b state.Brick) error {
 	n.writeAuth(v)
 	n.writeReserve(v)
 	n.writeFence(v)
@@ -125,7 +126,7 @@ func (n *Node) startBrick(vr *volumeRun, v *VolumeState, b BrickState) error {
 	})
 	if err == nil {
 		if port := portOf(proc.addr()); port != b.Port {
-			if err = n.store.Apply(Command{Op: OpSetBrickPort, Name: v.Name, Brick: b.ID, Port: port}); err != nil {
+			if err = n.store.Apply(state.Command{Op: state.OpSetBrickPort, Name: v.Name, Brick: b.ID, Port: port}); err != nil {
 				proc.stop(brickStopTimeout)
 			}
 		}
@@ -230,7 +231,7 @@ func (n *Node) restoreBricks() {
 	st := n.latestState()
 	for _, name := range st.VolumeNames() {
 		v := st.Volumes[name]
-		if v.Status != StatusStarted {
+		if v.Status != api.StatusStarted {
 			continue
 		}
 		if err := n.startBricks(v, false); err != nil {
@@ -282,7 +283,7 @@ func (n *Node) KillBrick(id string) error {
 }
 
 // brickStatus returns the live state of brick b of v.
-func (n *Node) brickStatus(st *State, v *VolumeState, b BrickState) api.BrickStatus {
+func (n *Node) brickStatus(st *state.State, v *state.Volume, b state.Brick) api.BrickStatus {
 	bs := api.BrickStatus{BrickInfo: brickInfo(st, b)}
 	if b.Node != n.id {
 		bs.Error = "served by another node"
@@ -315,7 +316,7 @@ func (vr *volumeRun) brick(id string) *brickRun {
 
 // diskUsage is what statfs says about b's file system; a failure is
 // noted in bs.Error unless that already says something.
-func (n *Node) diskUsage(b BrickState, bs *api.BrickStatus) *api.DiskUsage {
+func (n *Node) diskUsage(b state.Brick, bs *api.BrickStatus) *api.DiskUsage {
 	var sfs syscall.Statfs_t
 	if err := syscall.Statfs(b.Path, &sfs); err != nil {
 		if bs.Error == "" {
@@ -336,9 +337,9 @@ func (n *Node) diskUsage(b BrickState, bs *api.BrickStatus) *api.DiskUsage {
 // latestState is the newer of the state applied so far and the one this
 // node last applied before it restarted (state.json): without a quorum
 // yet, a restarted node may not have applied its whole log again.
-func (n *Node) latestState() *State {
+func (n *Node) latestState() *state.State {
 	st := n.store.State()
-	if cached := n.raft.cachedState(); cached.Index > st.Index {
+	if cached := n.raft.CachedState(); cached.Index > st.Index {
 		return cached
 	}
 	return st

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/raftstore"
+	"github.com/mortarfs/mortar/mgmt/state"
 )
 
 // Requests between nodes. A node answers every read (volume info, status,
@@ -32,7 +34,7 @@ import (
 //	POST   /v1/cluster/leave                 {} (this node was detached: become a one-node cluster)
 //	POST   /v1/local/volumes/{id}/start      LocalStartRequest → {}
 //	POST   /v1/local/volumes/{id}/stop       {}
-//	POST   /v1/local/volumes/{id}/status     VolumeState → []BrickStatus (this node's bricks)
+//	POST   /v1/local/volumes/{id}/status     state.Volume → []api.BrickStatus (this node's bricks)
 //	POST   /v1/local/bricks/mark             MarkRequest → {}
 //	POST   /v1/local/bricks/unmark           MarkRequest → {}
 //	POST   /v1/local/volumes/{id}/heal       HealRequest → FullHeal (this node's heal daemon: the sets it acts for)
@@ -44,7 +46,7 @@ const nodeCallTimeout = 30 * time.Second
 
 // LocalStartRequest asks a node to start its bricks of Volume.
 type LocalStartRequest struct {
-	Volume VolumeState `json:"volume"`
+	Volume state.Volume `json:"volume"`
 	// AllOrNothing: a brick that fails stops the node's other bricks of
 	// the volume (a volume being started).
 	AllOrNothing bool `json:"all_or_nothing,omitempty"`
@@ -75,7 +77,7 @@ func (n *Node) route(h http.Handler) http.Handler {
 			n.reply(w, r, 0, nil, api.Errorf(api.ErrInvalid, "bad request body: %v", err))
 			return
 		}
-		deadline := time.Now().Add(leaderWait + time.Second)
+		deadline := time.Now().Add(raftstore.LeaderWait + time.Second)
 		for {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			target, err := n.routeTarget(r)
@@ -146,10 +148,10 @@ func (n *Node) routeTarget(r *http.Request) (string, error) {
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		return "", nil
 	}
-	if err := n.raft.waitLeader(leaderWait); err != nil {
+	if err := n.raft.WaitLeader(raftstore.LeaderWait); err != nil {
 		return "", err
 	}
-	return n.raft.leader(), nil
+	return n.raft.Leader(), nil
 }
 
 // resetBrickTarget peeks at a reset-brick request's body for the brick
@@ -181,7 +183,7 @@ func (n *Node) resetBrickTarget(r *http.Request, name string) (string, error) {
 // daemon; the others stand by, and the one after a node that died takes
 // over. Two nodes that see the cluster differently may both act: the
 // bricks' heal leases keep them from healing one set at once.
-func (n *Node) actingHealNode(ctx context.Context, v *VolumeState) string {
+func (n *Node) actingHealNode(ctx context.Context, v *state.Volume) string {
 	seen := map[string]bool{}
 	for _, b := range v.Bricks {
 		if seen[b.Node] {
@@ -239,7 +241,7 @@ func (n *Node) proxy(w http.ResponseWriter, r *http.Request, id string, body []b
 	// other one had when it answered, so that the next request here (a
 	// mount after a start) sees the change.
 	if idx, err := strconv.ParseUint(resp.Header.Get(indexHeader), 10, 64); err == nil {
-		n.raft.waitApplied(r.Context(), idx, leaderWait)
+		n.raft.WaitApplied(r.Context(), idx, raftstore.LeaderWait)
 	}
 	w.WriteHeader(resp.StatusCode)
 	io.Copy(w, resp.Body) //nolint:errcheck // the client went away
@@ -257,7 +259,7 @@ type indexWriter struct {
 }
 
 func (w *indexWriter) WriteHeader(code int) {
-	w.Header().Set(indexHeader, strconv.FormatUint(w.n.raft.raft.AppliedIndex(), 10))
+	w.Header().Set(indexHeader, strconv.FormatUint(w.n.raft.AppliedIndex(), 10))
 	w.ResponseWriter.WriteHeader(code)
 }
 
@@ -274,7 +276,7 @@ func (n *Node) call(ctx context.Context, id, method, path string, body, out any)
 }
 
 // forwardApply sends cmd to the leader to commit.
-func (n *Node) forwardApply(ctx context.Context, leader string, cmd Command) error {
+func (n *Node) forwardApply(ctx context.Context, leader string, cmd state.Command) error {
 	return n.call(ctx, leader, http.MethodPost, "/v1/cluster/apply", cmd, nil)
 }
 
@@ -295,8 +297,8 @@ func handle[Req any](n *Node, fn func(r *http.Request, req Req) (any, error)) ht
 func (n *Node) clusterHandlers(mux *http.ServeMux) {
 	vid := func(r *http.Request) string { return r.PathValue("id") }
 	done := struct{}{}
-	mux.HandleFunc("POST /v1/cluster/apply", handle(n, func(r *http.Request, cmd Command) (any, error) {
-		if !n.raft.isLeader() {
+	mux.HandleFunc("POST /v1/cluster/apply", handle(n, func(r *http.Request, cmd state.Command) (any, error) {
+		if !n.raft.IsLeader() {
 			return nil, api.Errorf(api.ErrNoQuorum, "node %s does not lead the cluster (any more)", n.id)
 		}
 		return done, n.raft.ApplyContext(r.Context(), cmd)
@@ -319,7 +321,7 @@ func (n *Node) clusterHandlers(mux *http.ServeMux) {
 		n.stopLocalBrick(vid(r), r.PathValue("brick"))
 		return done, nil
 	}))
-	mux.HandleFunc("POST /v1/local/volumes/{id}/status", handle(n, func(r *http.Request, v VolumeState) (any, error) {
+	mux.HandleFunc("POST /v1/local/volumes/{id}/status", handle(n, func(r *http.Request, v state.Volume) (any, error) {
 		return n.localStatus(&v), nil
 	}))
 	mux.HandleFunc("POST /v1/local/bricks/mark", handle(n, func(r *http.Request, req MarkRequest) (any, error) {
@@ -337,7 +339,7 @@ func (n *Node) clusterHandlers(mux *http.ServeMux) {
 }
 
 // localStatus is the live state of this node's bricks of v.
-func (n *Node) localStatus(v *VolumeState) []api.BrickStatus {
+func (n *Node) localStatus(v *state.Volume) []api.BrickStatus {
 	st := n.store.State()
 	out := []api.BrickStatus{}
 	for _, b := range v.Bricks {
@@ -357,7 +359,7 @@ func (n *Node) onNode(ctx context.Context, id string, local func() error, method
 }
 
 // nodesOf returns the nodes that serve bricks of v, in brick order.
-func nodesOf(v *VolumeState) []string {
+func nodesOf(v *state.Volume) []string {
 	var ids []string
 	seen := map[string]bool{}
 	for _, b := range v.Bricks {

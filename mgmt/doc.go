@@ -31,18 +31,18 @@
 //
 // # State
 //
-// The cluster State changes only by Commands applied in order by a Store.
-// State.Apply is deterministic and does no I/O; everything that touches
+// The cluster state (package mgmt/state) changes only by state.Commands
+// applied in order by a Store. state.State.Apply is deterministic and does no I/O; everything that touches
 // disks (marking bricks, opening them) happens in the node before or after
 // the command; a brick's port is recorded by a command too. The Store is
-// a Raft log (raftStore, hashicorp/raft over bbolt in DATA/raft; see
-// raft.go): every node is a voter, and one node is a valid cluster of its
+// a Raft log (package mgmt/raftstore, hashicorp/raft over bbolt in
+// DATA/raft): every node is a voter, and one node is a valid cluster of its
 // own until `peer probe` joins it to another. Each node also writes the
-// State it applied to DATA/state.json, which it starts its bricks from
+// state it applied to DATA/state.json, which it starts its bricks from
 // when it restarts without a quorum.
 //
-// The package still does several jobs at once (issue 16): the replicated
-// state and its FSM (state.go, raft.go), the HTTP API's server (api.go),
+// The package still does several jobs at once (issue 16): the HTTP
+// API's server (api.go),
 // request forwarding to the leader (cluster.go), the brick
 // supervisor and brick host (bricks.go, muxrunner.go, procrunner.go,
 // brickhost.go, takeup.go), the heal daemon (heal.go, healcmd.go) and

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -84,13 +85,13 @@ func TestNodesThatCannotTellCountUnfenced(t *testing.T) {
 	defer older.Close()
 	nodes := map[string]string{"older": older.Listener.Addr().String(), "hung": hungListener(t), "idle": older.Listener.Addr().String()}
 	for id, addr := range nodes {
-		if err := n.store.Apply(Command{Op: OpSetNode, Node: &NodeState{ID: id, Addr: addr}}); err != nil {
+		if err := n.store.Apply(state.Command{Op: state.OpSetNode, Node: &state.Node{ID: id, Addr: addr}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	v := &VolumeState{Name: "sv", ID: "5e5e5e5e-0000-1111-2222-333333333333", Type: volume.Distribute, Bricks: []BrickState{
+	v := &state.Volume{Name: "sv", ID: "5e5e5e5e-0000-1111-2222-333333333333", Type: volume.Distribute, Bricks: []state.Brick{
 		{ID: "b-older", Node: "older", Host: "h1", Path: "/b"}, {ID: "b-hung", Node: "hung", Host: "h2", Path: "/b"}}}
-	if err := n.store.Apply(Command{Op: OpCreateVolume, Volume: v}); err != nil {
+	if err := n.store.Apply(state.Command{Op: state.OpCreateVolume, Volume: v}); err != nil {
 		t.Fatal(err)
 	}
 	l := n.laggingEverywhere(ctx, "sv", 1, 1)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/volume/options"
 
 	"github.com/mortarfs/mortar/heal"
@@ -105,7 +106,7 @@ type healRun struct {
 // startHeal starts the heal daemon of v, a volume whose bricks vr has just
 // started, or has the running one look at the bricks again (their ports
 // may be new).
-func (n *Node) startHeal(vr *volumeRun, v *VolumeState) {
+func (n *Node) startHeal(vr *volumeRun, v *state.Volume) {
 	if !healable(v) {
 		return
 	}
@@ -258,7 +259,7 @@ func (d *healDaemon) actsFor(si int) bool {
 // actingSets says, for each set of v, whether this node heals it: the
 // first node, in the set's brick order, that answers (asked with
 // answers, each node once) is this one.
-func (n *Node) actingSets(ctx context.Context, v *VolumeState, answers func(context.Context, string) bool) []bool {
+func (n *Node) actingSets(ctx context.Context, v *state.Volume, answers func(context.Context, string) bool) []bool {
 	nodeOf := map[string]string{}
 	for _, b := range v.Bricks {
 		nodeOf[b.ID] = b.Node

@@ -11,6 +11,7 @@ import (
 	"github.com/mortarfs/mortar/heal"
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -118,8 +119,8 @@ func (d *healDaemon) splitBrain(ctx context.Context) (api.SplitBrainInfo, error)
 
 // healDaemonOf returns the heal daemon of volume name, refusing a volume
 // that is neither replicated nor dispersed, or not started.
-func (n *Node) healDaemonOf(name string) (*healDaemon, *VolumeState, error) {
-	v, err := n.store.State().volume(name)
+func (n *Node) healDaemonOf(name string) (*healDaemon, *state.Volume, error) {
+	v, err := n.store.State().Volume(name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -140,17 +141,17 @@ func (n *Node) healDaemonOf(name string) (*healDaemon, *VolumeState, error) {
 
 // healable reports whether v has copies or fragments to heal from:
 // replicated and dispersed volumes.
-func healable(v *VolumeState) bool {
+func healable(v *state.Volume) bool {
 	return v.Type == volume.Replicate || v.Type == volume.Disperse
 }
 
 // checkHealableStarted refuses a volume that is neither replicated nor
 // dispersed (saying why: what) or not started.
-func checkHealableStarted(v *VolumeState, why string) error {
+func checkHealableStarted(v *state.Volume, why string) error {
 	if !healable(v) {
 		return api.Errorf(api.ErrInvalid, "volume %s is neither replicated nor dispersed: %s", v.Name, why)
 	}
-	if v.Status != StatusStarted {
+	if v.Status != api.StatusStarted {
 		return api.Errorf(api.ErrState, "volume %s is not started (mortar volume start %s)", v.Name, v.Name)
 	}
 	return nil
@@ -184,7 +185,7 @@ func (d *healDaemon) localHeal(full bool) (api.FullHeal, error) {
 
 // otherHealNodes runs fn for each other node serving a brick of v, at
 // once, each within peerPingTimeout, and waits.
-func (n *Node) otherHealNodes(ctx context.Context, v *VolumeState, fn func(ctx context.Context, id string)) {
+func (n *Node) otherHealNodes(ctx context.Context, v *state.Volume, fn func(ctx context.Context, id string)) {
 	var wg sync.WaitGroup
 	for _, id := range nodesOf(v) {
 		if id == n.id {
@@ -294,7 +295,7 @@ func (n *Node) resolveSplitBrain(ctx context.Context, name string, req api.Split
 // checkResolve checks a split-brain resolution request, cleans its path
 // and makes its source the brick's name as the volume has it. It returns
 // the replica set of the source brick, or -1.
-func (n *Node) checkResolve(ctx context.Context, v *VolumeState, req *api.SplitBrainRequest) (int, error) {
+func (n *Node) checkResolve(ctx context.Context, v *state.Volume, req *api.SplitBrainRequest) (int, error) {
 	set := -1
 	switch req.Policy {
 	case api.PolicyLatestMtime, api.PolicyBiggerFile:

@@ -11,8 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mortarfs/mortar/internal/atomicfile"
 	"github.com/mortarfs/mortar/layer/distribute"
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -227,7 +229,7 @@ func (n *Node) loadProgress(vid string) api.NodeProgress {
 
 func (n *Node) saveProgress(vid string, p api.NodeProgress) {
 	if err := os.MkdirAll(filepath.Dir(n.progressPath(vid)), 0o700); err == nil {
-		err = writeJSONAtomic(n.progressPath(vid), p)
+		err = atomicfile.WriteJSON(n.progressPath(vid), p)
 		if err == nil {
 			return
 		}
@@ -246,7 +248,7 @@ func (n *Node) inodesOf(spec volume.Spec, ids []string) uint64 {
 			continue
 		}
 		var bs api.BrickStatus
-		if du := n.diskUsage(BrickState{Path: b.Path}, &bs); du != nil {
+		if du := n.diskUsage(state.Brick{Path: b.Path}, &bs); du != nil {
 			total += du.Inodes - du.InodesFree
 		}
 	}

@@ -15,8 +15,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mortarfs/mortar/internal/atomicfile"
 	"github.com/mortarfs/mortar/internal/proof"
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/raftstore"
+	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/tlsconf"
 )
 
@@ -32,8 +35,8 @@ type Node struct {
 	dir      string
 	lock     *os.File
 	store    Store
-	raft     *raftStore // the same store, with its cluster operations
-	raftAddr string     // advertised address of the Raft traffic
+	raft     *raftstore.Store // the same store, with its cluster operations
+	raftAddr string           // advertised address of the Raft traffic
 	raftLn   net.Listener
 	peerHTTP *http.Client           // requests to other nodes
 	dial     dialFunc               // connects to bricks (nil: plain TCP)
@@ -103,8 +106,8 @@ func Start(cfg Config) (*Node, error) {
 	n.restoreBricks()
 	n.runner.settle()
 	n.serve()
-	n.raft.onChange(n.changed)
-	n.raft.onLead(n.resumeTasks)
+	n.raft.OnChange(n.changed)
+	n.raft.OnLead(n.resumeTasks)
 	n.resumeTasks()
 	n.log.Info("node started", "id", n.id, "listen", n.ln.Addr().String(), "advertise", n.addr, "data", n.dir, "brick-processes", cfg.BrickExec != "")
 	return n, nil
@@ -145,16 +148,16 @@ func (n *Node) open(cfg Config) error {
 	}
 	if port := portOf(n.raftLn.Addr().String()); port != ident.RaftPort {
 		ident.RaftPort = port
-		if err := writeJSONAtomic(idPath, ident); err != nil {
+		if err := atomicfile.WriteJSON(idPath, ident); err != nil {
 			return fmt.Errorf("save node identity: %w", err)
 		}
 	}
 	advHost, _ := api.SplitHostPortDefault(n.addr)
 	n.raftAddr = net.JoinHostPort(advHost, strconv.Itoa(portOf(n.raftLn.Addr().String())))
-	if n.raft, err = openRaftStore(cfg.DataDir, n.id, n.raftLn, n.raftAddr, n.tls, n.secret, n.log); err != nil {
+	if n.raft, err = raftstore.Open(cfg.DataDir, n.id, n.raftLn, n.raftAddr, n.tls, n.secret, n.log); err != nil {
 		return err
 	}
-	n.raft.forward = n.forwardApply
+	n.raft.SetForward(n.forwardApply)
 	n.store = n.raft
 	n.brickHost, _, _ = net.SplitHostPort(cfg.Listen)
 	if cfg.BrickExec != "" {
@@ -304,16 +307,16 @@ func listenRaft(cfg Config, api net.Addr, kept int) (net.Listener, error) {
 // cluster whose peers are down registers in the background, and meanwhile
 // serves from the state it last applied.
 func (n *Node) settle() {
-	if n.raft.voters() <= 1 {
-		if err := n.raft.waitLeader(leaderWait); err != nil {
+	if n.raft.Voters() <= 1 {
+		if err := n.raft.WaitLeader(raftstore.LeaderWait); err != nil {
 			n.log.Warn("no leader yet", "err", err)
 		}
-		n.raft.catchUp(leaderWait)
+		n.raft.CatchUp(raftstore.LeaderWait)
 		n.register()
 		return
 	}
-	if n.raft.waitLeader(3*time.Second) == nil {
-		n.raft.catchUp(3 * time.Second)
+	if n.raft.WaitLeader(3*time.Second) == nil {
+		n.raft.CatchUp(3 * time.Second)
 	}
 	n.wg.Go(n.register)
 }
@@ -360,7 +363,7 @@ func (n *Node) reconcile() {
 			n.writeAuth(v)    // auth.allow or auth.reject may have changed
 			n.writeReserve(v) // or storage.reserve
 			n.writeFence(v)   // or the layout
-			if v.Status != StatusStarted || !slices.ContainsFunc(v.Bricks, func(b BrickState) bool { return b.Node == n.id }) {
+			if v.Status != api.StatusStarted || !slices.ContainsFunc(v.Bricks, func(b state.Brick) bool { return b.Node == n.id }) {
 				continue
 			}
 			n.runMu.Lock()

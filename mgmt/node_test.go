@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/volume/options"
 
 	"github.com/mortarfs/mortar/brick/posix"
@@ -69,7 +70,7 @@ func TestVolumeLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	if vi.Status != StatusCreated || vi.Type != "distribute" || len(vi.Bricks) != 2 || vi.Bricks[1].Name() != "127.0.0.1:"+dirs[1] {
+	if vi.Status != api.StatusCreated || vi.Type != "distribute" || len(vi.Bricks) != 2 || vi.Bricks[1].Name() != "127.0.0.1:"+dirs[1] {
 		t.Fatalf("created volume: %+v", vi)
 	}
 	if mark, err := posix.ReadMark(dirs[0]); err != nil || mark != vi.ID {
@@ -89,7 +90,7 @@ func TestVolumeLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, b := range st.Bricks {
-		if !b.Online || b.Disk == nil || b.Disk.Total == 0 || b.Port == 0 || b.Addr != brickAddr(n.Addr(), b.Port) || b.Addr == n.Addr() {
+		if !b.Online || b.Disk == nil || b.Disk.Total == 0 || b.Port == 0 || b.Addr != state.BrickAddr(n.Addr(), b.Port) || b.Addr == n.Addr() {
 			t.Fatalf("brick status: %+v (node addr %s)", b, n.Addr())
 		}
 	}
@@ -224,15 +225,15 @@ func TestRestartKeepsVolumes(t *testing.T) {
 		t.Fatalf("node id changed over a restart: %s → %s", oldID, n2.ID())
 	}
 	st, err := c2.Status(ctx, "up")
-	if err != nil || st.Status != StatusStarted || !st.Bricks[0].Online {
+	if err != nil || st.Status != api.StatusStarted || !st.Bricks[0].Online {
 		t.Fatalf("started volume after restart: %+v, %v", st, err)
 	}
 	spec, err := c2.Spec(ctx, "up")
-	if err != nil || spec.Bricks[0].Addr != brickAddr(n2.Addr(), st.Bricks[0].Port) {
+	if err != nil || spec.Bricks[0].Addr != state.BrickAddr(n2.Addr(), st.Bricks[0].Port) {
 		t.Fatalf("spec after restart: %+v, %v (node at %s)", spec, err, n2.Addr())
 	}
 	vi, err := c2.Info(ctx, "down")
-	if err != nil || vi.Status != StatusCreated || vi.Options[options.OptEntryTimeout] != "3" {
+	if err != nil || vi.Status != api.StatusCreated || vi.Options[options.OptEntryTimeout] != "3" {
 		t.Fatalf("created volume after restart: %+v, %v", vi, err)
 	}
 	if st, _ := c2.Status(ctx, "down"); st.Bricks[0].Online {

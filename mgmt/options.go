@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/volume"
 	"github.com/mortarfs/mortar/volume/options"
 )
@@ -31,7 +32,7 @@ var optionVolumeTypes = map[string][]string{
 var typeAdjective = map[string]string{volume.Distribute: "distribute", volume.Replicate: "replicated", volume.Disperse: "dispersed"}
 
 // checkVolumeType refuses an option that means nothing for v's type.
-func checkVolumeType(v *VolumeState, key string) error {
+func checkVolumeType(v *state.Volume, key string) error {
 	types, ok := optionVolumeTypes[key]
 	if !ok || slices.Contains(types, v.Type) {
 		return nil
@@ -53,11 +54,11 @@ func checkVolumeType(v *VolumeState, key string) error {
 // checkVolumeOption checks what depends on the volume as well as the
 // value: the volume's type, and a fixed quorum cannot exceed the replica
 // count.
-func checkVolumeOption(v *VolumeState, key, value string) error {
+func checkVolumeOption(v *state.Volume, key, value string) error {
 	if err := checkVolumeType(v, key); err != nil {
 		return err
 	}
-	if key == options.OptEncryption && v.Status != StatusCreated && v.Options[options.OptEncryption] != value {
+	if key == options.OptEncryption && v.Status != api.StatusCreated && v.Options[options.OptEncryption] != value {
 		return api.Errorf(api.ErrState, "option %s can change only before the volume's first start: files already written would be unreadable (create a new volume and copy)", key)
 	}
 	if key != options.OptQuorumCount || v.Replica == 0 {

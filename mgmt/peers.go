@@ -15,6 +15,7 @@ import (
 
 	"github.com/mortarfs/mortar/brick/posix"
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/state"
 )
 
 // Peers: `peer probe HOST` adds the node running at HOST to the cluster,
@@ -43,14 +44,14 @@ func (n *Node) peerHandlers(mux *http.ServeMux) {
 // nodeInfo describes this node.
 func (n *Node) nodeInfo() api.NodeInfo {
 	st := n.store.State()
-	return api.NodeInfo{ID: n.id, Addr: n.addr, Raft: n.raftAddr, Leader: n.raft.leader(),
+	return api.NodeInfo{ID: n.id, Addr: n.addr, Raft: n.raftAddr, Leader: n.raft.Leader(),
 		Peers: len(st.Nodes), Volumes: len(st.Volumes)}
 }
 
 // peers lists every node with whether it answers now.
 func (n *Node) peers(ctx context.Context) []api.PeerInfo {
 	st := n.store.State()
-	leader := n.raft.leader()
+	leader := n.raft.Leader()
 	out := make([]api.PeerInfo, 0, len(st.Nodes))
 	for _, id := range st.NodeIDs() {
 		ns := st.Nodes[id]
@@ -122,11 +123,11 @@ func (n *Node) probe(ctx context.Context, req api.ProbeRequest) (api.PeerInfo, e
 	if err := target.Do(ctx, http.MethodPost, "/v1/cluster/join", join, &joined); err != nil {
 		return api.PeerInfo{}, fmt.Errorf("peer probe %s: %w", host, err)
 	}
-	if err := n.raft.addVoter(joined.ID, joined.Raft); err != nil {
+	if err := n.raft.AddVoter(joined.ID, joined.Raft); err != nil {
 		return api.PeerInfo{}, fmt.Errorf("peer probe %s: %w", host, err)
 	}
-	ns := NodeState{ID: joined.ID, Addr: joined.Addr, Raft: joined.Raft}
-	if err := n.store.Apply(Command{Op: OpSetNode, Node: &ns}); err != nil {
+	ns := state.Node{ID: joined.ID, Addr: joined.Addr, Raft: joined.Raft}
+	if err := n.store.Apply(state.Command{Op: state.OpSetNode, Node: &ns}); err != nil {
 		return api.PeerInfo{}, fmt.Errorf("peer probe %s: %w", host, err)
 	}
 	n.log.Info("peer added", "node", joined.ID, "addr", joined.Addr, "raft", joined.Raft)
@@ -151,7 +152,7 @@ func (n *Node) join(req api.JoinRequest) (api.NodeInfo, error) {
 			return api.NodeInfo{}, err
 		}
 	}
-	if err := n.raft.rejoin(false); err != nil {
+	if err := n.raft.Rejoin(false); err != nil {
 		return api.NodeInfo{}, err
 	}
 	n.log.Info("left its own cluster to join node's", "leader", req.Leader)
@@ -168,7 +169,7 @@ func (n *Node) leave() error {
 			return err
 		}
 	}
-	if err := n.raft.rejoin(true); err != nil {
+	if err := n.raft.Rejoin(true); err != nil {
 		return err
 	}
 	n.log.Info("detached from the cluster; now a cluster of one, with a secret of its own")
@@ -190,14 +191,14 @@ func (n *Node) detach(ctx context.Context, host string) error {
 		return api.Errorf(api.ErrInvalid, "peer detach %s: it is the only node of the cluster", host)
 	}
 	for _, name := range st.VolumeNames() {
-		if slices.ContainsFunc(st.Volumes[name].Bricks, func(b BrickState) bool { return b.Node == id }) {
+		if slices.ContainsFunc(st.Volumes[name].Bricks, func(b state.Brick) bool { return b.Node == id }) {
 			return api.Errorf(api.ErrState, "peer detach %s: it serves bricks of volume %s (remove or replace them first)", host, name)
 		}
 	}
-	if err := n.store.Apply(Command{Op: OpRemoveNode, Name: id}); err != nil {
+	if err := n.store.Apply(state.Command{Op: state.OpRemoveNode, Name: id}); err != nil {
 		return err
 	}
-	if err := n.raft.removeServer(id); err != nil {
+	if err := n.raft.RemoveServer(id); err != nil {
 		return err
 	}
 	n.log.Info("peer detached", "node", id, "host", host)
@@ -221,7 +222,7 @@ func (n *Node) detach(ctx context.Context, host string) error {
 // that host, one whose host resolves to the same addresses, or, in a
 // one-node cluster, this node when host is one of this machine's names
 // (localhost, a loopback address, its host name).
-func (n *Node) nodeForHost(ctx context.Context, st *State, host string) (string, error) {
+func (n *Node) nodeForHost(ctx context.Context, st *state.State, host string) (string, error) {
 	host = strings.Trim(host, "[]")
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
@@ -267,7 +268,7 @@ func (n *Node) register() {
 		if old, ok := st.Nodes[n.id]; ok && old.Addr == n.addr && old.Raft == n.raftAddr {
 			return
 		}
-		err := n.store.Apply(Command{Op: OpSetNode, Node: &NodeState{ID: n.id, Addr: n.addr, Raft: n.raftAddr}})
+		err := n.store.Apply(state.Command{Op: state.OpSetNode, Node: &state.Node{ID: n.id, Addr: n.addr, Raft: n.raftAddr}})
 		if err == nil {
 			return
 		}

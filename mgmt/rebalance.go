@@ -12,6 +12,7 @@ import (
 
 	"github.com/mortarfs/mortar/layer/distribute"
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -88,7 +89,7 @@ func (n *Node) addBrick(ctx context.Context, name string, req api.AddBrickReques
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
 	st := n.store.State()
-	v, err := st.volume(name)
+	v, err := st.Volume(name)
 	if err != nil {
 		return api.VolumeInfo{}, err
 	}
@@ -105,12 +106,12 @@ func (n *Node) addBrick(ctx context.Context, name string, req api.AddBrickReques
 	if len(req.Bricks) == 0 || len(req.Bricks)%set != 0 {
 		return api.VolumeInfo{}, api.Errorf(api.ErrInvalid, "add-brick %s: give whole sets: a multiple of %d bricks, not %d", name, set, len(req.Bricks))
 	}
-	lay := layout{typ: v.Type, replica: v.Replica, arbiter: slices.ContainsFunc(v.Bricks, func(b BrickState) bool { return b.Arbiter })}
+	lay := layout{typ: v.Type, replica: v.Replica, arbiter: slices.ContainsFunc(v.Bricks, func(b state.Brick) bool { return b.Arbiter })}
 	bricks, err := n.planBricks(ctx, st, api.CreateVolumeRequest{Name: name, Bricks: req.Bricks}, lay)
 	if err != nil {
 		return api.VolumeInfo{}, err
 	}
-	var marked []BrickState
+	var marked []state.Brick
 	for _, b := range bricks {
 		mr := MarkRequest{Path: b.Path, VolumeID: v.ID, Force: req.Force}
 		if err := n.onNode(ctx, b.Node, func() error { return markBrick(mr, n.dir) }, http.MethodPost, "/v1/local/bricks/mark", mr); err != nil {
@@ -119,12 +120,12 @@ func (n *Node) addBrick(ctx context.Context, name string, req api.AddBrickReques
 		}
 		marked = append(marked, b)
 	}
-	if err := n.store.Apply(Command{Op: OpAddBricks, Name: name, Volume: &VolumeState{Bricks: bricks}}); err != nil {
+	if err := n.store.Apply(state.Command{Op: state.OpAddBricks, Name: name, Volume: &state.Volume{Bricks: bricks}}); err != nil {
 		n.unmarkAll(ctx, marked)
 		return api.VolumeInfo{}, err
 	}
-	if v.Status == StatusStarted {
-		nv, _ := n.store.State().volume(name)
+	if v.Status == api.StatusStarted {
+		nv, _ := n.store.State().Volume(name)
 		if err := n.startNodes(ctx, nv, false); err != nil {
 			return api.VolumeInfo{}, fmt.Errorf("add-brick %s: bricks added, but %w (mortar volume start %s force)", name, err, name)
 		}
@@ -157,7 +158,7 @@ func (n *Node) rebalance(ctx context.Context, name string, req api.RebalanceRequ
 // removeBrick drains, stops draining, or removes bricks (leader).
 func (n *Node) removeBrick(ctx context.Context, name string, req api.RemoveBrickRequest) (api.RebalanceStatus, error) {
 	st := n.store.State()
-	v, err := st.volume(name)
+	v, err := st.Volume(name)
 	if err != nil {
 		return api.RebalanceStatus{}, err
 	}
@@ -186,11 +187,11 @@ func (n *Node) removeBrick(ctx context.Context, name string, req api.RemoveBrick
 
 // removedSets checks that bricks (host:/path) make whole sets of v, not
 // all of them, and returns the ids of every brick of those sets.
-func (n *Node) removedSets(ctx context.Context, st *State, v *VolumeState, bricks []string) ([]string, error) {
+func (n *Node) removedSets(ctx context.Context, st *state.State, v *state.Volume, bricks []string) ([]string, error) {
 	if len(bricks) == 0 {
 		return nil, api.Errorf(api.ErrInvalid, "remove-brick %s: no bricks given", v.Name)
 	}
-	spec := layoutSpec(v)
+	spec := state.LayoutSpec(v)
 	sets := spec.Sets()
 	chosen := map[string]bool{}
 	for _, s := range bricks {
@@ -231,11 +232,11 @@ func (n *Node) startTask(name, kind string, removing []string) error {
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
 	st := n.store.State()
-	v, err := st.volume(name)
+	v, err := st.Volume(name)
 	if err != nil {
 		return err
 	}
-	if v.Status != StatusStarted {
+	if v.Status != api.StatusStarted {
 		return api.Errorf(api.ErrState, "volume %s is not started (mortar volume start %s)", name, name)
 	}
 	if t := v.Task; t != nil && t.Status == api.TaskRunning {
@@ -248,7 +249,7 @@ func (n *Node) startTask(name, kind string, removing []string) error {
 		return api.Errorf(api.ErrState, "volume %s: another remove-brick is pending; commit or finish it first", name)
 	}
 	task := &api.Task{ID: newID(), Kind: kind, Status: api.TaskRunning, Removing: removing, Started: time.Now().UTC()}
-	if err := n.store.Apply(Command{Op: OpSetTask, Name: name, Volume: &VolumeState{Task: task}}); err != nil {
+	if err := n.store.Apply(state.Command{Op: state.OpSetTask, Name: name, Volume: &state.Volume{Task: task}}); err != nil {
 		return err
 	}
 	n.log.Info("task started", "volume", name, "kind", kind, "task", task.ID)
@@ -260,7 +261,7 @@ func (n *Node) startTask(name, kind string, removing []string) error {
 func (n *Node) stopTask(ctx context.Context, name, kind string) error {
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
-	v, err := n.store.State().volume(name)
+	v, err := n.store.State().Volume(name)
 	if err != nil {
 		return err
 	}
@@ -270,7 +271,7 @@ func (n *Node) stopTask(ctx context.Context, name, kind string) error {
 	}
 	done := *t
 	done.Status, done.Ended = api.TaskStopped, time.Now().UTC()
-	if err := n.store.Apply(Command{Op: OpSetTask, Name: name, Volume: &VolumeState{Task: &done}}); err != nil {
+	if err := n.store.Apply(state.Command{Op: state.OpSetTask, Name: name, Volume: &state.Volume{Task: &done}}); err != nil {
 		return err
 	}
 	for _, id := range nodesOf(v) {
@@ -290,7 +291,7 @@ func orDefault(s, def string) string {
 }
 
 // commitRemove removes drained bricks from the volume (leader).
-func (n *Node) commitRemove(ctx context.Context, v *VolumeState, ids []string, force bool) error {
+func (n *Node) commitRemove(ctx context.Context, v *state.Volume, ids []string, force bool) error {
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
 	t := v.Task
@@ -307,13 +308,13 @@ func (n *Node) commitRemove(ctx context.Context, v *VolumeState, ids []string, f
 			return err
 		}
 	}
-	var gone []BrickState
+	var gone []state.Brick
 	for _, b := range v.Bricks {
 		if slices.Contains(ids, b.ID) {
 			gone = append(gone, b)
 		}
 	}
-	if err := n.store.Apply(Command{Op: OpRemoveBricks, Name: v.Name, Volume: &VolumeState{Bricks: gone}}); err != nil {
+	if err := n.store.Apply(state.Command{Op: state.OpRemoveBricks, Name: v.Name, Volume: &state.Volume{Bricks: gone}}); err != nil {
 		return err
 	}
 	for _, b := range gone {
@@ -332,7 +333,7 @@ func (n *Node) commitRemove(ctx context.Context, v *VolumeState, ids []string, f
 // checkDrained fails unless the sets of bricks ids hold no file: a client
 // may have renamed one into a directory the drain had passed, or a client
 // late to take the new layout made one there.
-func (n *Node) checkDrained(ctx context.Context, v *VolumeState, ids []string) error {
+func (n *Node) checkDrained(ctx context.Context, v *state.Volume, ids []string) error {
 	spec := n.store.State().Spec(v)
 	var sets []string
 	for _, set := range spec.Sets() {
@@ -404,7 +405,7 @@ func (n *Node) cancelOnClose(ctx context.Context, cancel context.CancelFunc) {
 
 // resumeTasks takes over the running tasks when this node leads.
 func (n *Node) resumeTasks() {
-	if !n.raft.isLeader() {
+	if !n.raft.IsLeader() {
 		return
 	}
 	st := n.store.State()
@@ -417,11 +418,11 @@ func (n *Node) resumeTasks() {
 }
 
 // taskVolume returns the volume with id vid if its running task is tid.
-func (n *Node) taskVolume(vid, tid string) (*State, *VolumeState, bool) {
+func (n *Node) taskVolume(vid, tid string) (*state.State, *state.Volume, bool) {
 	st := n.store.State()
 	for _, v := range st.Volumes {
 		if v.ID == vid {
-			return st, v, v.Task != nil && v.Task.ID == tid && v.Task.Status == api.TaskRunning && n.raft.isLeader()
+			return st, v, v.Task != nil && v.Task.ID == tid && v.Task.Status == api.TaskRunning && n.raft.IsLeader()
 		}
 	}
 	return st, nil, false
@@ -434,14 +435,14 @@ func (n *Node) runTask(ctx context.Context, vid, tid string) error {
 	if !ok {
 		return nil
 	}
-	cur := currentLayout(v)
+	cur := state.CurrentLayout(v)
 	target := cur
 	if v.Task.Kind == api.TaskRemoveBrick {
 		for _, id := range v.Task.Removing {
 			target = target.Without(id)
 		}
 	} else {
-		for _, id := range setIDs(v) {
+		for _, id := range state.SetIDs(v) {
 			target = target.With(id)
 		}
 	}
@@ -455,7 +456,7 @@ func (n *Node) runTask(ctx context.Context, vid, tid string) error {
 			return nil
 		}
 		prev := cur
-		if err := n.store.Apply(Command{Op: OpSetLayout, Name: v.Name, Volume: &VolumeState{Layout: &target, Previous: &prev}}); err != nil {
+		if err := n.store.Apply(state.Command{Op: state.OpSetLayout, Name: v.Name, Volume: &state.Volume{Layout: &target, Previous: &prev}}); err != nil {
 			return err
 		}
 		n.log.Info("new layout set", "volume", v.Name, "task", tid)
@@ -580,9 +581,9 @@ func (n *Node) progressOf(ctx context.Context, node, vid string) (api.NodeProgre
 // taskSources maps each node to the sets whose files it moves: the sets
 // whose first brick it serves, all of them for a rebalance, the removed
 // ones for a remove-brick.
-func (n *Node) taskSources(v *VolumeState) map[string][]string {
+func (n *Node) taskSources(v *state.Volume) map[string][]string {
 	out := map[string][]string{}
-	spec := layoutSpec(v)
+	spec := state.LayoutSpec(v)
 	for _, set := range spec.Sets() {
 		id := set[0].ID
 		if v.Task.Kind == api.TaskRemoveBrick && !slices.Contains(v.Task.Removing, id) {
@@ -599,14 +600,14 @@ func (n *Node) taskSources(v *VolumeState) map[string][]string {
 
 // finishTask ends a migration that every node completed: with nothing
 // left behind, a rebalance drops the previous layout.
-func (n *Node) finishTask(v *VolumeState, tid string, leftover []string) error {
+func (n *Node) finishTask(v *state.Volume, tid string, leftover []string) error {
 	if len(leftover) > 0 {
 		n.endTask(v.ID, tid, api.TaskCompleted, "files left in place: "+strings.Join(leftover, "; ")+"; run start again")
 		return nil
 	}
 	if v.Task.Kind == api.TaskRebalance && v.Layout != nil {
 		l := *v.Layout
-		if err := n.store.Apply(Command{Op: OpSetLayout, Name: v.Name, Volume: &VolumeState{Layout: &l}}); err != nil {
+		if err := n.store.Apply(state.Command{Op: state.OpSetLayout, Name: v.Name, Volume: &state.Volume{Layout: &l}}); err != nil {
 			return err
 		}
 	}
@@ -622,7 +623,7 @@ func (n *Node) endTask(vid, tid, status, why string) {
 	}
 	t := *v.Task
 	t.Status, t.Error, t.Ended = status, why, time.Now().UTC()
-	if err := n.store.Apply(Command{Op: OpSetTask, Name: v.Name, Volume: &VolumeState{Task: &t}}); err != nil {
+	if err := n.store.Apply(state.Command{Op: state.OpSetTask, Name: v.Name, Volume: &state.Volume{Task: &t}}); err != nil {
 		n.log.Error("recording the end of a task failed", "volume", v.Name, "err", err)
 		return
 	}
@@ -632,7 +633,7 @@ func (n *Node) endTask(vid, tid, status, why string) {
 // rebalanceStatus gathers every node's progress on the volume's task.
 func (n *Node) rebalanceStatus(ctx context.Context, name string) (api.RebalanceStatus, error) {
 	st := n.store.State()
-	v, err := st.volume(name)
+	v, err := st.Volume(name)
 	if err != nil {
 		return api.RebalanceStatus{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/state"
 )
 
 // replaceSettle bounds how long the destination's node may take to see
@@ -28,7 +29,7 @@ const replaceSettle = 10 * time.Second
 func (n *Node) replaceBrick(ctx context.Context, name string, req api.ReplaceBrickRequest) (api.VolumeInfo, error) {
 	n.opMu.Lock()
 	st := n.store.State()
-	v, err := st.volume(name)
+	v, err := st.Volume(name)
 	if err != nil {
 		n.opMu.Unlock()
 		return api.VolumeInfo{}, err
@@ -52,7 +53,7 @@ func (n *Node) replaceBrick(ctx context.Context, name string, req api.ReplaceBri
 		n.opMu.Unlock()
 		return api.VolumeInfo{}, err
 	}
-	nb := BrickState{ID: old.ID, Node: node, Host: host, Path: path, Arbiter: old.Arbiter}
+	nb := state.Brick{ID: old.ID, Node: node, Host: host, Path: path, Arbiter: old.Arbiter}
 	if err := checkBrickUnused(st, nb); err != nil {
 		n.opMu.Unlock()
 		return api.VolumeInfo{}, err
@@ -67,7 +68,7 @@ func (n *Node) replaceBrick(ctx context.Context, name string, req api.ReplaceBri
 	if err := n.onNode(ctx, old.Node, stop, http.MethodPost, "/v1/local/volumes/"+v.ID+"/bricks/"+old.ID+"/stop", struct{}{}); err != nil {
 		n.log.Warn("the replaced brick's node did not answer; its brick process, if any, keeps running until that node sees the change", "brick", old.Name(), "err", err)
 	}
-	if err := n.store.Apply(Command{Op: OpReplaceBrick, Name: name, Brick: old.ID, Node: &NodeState{ID: node}, Key: host, Value: path}); err != nil {
+	if err := n.store.Apply(state.Command{Op: state.OpReplaceBrick, Name: name, Brick: old.ID, Node: &state.Node{ID: node}, Key: host, Value: path}); err != nil {
 		n.opMu.Unlock()
 		return api.VolumeInfo{}, err
 	}

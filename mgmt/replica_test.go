@@ -124,15 +124,6 @@ func TestCreateLayoutRefusals(t *testing.T) {
 			t.Errorf("refused create marked %s: %q %v", d, mark, err)
 		}
 	}
-	// A replica set without a data brick never reaches the state.
-	s := NewState()
-	mustApply(t, s, Command{Op: OpSetNode, Node: &NodeState{ID: "n1", Addr: "h:1"}})
-	v := testVolume("v", "v1", "/a", "/b")
-	v.Type, v.Replica = volume.Replicate, 2
-	v.Bricks[0].Arbiter, v.Bricks[1].Arbiter = true, true
-	if err := s.Apply(Command{Op: OpCreateVolume, Volume: v}); !errors.Is(err, api.ErrInvalid) || !strings.Contains(err.Error(), "no data brick") {
-		t.Errorf("create-volume with an all-arbiter set: %v", err)
-	}
 }
 
 func TestReplicaOptions(t *testing.T) {
@@ -308,7 +299,7 @@ func TestStartFailureStopsOthers(t *testing.T) {
 			t.Fatalf("brick left running after a failed start: %+v", b)
 		}
 	}
-	if st.Status != StatusCreated {
+	if st.Status != api.StatusCreated {
 		t.Fatalf("volume status after a failed start: %s", st.Status)
 	}
 	// A brick directory that belongs to another volume is refused too.

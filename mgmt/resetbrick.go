@@ -13,6 +13,7 @@ import (
 	"github.com/mortarfs/mortar/brick/posix"
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -36,7 +37,7 @@ func (n *Node) resetBrick(ctx context.Context, name, brick string) (api.VolumeIn
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
 	st := n.store.State()
-	v, err := st.volume(name)
+	v, err := st.Volume(name)
 	if err != nil {
 		return api.VolumeInfo{}, err
 	}
@@ -88,10 +89,10 @@ func (n *Node) resetBrick(ctx context.Context, name, brick string) (api.VolumeIn
 
 // findBrick returns the brick of v that s ("host:/path") names, and its
 // position: the host may be any name of the brick's node.
-func (n *Node) findBrick(ctx context.Context, st *State, v *VolumeState, s string) (BrickState, int, error) {
+func (n *Node) findBrick(ctx context.Context, st *state.State, v *state.Volume, s string) (state.Brick, int, error) {
 	host, path, err := ParseBrick(s)
 	if err != nil {
-		return BrickState{}, 0, err
+		return state.Brick{}, 0, err
 	}
 	node, _ := n.nodeForHost(ctx, st, host)
 	var names []string
@@ -101,12 +102,12 @@ func (n *Node) findBrick(ctx context.Context, st *State, v *VolumeState, s strin
 		}
 		names = append(names, b.Name())
 	}
-	return BrickState{}, 0, api.Errorf(api.ErrInvalid, "%s is not a brick of volume %s (its bricks: %s)", s, v.Name, strings.Join(names, " "))
+	return state.Brick{}, 0, api.Errorf(api.ErrInvalid, "%s is not a brick of volume %s (its bricks: %s)", s, v.Name, strings.Join(names, " "))
 }
 
 // checkEmptyBrick refuses a brick directory that holds anything but the
 // hidden directory of a brick of volume v.
-func checkEmptyBrick(b BrickState, v *VolumeState) error {
+func checkEmptyBrick(b state.Brick, v *state.Volume) error {
 	entries, err := os.ReadDir(b.Path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

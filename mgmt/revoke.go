@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/tlsconf"
 )
 
@@ -30,7 +31,7 @@ func (n *Node) revokeHandlers(mux *http.ServeMux) {
 		if len(req.Note) > maxRevokeNote {
 			return nil, api.Errorf(api.ErrInvalid, "revoke: the note is longer than %d bytes", maxRevokeNote)
 		}
-		return struct{}{}, n.store.Apply(Command{Op: OpRevoke, Key: req.Serial, Value: req.Note})
+		return struct{}{}, n.store.Apply(state.Command{Op: state.OpRevoke, Key: req.Serial, Value: req.Note})
 	}))
 	mux.HandleFunc("GET /v1/tls/revoked", handle(n, func(r *http.Request, _ struct{}) (any, error) {
 		out := n.store.State().Revoked
@@ -41,24 +42,9 @@ func (n *Node) revokeHandlers(mux *http.ServeMux) {
 	}))
 }
 
-// revoke records serial as revoked in s (a command the state applies).
-func (s *State) revoke(serial, note string) error {
-	if err := tlsconf.CheckSerial(serial); err != nil {
-		return err
-	}
-	if _, ok := s.Revoked[serial]; ok {
-		return nil
-	}
-	if s.Revoked == nil {
-		s.Revoked = map[string]string{}
-	}
-	s.Revoked[serial] = note
-	return nil
-}
-
 // writeRevoked adds the serials the cluster revoked to this node's TLS
 // directory's list (a TLS node only).
-func (n *Node) writeRevoked(st *State) {
+func (n *Node) writeRevoked(st *state.State) {
 	if n.tls == nil || len(st.Revoked) == 0 {
 		return
 	}

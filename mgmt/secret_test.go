@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,7 +19,6 @@ import (
 	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/volume/options"
 
-	"github.com/mortarfs/mortar/internal/proof"
 	"github.com/mortarfs/mortar/internal/wiretap"
 	"github.com/mortarfs/mortar/layer/protocol"
 	"github.com/mortarfs/mortar/volume"
@@ -176,89 +174,6 @@ func TestBrickNeedsVolumeSecret(t *testing.T) {
 		_, err := good.Lookup(ctx, "/")
 		return err
 	})
-}
-
-// TestRaftNeedsSecret: a connection to the Raft port gets a challenge,
-// and is closed without an answer unless it answers it with the cluster
-// secret: not an HTTP request, not a wrong secret, not a valid answer
-// recorded on an earlier connection. A right answer, whose bytes hold
-// nothing of the secret, keeps it open.
-func TestRaftNeedsSecret(t *testing.T) {
-	n, _ := startNode(t, t.TempDir())
-	secret := n.secret()
-	var recorded []byte
-	for _, c := range []struct {
-		name   string
-		answer func(challenge []byte) []byte
-	}{
-		{"http", func([]byte) []byte { return []byte("GET / HTTP/1.0\r\n\r\n" + strings.Repeat(" ", 64)) }},
-		{"wrong secret", func(ch []byte) []byte { return proof.MAC(newSecret(), raftLabel, string(ch)) }},
-		{"replayed", func([]byte) []byte { return recorded }},
-	} {
-		if c.name == "replayed" {
-			recorded = raftAnswerOf(t, n, secret, true).Sent()
-		}
-		conn, challenge := raftChallengeOf(t, n)
-		conn.Write(c.answer(challenge))
-		conn.Write(bytes.Repeat([]byte{0}, 64)) // would be a Raft request
-		conn.SetReadDeadline(time.Now().Add(15 * time.Second))
-		b, err := io.ReadAll(conn)
-		if errors.Is(err, syscall.ECONNRESET) {
-			err = nil // closed with our bytes unread
-		}
-		if len(b) != 0 || err != nil {
-			t.Fatalf("answer %s: read %q, %v; want the connection closed", c.name, b, err)
-		}
-	}
-}
-
-// raftChallengeOf opens a Raft connection to n and reads its challenge.
-func raftChallengeOf(t *testing.T, n *Node) (net.Conn, []byte) {
-	t.Helper()
-	conn, err := net.Dial("tcp", n.raftAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ch := make([]byte, len(raftMagic)+raftNonce)
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.ReadFull(conn, ch); err != nil || string(ch[:len(raftMagic)]) != raftMagic {
-		t.Fatalf("no challenge: %q, %v", ch, err)
-	}
-	return conn, ch[len(raftMagic):]
-}
-
-// raftAnswerOf answers n's challenge as a node's dialer does, on a
-// recorded connection, checks that n keeps it open (or not, unless ok),
-// and that the secret is not in what was sent.
-func raftAnswerOf(t *testing.T, n *Node, secret string, ok bool) *wiretap.Tap {
-	t.Helper()
-	conn, err := net.Dial("tcp", n.raftAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	tap := &wiretap.Tap{}
-	rc := tap.Wrap(conn)
-	if err := raftAnswer(rc, secret, time.Now().Add(10*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	rc.SetReadDeadline(time.Now().Add(time.Second))
-	_, err = rc.Read(make([]byte, 1))
-	var ne net.Error
-	if open := errors.As(err, &ne) && ne.Timeout(); open != ok {
-		t.Fatalf("answered with secret %.8s…: open %v (%v), want %v", secret, open, err, ok)
-	}
-	tap.MustNotShow(t, secret)
-	return tap
-}
-
-// TestRaftAnswerProvesSecret: a dialer holding the cluster secret is
-// admitted, one holding another is not, and neither sends its secret.
-func TestRaftAnswerProvesSecret(t *testing.T) {
-	n, _ := startNode(t, t.TempDir())
-	raftAnswerOf(t, n, n.secret(), true)
-	raftAnswerOf(t, n, newSecret(), false)
 }
 
 // TestSignedRequests: a request from another machine signed with the

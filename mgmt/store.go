@@ -8,6 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/mortarfs/mortar/internal/atomicfile"
+	"github.com/mortarfs/mortar/mgmt/raftstore"
+	"github.com/mortarfs/mortar/mgmt/state"
 )
 
 // Store keeps the cluster State and changes it only by applying Commands
@@ -15,57 +19,10 @@ import (
 type Store interface {
 	// Apply applies cmd and returns once the change is durable. On error
 	// the state is unchanged.
-	Apply(cmd Command) error
+	Apply(cmd state.Command) error
 	// State returns a copy of the current state, which the caller owns.
-	State() *State
+	State() *state.State
 	Close() error
-}
-
-// writeJSONAtomic replaces path with v encoded as JSON so that a crash
-// leaves either the old or the new file, never a torn one.
-func writeJSONAtomic(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
-	}
-	return writeFileAtomic(path, append(data, '\n'))
-}
-
-// writeFileAtomic replaces path with data so that a crash leaves either
-// the old or the new file, never a torn one.
-func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*") // 0600; writers may overlap
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
 }
 
 // nodeIdentity is the node's own, local identity, kept beside the state.
@@ -91,7 +48,7 @@ func loadIdentity(path string) (nodeIdentity, error) {
 		return nodeIdentity{}, fmt.Errorf("read node identity: %w", err)
 	}
 	id := nodeIdentity{ID: newID()}
-	if err := writeJSONAtomic(path, id); err != nil {
+	if err := atomicfile.WriteJSON(path, id); err != nil {
 		return id, fmt.Errorf("save node identity: %w", err)
 	}
 	return id, nil
@@ -114,3 +71,6 @@ func lockDataDir(dir string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// The Raft store is the node's Store.
+var _ Store = (*raftstore.Store)(nil)

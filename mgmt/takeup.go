@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/state"
 )
 
 // Which clients run which spec. A client that follows its volume's spec
@@ -24,7 +25,7 @@ import (
 // create files where that layout put them, behind the walk, and they
 // would not be found once the previous layout is dropped. The leader
 // also waits until the nodes have given their bricks the volume's layout
-// fence (VolumeState.Fence, wire.ChallengeSize), so that a client left
+// fence (state.Volume.Fence, wire.ChallengeSize), so that a client left
 // behind is refused new names before any file moves, rather than making
 // them where the old layout put them (a node says so once it has written
 // the fence where its bricks read it and asked them to read it again).
@@ -219,7 +220,7 @@ func (n *Node) takeUp(ctx context.Context, name string, version uint64, still fu
 // waits until the nodes have given it to their bricks, at most
 // clientTakeUpMax: see above.
 func (n *Node) fenceUp(ctx context.Context, name string, version uint64, still func() bool) error {
-	if err := n.store.Apply(Command{Op: OpSetFence, Name: name, Volume: &VolumeState{Fence: version}}); err != nil {
+	if err := n.store.Apply(state.Command{Op: state.OpSetFence, Name: name, Volume: &state.Volume{Fence: version}}); err != nil {
 		return err
 	}
 	return n.awaitNodes(ctx, still, func(ctx context.Context, last bool) bool {
@@ -294,9 +295,9 @@ func (n *Node) laggingEverywhere(ctx context.Context, name string, version, fenc
 }
 
 // servesBricksOf reports whether node id serves bricks of volume name.
-func servesBricksOf(st *State, id, name string) bool {
+func servesBricksOf(st *state.State, id, name string) bool {
 	v := st.Volumes[name]
-	return v != nil && slices.ContainsFunc(v.Bricks, func(b BrickState) bool { return b.Node == id })
+	return v != nil && slices.ContainsFunc(v.Bricks, func(b state.Brick) bool { return b.Node == id })
 }
 
 // laggingOn asks node id for its lagging clients.

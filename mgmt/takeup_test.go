@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/state"
 )
 
 // Before files move under a new layout the leader waits until every
@@ -139,7 +140,7 @@ func TestTakeUpWithNodesThatDoNotAnswer(t *testing.T) {
 	old := httptest.NewServer(http.NotFoundHandler())
 	defer old.Close()
 	for id, addr := range map[string]string{"old": old.Listener.Addr().String(), "hung": hungListener(t)} {
-		if err := n.store.Apply(Command{Op: OpSetNode, Node: &NodeState{ID: id, Addr: addr}}); err != nil {
+		if err := n.store.Apply(state.Command{Op: state.OpSetNode, Node: &state.Node{ID: id, Addr: addr}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,7 +9,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mortarfs/mortar/internal/atomicfile"
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/volume/options"
 
 	"github.com/mortarfs/mortar/tlsconf"
@@ -59,7 +61,7 @@ func (n *Node) authorize(r *http.Request) error {
 
 // specVolume says whether r fetches a volume's spec, and of which volume
 // (nil: none of that name, which the handler answers).
-func (n *Node) specVolume(r *http.Request) (*VolumeState, bool) {
+func (n *Node) specVolume(r *http.Request) (*state.Volume, bool) {
 	p := r.URL.Path
 	parts := strings.Split(strings.TrimPrefix(p, "/v1/volumes/"), "/")
 	if !strings.HasPrefix(p, "/v1/volumes/") || len(parts) != 2 || parts[1] != "spec" {
@@ -71,7 +73,7 @@ func (n *Node) specVolume(r *http.Request) (*VolumeState, bool) {
 // permitSpec applies v's auth.allow and auth.reject to the caller of r,
 // named by its certificate with TLS. Without rules every caller passes if
 // open is set; otherwise only one that auth.allow names explicitly.
-func (n *Node) permitSpec(r *http.Request, v *VolumeState, name string, kind tlsconf.Kind, open bool) error {
+func (n *Node) permitSpec(r *http.Request, v *state.Volume, name string, kind tlsconf.Kind, open bool) error {
 	rules, err := volumeAuth(v)
 	if err != nil {
 		return err
@@ -89,7 +91,7 @@ func (n *Node) permitSpec(r *http.Request, v *VolumeState, name string, kind tls
 
 // volumeAuth returns the access rules of v: auth.allow, auth.reject and
 // the volume's secret.
-func volumeAuth(v *VolumeState) (tlsconf.AuthRules, error) {
+func volumeAuth(v *state.Volume) (tlsconf.AuthRules, error) {
 	r, err := tlsconf.ParseAuth(v.Options[options.OptAuthAllow], v.Options[options.OptAuthReject])
 	if err != nil {
 		return r, api.Errorf(api.ErrInvalid, "volume %s: %v", v.Name, err)
@@ -107,7 +109,7 @@ func (n *Node) authFile(id string) string {
 // writeAuth writes the access rules of v for this node's bricks of it,
 // where they differ from what is there, and has the running ones apply
 // them to the connections they already have.
-func (n *Node) writeAuth(v *VolumeState) {
+func (n *Node) writeAuth(v *state.Volume) {
 	rules, err := volumeAuth(v)
 	if err != nil {
 		n.log.Error("access rules not applied", "err", err)
@@ -143,19 +145,19 @@ func (n *Node) reserveFile(id string) string {
 // writeReserve writes v's storage.reserve for this node's bricks of it,
 // where it differs from what is there, and has the running ones apply
 // it.
-func (n *Node) writeReserve(v *VolumeState) {
+func (n *Node) writeReserve(v *state.Volume) {
 	n.writeBrickValue(v, options.OptStorageReserve, n.reserveFile, v.Options[options.OptStorageReserve])
 }
 
 // fenceFile is where this node keeps the layout fence of its brick id
-// (VolumeState.Fence), which the brick applies again when rechecked.
+// (state.Volume.Fence), which the brick applies again when rechecked.
 func (n *Node) fenceFile(id string) string {
 	return filepath.Join(n.dir, "auth", id+".fence")
 }
 
 // writeFence writes v's layout fence for this node's bricks of it, where
 // it differs from what is there, and has the running ones apply it.
-func (n *Node) writeFence(v *VolumeState) {
+func (n *Node) writeFence(v *state.Volume) {
 	if v.Fence != 0 {
 		n.writeBrickValue(v, "layout fence", n.fenceFile, strconv.FormatUint(v.Fence, 10))
 	}
@@ -164,7 +166,7 @@ func (n *Node) writeFence(v *VolumeState) {
 // writeBrickValue writes want (what it is, for logs) to file(brick id)
 // for this node's bricks of v, where it differs from what is there, and
 // has the running ones read it again.
-func (n *Node) writeBrickValue(v *VolumeState, what string, file func(id string) string, want string) {
+func (n *Node) writeBrickValue(v *state.Volume, what string, file func(id string) string, want string) {
 	for _, b := range v.Bricks {
 		if b.Node != n.id {
 			continue
@@ -175,7 +177,7 @@ func (n *Node) writeBrickValue(v *VolumeState, what string, file func(id string)
 		}
 		err := os.MkdirAll(filepath.Dir(path), 0o700)
 		if err == nil {
-			err = writeFileAtomic(path, []byte(want))
+			err = atomicfile.Write(path, []byte(want))
 		}
 		if err != nil {
 			n.log.Error("writing a brick's "+what+" failed", "brick", b.Name(), "err", err)

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/volume/options"
 
 	"github.com/mortarfs/mortar/layer/disperse"
@@ -155,11 +156,11 @@ func planLayout(req api.CreateVolumeRequest) (layout, error) {
 // planBricks turns the request's "host:/path" list into bricks of the
 // cluster's nodes, refusing unknown hosts, duplicates and paths another
 // volume uses.
-func (n *Node) planBricks(ctx context.Context, st *State, req api.CreateVolumeRequest, lay layout) ([]BrickState, error) {
+func (n *Node) planBricks(ctx context.Context, st *state.State, req api.CreateVolumeRequest, lay layout) ([]state.Brick, error) {
 	if len(req.Bricks) == 0 {
 		return nil, api.Errorf(api.ErrInvalid, "volume %s: no bricks given (want host:/path ...)", req.Name)
 	}
-	var bricks []BrickState
+	var bricks []state.Brick
 	for i, s := range req.Bricks {
 		host, path, err := ParseBrick(s)
 		if err != nil {
@@ -169,7 +170,7 @@ func (n *Node) planBricks(ctx context.Context, st *State, req api.CreateVolumeRe
 		if err != nil {
 			return nil, err
 		}
-		b := BrickState{ID: newID(), Node: node, Host: host, Path: path, Arbiter: lay.arbiter && i%lay.replica == lay.replica-1}
+		b := state.Brick{ID: newID(), Node: node, Host: host, Path: path, Arbiter: lay.arbiter && i%lay.replica == lay.replica-1}
 		for _, o := range bricks {
 			if o.Node != node {
 				continue
@@ -191,7 +192,7 @@ func (n *Node) planBricks(ctx context.Context, st *State, req api.CreateVolumeRe
 
 // checkBrickUnused refuses a brick whose directory is (inside) a brick of
 // an existing volume on the same node.
-func checkBrickUnused(st *State, b BrickState) error {
+func checkBrickUnused(st *state.State, b state.Brick) error {
 	for _, name := range st.VolumeNames() {
 		for _, o := range st.Volumes[name].Bricks {
 			if o.Node != b.Node {
@@ -233,9 +234,9 @@ func (n *Node) createVolume(ctx context.Context, req api.CreateVolumeRequest) (a
 	if err != nil {
 		return api.VolumeInfo{}, err
 	}
-	v := &VolumeState{Name: req.Name, ID: newID(), Type: lay.typ, Replica: lay.replica,
+	v := &state.Volume{Name: req.Name, ID: newID(), Type: lay.typ, Replica: lay.replica,
 		Disperse: lay.disperse, Redundancy: lay.redundancy, Bricks: bricks, Secret: newSecret()}
-	var marked []BrickState
+	var marked []state.Brick
 	for _, b := range bricks {
 		req := MarkRequest{Path: b.Path, VolumeID: v.ID, Force: req.Force}
 		if err := n.onNode(ctx, b.Node, func() error { return markBrick(req, n.dir) }, http.MethodPost, "/v1/local/bricks/mark", req); err != nil {
@@ -244,7 +245,7 @@ func (n *Node) createVolume(ctx context.Context, req api.CreateVolumeRequest) (a
 		}
 		marked = append(marked, b)
 	}
-	if err := n.store.Apply(Command{Op: OpCreateVolume, Volume: v}); err != nil {
+	if err := n.store.Apply(state.Command{Op: state.OpCreateVolume, Volume: v}); err != nil {
 		n.unmarkAll(ctx, marked)
 		return api.VolumeInfo{}, err
 	}
@@ -256,7 +257,7 @@ func (n *Node) createVolume(ctx context.Context, req api.CreateVolumeRequest) (a
 }
 
 // unmarkAll undoes the marks of bricks, logging failures.
-func (n *Node) unmarkAll(ctx context.Context, bricks []BrickState) {
+func (n *Node) unmarkAll(ctx context.Context, bricks []state.Brick) {
 	for _, b := range bricks {
 		if err := n.unmark(ctx, b); err != nil {
 			n.log.Warn("unmarking brick failed", "brick", b.Name(), "err", err)
@@ -265,7 +266,7 @@ func (n *Node) unmarkAll(ctx context.Context, bricks []BrickState) {
 }
 
 // unmark removes the volume mark of brick b on its node.
-func (n *Node) unmark(ctx context.Context, b BrickState) error {
+func (n *Node) unmark(ctx context.Context, b state.Brick) error {
 	req := MarkRequest{Path: b.Path}
 	return n.onNode(ctx, b.Node, func() error { return unmarkBrick(req) }, http.MethodPost, "/v1/local/bricks/unmark", req)
 }
@@ -273,7 +274,7 @@ func (n *Node) unmark(ctx context.Context, b BrickState) error {
 // startNodes starts the bricks of v on every node that serves some. With
 // allOrNothing, the first failure stops what started and is returned;
 // otherwise the failures are joined and the others run.
-func (n *Node) startNodes(ctx context.Context, v *VolumeState, allOrNothing bool) error {
+func (n *Node) startNodes(ctx context.Context, v *state.Volume, allOrNothing bool) error {
 	var errs []error
 	var started []string
 	for _, id := range nodesOf(v) {
@@ -297,7 +298,7 @@ func (n *Node) startNodes(ctx context.Context, v *VolumeState, allOrNothing bool
 // stopNodes stops the bricks of v on nodes (every node of v if nil). A
 // node that cannot be reached is logged: it stops them when it sees the
 // volume stopped or gone.
-func (n *Node) stopNodes(ctx context.Context, v *VolumeState, nodes []string) {
+func (n *Node) stopNodes(ctx context.Context, v *state.Volume, nodes []string) {
 	if nodes == nil {
 		nodes = nodesOf(v)
 	}
@@ -317,19 +318,19 @@ func (n *Node) stopNodes(ctx context.Context, v *VolumeState, nodes []string) {
 func (n *Node) startVolume(name string, force bool) (api.VolumeInfo, error) {
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
-	v, err := n.store.State().volume(name)
+	v, err := n.store.State().Volume(name)
 	if err != nil {
 		return api.VolumeInfo{}, err
 	}
-	started := v.Status == StatusStarted
+	started := v.Status == api.StatusStarted
 	if started && !force {
 		return api.VolumeInfo{}, api.Errorf(api.ErrState, "volume %s is already started (use force to restart its offline bricks)", name)
 	}
 	if !started && v.Secret == "" { // a volume made before volumes had secrets
-		if err := n.store.Apply(Command{Op: OpSetSecret, Name: name, Value: newSecret()}); err != nil {
+		if err := n.store.Apply(state.Command{Op: state.OpSetSecret, Name: name, Value: newSecret()}); err != nil {
 			return api.VolumeInfo{}, err
 		}
-		if v, err = n.store.State().volume(name); err != nil {
+		if v, err = n.store.State().Volume(name); err != nil {
 			return api.VolumeInfo{}, err
 		}
 	}
@@ -338,7 +339,7 @@ func (n *Node) startVolume(name string, force bool) (api.VolumeInfo, error) {
 		return api.VolumeInfo{}, err
 	}
 	if !started {
-		if err := n.store.Apply(Command{Op: OpSetStatus, Name: name, Status: StatusStarted}); err != nil {
+		if err := n.store.Apply(state.Command{Op: state.OpSetStatus, Name: name, Status: api.StatusStarted}); err != nil {
 			n.stopNodes(ctx, v, nil)
 			return api.VolumeInfo{}, err
 		}
@@ -351,11 +352,11 @@ func (n *Node) startVolume(name string, force bool) (api.VolumeInfo, error) {
 func (n *Node) stopVolume(name string) (api.VolumeInfo, error) {
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
-	v, err := n.store.State().volume(name)
+	v, err := n.store.State().Volume(name)
 	if err != nil {
 		return api.VolumeInfo{}, err
 	}
-	if err := n.store.Apply(Command{Op: OpSetStatus, Name: name, Status: StatusStopped}); err != nil {
+	if err := n.store.Apply(state.Command{Op: state.OpSetStatus, Name: name, Status: api.StatusStopped}); err != nil {
 		return api.VolumeInfo{}, err
 	}
 	n.stopNodes(context.Background(), v, nil)
@@ -368,15 +369,15 @@ func (n *Node) stopVolume(name string) (api.VolumeInfo, error) {
 func (n *Node) deleteVolume(name string) error {
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
-	v, err := n.store.State().volume(name)
+	v, err := n.store.State().Volume(name)
 	if err != nil {
 		return err
 	}
-	if v.Status == StatusStarted {
+	if v.Status == api.StatusStarted {
 		return api.Errorf(api.ErrState, "volume %s is started; stop it first (mortar volume stop %s)", name, name)
 	}
 	ctx := context.Background()
-	var unmarked []BrickState
+	var unmarked []state.Brick
 	for _, b := range v.Bricks {
 		if err := n.unmark(ctx, b); err != nil {
 			n.remarkAll(ctx, v, unmarked)
@@ -384,7 +385,7 @@ func (n *Node) deleteVolume(name string) error {
 		}
 		unmarked = append(unmarked, b)
 	}
-	if err := n.store.Apply(Command{Op: OpDeleteVolume, Name: name}); err != nil {
+	if err := n.store.Apply(state.Command{Op: state.OpDeleteVolume, Name: name}); err != nil {
 		n.remarkAll(ctx, v, unmarked)
 		return err
 	}
@@ -393,7 +394,7 @@ func (n *Node) deleteVolume(name string) error {
 }
 
 // remarkAll restores the marks of bricks unmarked by a delete that failed.
-func (n *Node) remarkAll(ctx context.Context, v *VolumeState, bricks []BrickState) {
+func (n *Node) remarkAll(ctx context.Context, v *state.Volume, bricks []state.Brick) {
 	for _, b := range bricks {
 		req := MarkRequest{Path: b.Path, VolumeID: v.ID, Force: true}
 		if err := n.onNode(ctx, b.Node, func() error { return markBrick(req, n.dir) }, http.MethodPost, "/v1/local/bricks/mark", req); err != nil {
@@ -409,14 +410,14 @@ func (n *Node) setOption(name, key, value string) (api.VolumeInfo, error) {
 	}
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
-	v, err := n.store.State().volume(name)
+	v, err := n.store.State().Volume(name)
 	if err != nil {
 		return api.VolumeInfo{}, err
 	}
 	if err := checkVolumeOption(v, key, value); err != nil {
 		return api.VolumeInfo{}, err
 	}
-	if err := n.store.Apply(Command{Op: OpSetOption, Name: name, Key: key, Value: value}); err != nil {
+	if err := n.store.Apply(state.Command{Op: state.OpSetOption, Name: name, Key: key, Value: value}); err != nil {
 		return api.VolumeInfo{}, err
 	}
 	n.log.Info("volume option set", "volume", name, "key", key, "value", value)
@@ -432,7 +433,7 @@ func (n *Node) resetOption(name, key string) (api.VolumeInfo, error) {
 	}
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
-	v, err := n.store.State().volume(name)
+	v, err := n.store.State().Volume(name)
 	if err != nil {
 		return api.VolumeInfo{}, err
 	}
@@ -443,7 +444,7 @@ func (n *Node) resetOption(name, key string) (api.VolumeInfo, error) {
 			}
 		}
 	}
-	if err := n.store.Apply(Command{Op: OpResetOption, Name: name, Key: key}); err != nil {
+	if err := n.store.Apply(state.Command{Op: state.OpResetOption, Name: name, Key: key}); err != nil {
 		return api.VolumeInfo{}, err
 	}
 	n.log.Info("volume option reset", "volume", name, "key", key)
@@ -453,7 +454,7 @@ func (n *Node) resetOption(name, key string) (api.VolumeInfo, error) {
 // info describes one volume.
 func (n *Node) info(name string) (api.VolumeInfo, error) {
 	st := n.store.State()
-	v, err := st.volume(name)
+	v, err := st.Volume(name)
 	if err != nil {
 		return api.VolumeInfo{}, err
 	}
@@ -473,7 +474,7 @@ func (n *Node) list() []api.VolumeInfo {
 // status reports the live state of a volume's bricks.
 func (n *Node) status(ctx context.Context, name string) (api.VolumeStatus, error) {
 	st := n.store.State()
-	v, err := st.volume(name)
+	v, err := st.Volume(name)
 	if err != nil {
 		return api.VolumeStatus{}, err
 	}
@@ -514,17 +515,17 @@ func (n *Node) status(ctx context.Context, name string) (api.VolumeStatus, error
 // spec returns the spec of a started volume.
 func (n *Node) spec(name string) (volume.Spec, error) {
 	st := n.store.State()
-	v, err := st.volume(name)
+	v, err := st.Volume(name)
 	if err != nil {
 		return volume.Spec{}, err
 	}
-	if v.Status != StatusStarted {
+	if v.Status != api.StatusStarted {
 		return volume.Spec{}, api.Errorf(api.ErrState, "volume %s is not started (mortar volume start %s)", name, name)
 	}
 	return st.Spec(v), nil
 }
 
-func volumeInfo(st *State, v *VolumeState) api.VolumeInfo {
+func volumeInfo(st *state.State, v *state.Volume) api.VolumeInfo {
 	vi := api.VolumeInfo{
 		Name:        v.Name,
 		ID:          v.ID,
@@ -543,6 +544,6 @@ func volumeInfo(st *State, v *VolumeState) api.VolumeInfo {
 	return vi
 }
 
-func brickInfo(st *State, b BrickState) api.BrickInfo {
-	return api.BrickInfo{ID: b.ID, Host: b.Host, Path: b.Path, Addr: brickAddr(st.Nodes[b.Node].Addr, b.Port), Port: b.Port, Arbiter: b.Arbiter}
+func brickInfo(st *state.State, b state.Brick) api.BrickInfo {
+	return api.BrickInfo{ID: b.ID, Host: b.Host, Path: b.Path, Addr: state.BrickAddr(st.Nodes[b.Node].Addr, b.Port), Port: b.Port, Arbiter: b.Arbiter}
 }

@@ -301,7 +301,7 @@ func ensureDevVolume(ctx context.Context, c *api.Client, req api.CreateVolumeReq
 	} else if len(vi.Bricks) != len(req.Bricks) || vi.Replica != req.Replica || vi.Disperse != req.Disperse || vi.Redundancy != req.Redundancy {
 		fmt.Fprintf(out, "volume %s exists (%s, %s bricks); --bricks, --replica, --arbiter, --disperse and --redundancy apply to new volumes only\n", req.Name, typeName(vi), brickCount(vi))
 	}
-	if vi.Status != mgmt.StatusStarted {
+	if vi.Status != api.StatusStarted {
 		if vi, err = c.Start(ctx, req.Name, false); err != nil {
 			return vi, err
 		}

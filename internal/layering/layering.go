@@ -10,6 +10,7 @@ var Ranks = map[string]int{
 	// The contract and what needs nothing of mortar.
 	"layer": 0, "tlsconf": 0, "internal/proof": 0, "internal/netlab": 0,
 	"internal/wiretap": 0, "fusebridge/posixtest": 0, "internal/layering": 0, "internal/kernelcache": 0,
+	"internal/atomicfile": 0,
 	// The wire schema, the brick's storage, lock state, test doubles.
 	"wire": 1, "brick/posix": 1, "layer/locks": 1, "layer/layertest": 1,
 	// The client layers and the brick server.
@@ -23,6 +24,9 @@ var Ranks = map[string]int{
 	// What runs volumes: the client library, the simulation, benchmarks;
 	// the management API's contract and client.
 	"client": 5, "sim": 5, "bench": 5, "mgmt/api": 5,
+	// The cluster state (a pure state machine) and the Raft log that
+	// replicates it.
+	"mgmt/state": 5, "mgmt/raftstore": 5,
 	// The management daemon.
 	"mgmt": 6,
 	// The command line, the binary, the end-to-end tests.

@@ -45,6 +45,13 @@ type SetOptionRequest struct {
 	Value string `json:"value"`
 }
 
+// Volume statuses (VolumeInfo.Status).
+const (
+	StatusCreated = "created"
+	StatusStarted = "started"
+	StatusStopped = "stopped"
+)
+
 // VolumeInfo describes a volume.
 type VolumeInfo struct {
 	Name        string            `json:"name"`

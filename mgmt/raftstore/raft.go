@@ -1,4 +1,20 @@
-package mgmt
+// Package raftstore replicates mortar's cluster state (package
+// mgmt/state) with Raft (hashicorp/raft): every state.Command is a log
+// entry, applied in order by every node's fsm to its copy of the State.
+// The log and the Raft metadata live in DATA/raft/raft.db (bbolt),
+// snapshots of the State in DATA/raft/snapshots. After every command the
+// node also writes the State it has applied to DATA/state.json: that copy
+// is what the node starts its bricks from when it restarts without a
+// quorum (a lone node of a three-node cluster still serves its bricks),
+// and what a node that predates Raft is migrated from.
+//
+// Every node is a voter. A node starts as a one-node cluster of its own
+// (bootstrapped on first start); `peer probe` makes it leave that cluster,
+// wiping its Raft data, and join the prober's (Rejoin), which mgmt allows
+// only while it has no volumes and no peers. Without TLS, every Raft
+// connection opens with a challenge answered with the cluster secret
+// (raftauth.go); with TLS, nodes' certificates authenticate both ends.
+package raftstore
 
 import (
 	"context"
@@ -19,38 +35,27 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/mortarfs/mortar/internal/atomicfile"
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/tlsconf"
 )
 
-// The cluster state is replicated with Raft (hashicorp/raft): every
-// Command is a log entry, applied in order by every node's fsm to its copy
-// of the State. The log and the Raft metadata live in DATA/raft/raft.db
-// (bbolt), snapshots of the State in DATA/raft/snapshots. After every
-// command the node also writes the State it has applied to
-// DATA/state.json: that copy is what the node starts its bricks from when
-// it restarts without a quorum (a lone node of a three-node cluster still
-// serves its bricks), and what a node that predates Raft is migrated from.
-//
-// Every node is a voter. A node starts as a one-node cluster of its own
-// (bootstrapped on first start); `peer probe` makes it leave that cluster,
-// wiping its Raft data, and join the prober's (joinCluster), which is only
-// allowed while it has no volumes and no peers.
-
 const (
-	// raftApplyTimeout bounds how long a command waits to be committed.
-	raftApplyTimeout = 10 * time.Second
+	// ApplyTimeout bounds how long a command waits to be committed.
+	ApplyTimeout = 10 * time.Second
 	// raftSnapshotThreshold is how many log entries trigger a snapshot.
 	raftSnapshotThreshold = 1024
 	// raftRetainSnapshots is how many snapshots are kept on disk.
 	raftRetainSnapshots = 2
-	// leaderWait is how long a command waits for a leader to be elected
+	// LeaderWait is how long a command waits for a leader to be elected
 	// before failing with ErrNoQuorum.
-	leaderWait = 5 * time.Second
+	LeaderWait = 5 * time.Second
 )
 
-// raftStore is a Store whose commands are entries of a Raft log.
-type raftStore struct {
+// Store keeps the cluster state as the entries of a Raft log: its
+// commands are applied in order by every node.
+type Store struct {
 	log   *slog.Logger
 	id    string
 	dir   string // DATA/raft
@@ -72,7 +77,7 @@ type raftStore struct {
 
 	// forward sends a command to the leader (a node other than this one)
 	// and returns its verdict.
-	forward func(ctx context.Context, leaderID string, cmd Command) error
+	forward func(ctx context.Context, leaderID string, cmd state.Command) error
 
 	closeOnce sync.Once
 }
@@ -80,7 +85,7 @@ type raftStore struct {
 // fsm applies committed commands to the State.
 type fsm struct {
 	mu    sync.Mutex
-	state *State
+	state *state.State
 	cache string // where the applied state is saved (state.json)
 	// floor is the index of the state saved when the node started: while
 	// the log is applied again after a restart, older states are not
@@ -94,7 +99,7 @@ type fsm struct {
 type applyResult struct{ err error }
 
 func (f *fsm) Apply(l *raft.Log) any {
-	var cmd Command
+	var cmd state.Command
 	if err := json.Unmarshal(l.Data, &cmd); err != nil {
 		// Only commands this code encoded reach the log.
 		return applyResult{fmt.Errorf("decode command at index %d: %w", l.Index, err)}
@@ -115,16 +120,16 @@ func (f *fsm) Apply(l *raft.Log) any {
 
 // save writes the applied state to state.json; a failure is logged (the
 // Raft log is the truth; the file only helps a restart without quorum).
-func (f *fsm) save(st *State) {
+func (f *fsm) save(st *state.State) {
 	if f.cache == "" || st.Index < f.floor {
 		return
 	}
-	if err := writeJSONAtomic(f.cache, st); err != nil {
+	if err := atomicfile.WriteJSON(f.cache, st); err != nil {
 		f.log.Warn("saving the applied state failed", "err", err)
 	}
 }
 
-func (f *fsm) current() *State {
+func (f *fsm) current() *state.State {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.state.Clone()
@@ -140,7 +145,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	st := NewState()
+	st := state.NewState()
 	if err := json.NewDecoder(rc).Decode(st); err != nil {
 		return fmt.Errorf("restore state snapshot: %w", err)
 	}
@@ -202,12 +207,12 @@ func (w slogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// openRaftStore opens (or, on first start, bootstraps as a one-node
+// Open opens (or, on first start, bootstraps as a one-node
 // cluster) the Raft state in dataDir/raft, listening for Raft traffic on
 // ln and advertising advertise. A state.json left by a node that predates
 // Raft becomes the first snapshot.
-func openRaftStore(dataDir, id string, ln net.Listener, advertise string, secure *tlsconf.Identity, secret func() string, log *slog.Logger) (*raftStore, error) {
-	s := &raftStore{
+func Open(dataDir, id string, ln net.Listener, advertise string, secure *tlsconf.Identity, secret func() string, log *slog.Logger) (*Store, error) {
+	s := &Store{
 		log:    log,
 		id:     id,
 		dir:    filepath.Join(dataDir, "raft"),
@@ -233,7 +238,7 @@ func openRaftStore(dataDir, id string, ln net.Listener, advertise string, secure
 // transport makes the Raft transport over ln: TLS with node
 // certificates, or plain TCP where every connection opens with a
 // challenge the dialer answers with the cluster secret (raftauth.go).
-func (s *raftStore) transport(ln net.Listener) *raft.NetworkTransport {
+func (s *Store) transport(ln net.Listener) *raft.NetworkTransport {
 	log := s.log.With("component", "raft")
 	rs := &raftStream{ln: ln, adv: s.adv}
 	if s.tls != nil {
@@ -249,7 +254,7 @@ func (s *raftStore) transport(ln net.Listener) *raft.NetworkTransport {
 // start opens the Raft data and starts Raft. Fresh data is bootstrapped
 // as a one-node cluster unless join is set (the node is joining another
 // cluster, whose leader will send it the log).
-func (s *raftStore) start(join bool) error {
+func (s *Store) start(join bool) error {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return fmt.Errorf("raft: %w", err)
 	}
@@ -268,7 +273,7 @@ func (s *raftStore) start(join bool) error {
 		bolt.Close()
 		return fmt.Errorf("raft: %w", err)
 	}
-	legacy := NewState()
+	legacy := state.NewState()
 	if !existing && !join {
 		if legacy, err = legacyState(s.cache); err != nil {
 			bolt.Close()
@@ -279,9 +284,9 @@ func (s *raftStore) start(join bool) error {
 	if s.fsm != nil {
 		notify = s.fsm.notify
 	}
-	s.fsm = &fsm{state: NewState(), cache: s.cache, log: s.log, notify: notify}
+	s.fsm = &fsm{state: state.NewState(), cache: s.cache, log: s.log, notify: notify}
 	if existing {
-		s.fsm.floor = s.cachedState().Index
+		s.fsm.floor = s.CachedState().Index
 	}
 	if !existing && !join {
 		conf := raft.Configuration{Servers: []raft.Server{{ID: cfg.LocalID, Address: s.addr}}}
@@ -301,7 +306,7 @@ func (s *raftStore) start(join bool) error {
 	if len(legacy.Nodes)+len(legacy.Volumes) > 0 {
 		// The state of a node that ran before Raft becomes the first
 		// command of its log.
-		if err := s.Apply(Command{Op: OpLoadState, State: legacy}); err != nil {
+		if err := s.Apply(state.Command{Op: state.OpLoadState, State: legacy}); err != nil {
 			return fmt.Errorf("raft: take over %s: %w", s.cache, err)
 		}
 		s.log.Info("state taken over from before Raft", "volumes", len(legacy.Volumes))
@@ -311,7 +316,7 @@ func (s *raftStore) start(join bool) error {
 
 // watchLeader logs every change of leader that r observes, until r shuts
 // down.
-func (s *raftStore) watchLeader(r *raft.Raft, stop <-chan struct{}) {
+func (s *Store) watchLeader(r *raft.Raft, stop <-chan struct{}) {
 	ch := make(chan raft.Observation, 8)
 	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.LeaderObservation)
@@ -344,8 +349,8 @@ func (s *raftStore) watchLeader(r *raft.Raft, stop <-chan struct{}) {
 
 // legacyState reads the state.json of a node that ran without Raft, or
 // returns an empty state.
-func legacyState(path string) (*State, error) {
-	st := NewState()
+func legacyState(path string) (*state.State, error) {
+	st := state.NewState()
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -361,46 +366,46 @@ func legacyState(path string) (*State, error) {
 
 // cachedState returns the state this node last applied, as saved in
 // state.json (empty if none): what the node had before it stopped.
-func (s *raftStore) cachedState() *State {
+func (s *Store) CachedState() *state.State {
 	st, err := legacyState(s.cache)
 	if err != nil {
 		s.log.Warn("reading the last applied state failed", "err", err)
-		return NewState()
+		return state.NewState()
 	}
 	return st
 }
 
 // onLead sets the function called when this node becomes the leader.
-func (s *raftStore) onLead(fn func()) {
+func (s *Store) OnLead(fn func()) {
 	s.fsm.mu.Lock()
 	s.leadHook = fn
 	s.fsm.mu.Unlock()
 }
 
 // onChange sets the function called after every change of the state.
-func (s *raftStore) onChange(fn func()) {
+func (s *Store) OnChange(fn func()) {
 	s.fsm.mu.Lock()
 	s.fsm.notify = fn
 	s.fsm.mu.Unlock()
 }
 
-func (s *raftStore) State() *State { return s.fsm.current() }
+func (s *Store) State() *state.State { return s.fsm.current() }
 
 // Apply commits cmd through the leader: here if this node leads, else by
 // forwarding it to the leader's API.
-func (s *raftStore) Apply(cmd Command) error {
-	ctx, cancel := context.WithTimeout(context.Background(), leaderWait+raftApplyTimeout)
+func (s *Store) Apply(cmd state.Command) error {
+	ctx, cancel := context.WithTimeout(context.Background(), LeaderWait+ApplyTimeout)
 	defer cancel()
 	return s.ApplyContext(ctx, cmd)
 }
 
 // ApplyContext is Apply bounded by ctx.
-func (s *raftStore) ApplyContext(ctx context.Context, cmd Command) error {
+func (s *Store) ApplyContext(ctx context.Context, cmd state.Command) error {
 	data, err := json.Marshal(cmd)
 	if err != nil {
 		return fmt.Errorf("encode command: %w", err)
 	}
-	if err := s.waitLeader(leaderWait); err != nil {
+	if err := s.WaitLeader(LeaderWait); err != nil {
 		return err
 	}
 	_, leader := s.raft.LeaderWithID()
@@ -410,7 +415,7 @@ func (s *raftStore) ApplyContext(ctx context.Context, cmd Command) error {
 		}
 		return s.forward(ctx, string(leader), cmd)
 	}
-	f := s.raft.Apply(data, raftApplyTimeout)
+	f := s.raft.Apply(data, ApplyTimeout)
 	if err := f.Error(); err != nil {
 		return raftErr(cmd.Op, err)
 	}
@@ -421,14 +426,14 @@ func (s *raftStore) ApplyContext(ctx context.Context, cmd Command) error {
 }
 
 // waitLeader waits up to d for the cluster to have a leader.
-func (s *raftStore) waitLeader(d time.Duration) error {
+func (s *Store) WaitLeader(d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
 		if _, id := s.raft.LeaderWithID(); id != "" {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return api.Errorf(api.ErrNoQuorum, "the cluster has no leader: fewer than a majority of its %d nodes are reachable, so its state cannot change now (volumes keep serving)", s.voters())
+			return api.Errorf(api.ErrNoQuorum, "the cluster has no leader: fewer than a majority of its %d nodes are reachable, so its state cannot change now (volumes keep serving)", s.Voters())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -437,27 +442,36 @@ func (s *raftStore) waitLeader(d time.Duration) error {
 // catchUp waits up to d for this node to have applied its whole log: on
 // the leader, everything committed before (a barrier); elsewhere, the
 // entries its log held when it started, once a leader commits them.
-func (s *raftStore) catchUp(d time.Duration) {
-	if s.isLeader() {
+func (s *Store) CatchUp(d time.Duration) {
+	if s.IsLeader() {
 		if err := s.raft.Barrier(d).Error(); err != nil {
 			s.log.Warn("applying the log again took too long", "err", err)
 		}
 		return
 	}
-	s.waitApplied(context.Background(), s.raft.LastIndex(), d)
+	s.WaitApplied(context.Background(), s.raft.LastIndex(), d)
 }
 
 // waitApplied waits up to d for this node to have applied the log up to
 // index.
-func (s *raftStore) waitApplied(ctx context.Context, index uint64, d time.Duration) {
+func (s *Store) WaitApplied(ctx context.Context, index uint64, d time.Duration) {
 	deadline := time.Now().Add(d)
 	for s.raft.AppliedIndex() < index && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
+// appliedIndex is the index of the last entry this node applied.
+func (s *Store) AppliedIndex() uint64 { return s.raft.AppliedIndex() }
+
+// setForward sets how a command goes to the leader when this node does
+// not lead: fn sends it to node leaderID and returns its verdict.
+func (s *Store) SetForward(fn func(ctx context.Context, leaderID string, cmd state.Command) error) {
+	s.forward = fn
+}
+
 // voters counts the servers of the Raft configuration.
-func (s *raftStore) voters() int {
+func (s *Store) Voters() int {
 	f := s.raft.GetConfiguration()
 	if f.Error() != nil {
 		return 0
@@ -466,16 +480,16 @@ func (s *raftStore) voters() int {
 }
 
 // leader returns the id of the current leader ("" if none).
-func (s *raftStore) leader() string {
+func (s *Store) Leader() string {
 	_, id := s.raft.LeaderWithID()
 	return string(id)
 }
 
 // isLeader reports whether this node leads.
-func (s *raftStore) isLeader() bool { return s.raft.State() == raft.Leader }
+func (s *Store) IsLeader() bool { return s.raft.State() == raft.Leader }
 
 // servers returns the Raft configuration: id → Raft address.
-func (s *raftStore) servers() (map[string]string, error) {
+func (s *Store) Servers() (map[string]string, error) {
 	f := s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, err
@@ -488,16 +502,16 @@ func (s *raftStore) servers() (map[string]string, error) {
 }
 
 // addVoter makes node id, reached at addr, a voter (leader only).
-func (s *raftStore) addVoter(id, addr string) error {
-	if err := s.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, raftApplyTimeout).Error(); err != nil {
+func (s *Store) AddVoter(id, addr string) error {
+	if err := s.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, ApplyTimeout).Error(); err != nil {
 		return raftErr("add node to the cluster", err)
 	}
 	return nil
 }
 
 // removeServer drops node id from the Raft configuration (leader only).
-func (s *raftStore) removeServer(id string) error {
-	if err := s.raft.RemoveServer(raft.ServerID(id), 0, raftApplyTimeout).Error(); err != nil {
+func (s *Store) RemoveServer(id string) error {
+	if err := s.raft.RemoveServer(raft.ServerID(id), 0, ApplyTimeout).Error(); err != nil {
 		return raftErr("remove node from the cluster", err)
 	}
 	return nil
@@ -516,7 +530,7 @@ func raftErr(what string, err error) error {
 // rejoin throws this node's Raft data away and restarts Raft without
 // bootstrapping, to be added to another cluster (or, with bootstrap, to
 // become a one-node cluster of its own again after a detach).
-func (s *raftStore) rejoin(bootstrap bool) error {
+func (s *Store) Rejoin(bootstrap bool) error {
 	close(s.unwatch)
 	if err := s.raft.Shutdown().Error(); err != nil {
 		return fmt.Errorf("raft: shutdown: %w", err)
@@ -539,7 +553,7 @@ func (s *raftStore) rejoin(bootstrap bool) error {
 	return s.start(!bootstrap)
 }
 
-func (s *raftStore) Close() error {
+func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		close(s.unwatch)
@@ -568,7 +582,7 @@ func (r *raftStream) Dial(address raft.ServerAddress, timeout time.Duration) (ne
 	if err != nil {
 		return nil, err
 	}
-	if err := raftAnswer(c, r.secret(), time.Now().Add(timeout)); err != nil {
+	if err := Answer(c, r.secret(), time.Now().Add(timeout)); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -577,7 +591,6 @@ func (r *raftStream) Dial(address raft.ServerAddress, timeout time.Duration) (ne
 
 // Compile-time checks.
 var (
-	_ Store            = (*raftStore)(nil)
 	_ raft.FSM         = (*fsm)(nil)
 	_ raft.StreamLayer = (*raftStream)(nil)
 )

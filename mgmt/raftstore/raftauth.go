@@ -1,4 +1,4 @@
-package mgmt
+package raftstore
 
 import (
 	"errors"
@@ -27,9 +27,9 @@ const (
 	handshakeWait = 10 * time.Second
 )
 
-// raftAnswer reads the listener's challenge from c, before deadline, and
+// Answer reads the listener's challenge from c, before deadline, and
 // answers it with secret (the dialer's side).
-func raftAnswer(c net.Conn, secret string, deadline time.Time) error {
+func Answer(c net.Conn, secret string, deadline time.Time) error {
 	c.SetDeadline(deadline)
 	defer c.SetDeadline(time.Time{})
 	challenge := make([]byte, len(raftMagic)+raftNonce)

@@ -1,4 +1,4 @@
-package mgmt
+package state
 
 import (
 	"fmt"
@@ -12,37 +12,30 @@ import (
 	"github.com/mortarfs/mortar/volume"
 )
 
-// Volume statuses.
-const (
-	StatusCreated = "created"
-	StatusStarted = "started"
-	StatusStopped = "stopped"
-)
-
 // State is the cluster state: the nodes and the volumes. It changes only
 // through Apply, which is deterministic: the same commands applied in the
-// same order to equal states give equal states. That is what lets the file
-// store of today be replaced by a replicated log (Raft) carrying the same
-// commands.
+// same order to equal states give equal states, which is what lets every
+// node keep a copy by applying the entries of one replicated log (mgmt's
+// Raft store).
 type State struct {
 	// Index counts the commands applied so far.
-	Index   uint64                  `json:"index"`
-	Nodes   map[string]NodeState    `json:"nodes"`
-	Volumes map[string]*VolumeState `json:"volumes"`
+	Index   uint64             `json:"index"`
+	Nodes   map[string]Node    `json:"nodes"`
+	Volumes map[string]*Volume `json:"volumes"`
 	// Revoked are the serial numbers of the certificates the cluster
-	// refuses, each with a note saying which (revoke.go).
+	// refuses, each with a note saying which (mgmt/revoke.go).
 	Revoked map[string]string `json:"revoked,omitempty"`
 }
 
-// NodeState is one node (peer) of the cluster.
-type NodeState struct {
+// Node is one node (peer) of the cluster.
+type Node struct {
 	ID   string `json:"id"`
 	Addr string `json:"addr"`           // advertised host:port of the management API
 	Raft string `json:"raft,omitempty"` // host:port of its Raft traffic
 }
 
-// VolumeState is one volume as the cluster keeps it.
-type VolumeState struct {
+// Volume is one volume as the cluster keeps it.
+type Volume struct {
 	Name string `json:"name"`
 	ID   string `json:"id"`
 	Type string `json:"type"`
@@ -54,7 +47,7 @@ type VolumeState struct {
 	// Bricks[0:Disperse], Bricks[Disperse:2*Disperse], ...
 	Disperse   int               `json:"disperse,omitempty"`
 	Redundancy int               `json:"redundancy,omitempty"`
-	Bricks     []BrickState      `json:"bricks"`
+	Bricks     []Brick           `json:"bricks"`
 	Options    map[string]string `json:"options"`
 	Status     string            `json:"status"`
 	// SpecVersion increases with every change clients must follow.
@@ -79,8 +72,8 @@ type VolumeState struct {
 	Secret string `json:"secret,omitempty"`
 }
 
-// BrickState is one brick of a volume.
-type BrickState struct {
+// Brick is one brick of a volume.
+type Brick struct {
 	ID   string `json:"id"`
 	Node string `json:"node"` // id of the node that serves it
 	Host string `json:"host"` // host as the operator named it
@@ -94,7 +87,7 @@ type BrickState struct {
 }
 
 // Name returns the brick as the operator writes it, host:/path.
-func (b BrickState) Name() string { return b.Host + ":" + b.Path }
+func (b Brick) Name() string { return b.Host + ":" + b.Path }
 
 // Command operations.
 const (
@@ -125,7 +118,7 @@ const (
 	// OpSetTask sets volume Name's Task to Volume.Task.
 	OpSetTask = "set-task"
 	// OpRevoke adds serial number Key, with note Value, to the
-	// certificates the cluster refuses (revoke.go).
+	// certificates the cluster refuses (mgmt/revoke.go).
 	OpRevoke = "revoke"
 	// OpSetFence raises volume Name's Fence to Volume.Fence (it never
 	// goes down). Clients follow no change: the spec is the same.
@@ -147,28 +140,28 @@ const (
 // Command is one change to the State. Commands are plain data, so that
 // they can be logged, replicated and replayed.
 type Command struct {
-	Op     string       `json:"op"`
-	Node   *NodeState   `json:"node,omitempty"`
-	Volume *VolumeState `json:"volume,omitempty"`
-	Name   string       `json:"name,omitempty"`
-	Status string       `json:"status,omitempty"`
-	Key    string       `json:"key,omitempty"`
-	Value  string       `json:"value,omitempty"`
-	Brick  string       `json:"brick,omitempty"`
-	Port   int          `json:"port,omitempty"`
-	State  *State       `json:"state,omitempty"`
+	Op     string  `json:"op"`
+	Node   *Node   `json:"node,omitempty"`
+	Volume *Volume `json:"volume,omitempty"`
+	Name   string  `json:"name,omitempty"`
+	Status string  `json:"status,omitempty"`
+	Key    string  `json:"key,omitempty"`
+	Value  string  `json:"value,omitempty"`
+	Brick  string  `json:"brick,omitempty"`
+	Port   int     `json:"port,omitempty"`
+	State  *State  `json:"state,omitempty"`
 }
 
 // NewState returns an empty state.
 func NewState() *State {
-	return &State{Nodes: map[string]NodeState{}, Volumes: map[string]*VolumeState{}}
+	return &State{Nodes: map[string]Node{}, Volumes: map[string]*Volume{}}
 }
 
 // Clone returns a deep copy of s.
 func (s *State) Clone() *State {
-	c := &State{Index: s.Index, Nodes: maps.Clone(s.Nodes), Volumes: make(map[string]*VolumeState, len(s.Volumes)), Revoked: maps.Clone(s.Revoked)}
+	c := &State{Index: s.Index, Nodes: maps.Clone(s.Nodes), Volumes: make(map[string]*Volume, len(s.Volumes)), Revoked: maps.Clone(s.Revoked)}
 	if c.Nodes == nil {
-		c.Nodes = map[string]NodeState{}
+		c.Nodes = map[string]Node{}
 	}
 	for name, v := range s.Volumes {
 		c.Volumes[name] = v.Clone()
@@ -177,7 +170,7 @@ func (s *State) Clone() *State {
 }
 
 // Clone returns a deep copy of v.
-func (v *VolumeState) Clone() *VolumeState {
+func (v *Volume) Clone() *Volume {
 	c := *v
 	c.Bricks = slices.Clone(v.Bricks)
 	c.Options = maps.Clone(v.Options)
@@ -218,7 +211,7 @@ func (s *State) NodeIDs() []string {
 }
 
 // BrickAt returns the volume and brick that use path on node, if any.
-func (s *State) BrickAt(node, path string) (*VolumeState, BrickState, bool) {
+func (s *State) BrickAt(node, path string) (*Volume, Brick, bool) {
 	for _, name := range s.VolumeNames() {
 		v := s.Volumes[name]
 		for _, b := range v.Bricks {
@@ -227,7 +220,7 @@ func (s *State) BrickAt(node, path string) (*VolumeState, BrickState, bool) {
 			}
 		}
 	}
-	return nil, BrickState{}, false
+	return nil, Brick{}, false
 }
 
 // Apply applies cmd to s. On error s is unchanged.
@@ -282,7 +275,7 @@ func (s *State) Apply(cmd Command) error {
 	return nil
 }
 
-func (s *State) setNode(n *NodeState) error {
+func (s *State) setNode(n *Node) error {
 	if n == nil || n.ID == "" || n.Addr == "" {
 		return fmt.Errorf("set-node: node id and address are required")
 	}
@@ -295,7 +288,7 @@ func (s *State) setNode(n *NodeState) error {
 		// with a brick there has a new spec. (The bricks' ports are their
 		// own; the node's API port is not in specs.)
 		for _, v := range s.Volumes {
-			if slices.ContainsFunc(v.Bricks, func(b BrickState) bool { return b.Node == n.ID }) {
+			if slices.ContainsFunc(v.Bricks, func(b Brick) bool { return b.Node == n.ID }) {
 				v.SpecVersion++
 			}
 		}
@@ -303,26 +296,26 @@ func (s *State) setNode(n *NodeState) error {
 	return nil
 }
 
-// setIDs returns the ids of v's sets (their first bricks), in order.
-func setIDs(v *VolumeState) []string {
+// SetIDs returns the ids of v's sets (their first bricks), in order.
+func SetIDs(v *Volume) []string {
 	var ids []string
-	spec := layoutSpec(v)
+	spec := LayoutSpec(v)
 	for _, set := range spec.Sets() {
 		ids = append(ids, set[0].ID)
 	}
 	return ids
 }
 
-// currentLayout is v's layout, pinned or (nil) even over its sets.
-func currentLayout(v *VolumeState) volume.Layout {
+// CurrentLayout is v's layout, pinned or (nil) even over its sets.
+func CurrentLayout(v *Volume) volume.Layout {
 	if v.Layout != nil {
 		return *v.Layout
 	}
-	return volume.EvenLayout(setIDs(v))
+	return volume.EvenLayout(SetIDs(v))
 }
 
-func (s *State) addBricks(name string, add *VolumeState) error {
-	v, err := s.volume(name)
+func (s *State) addBricks(name string, add *Volume) error {
+	v, err := s.Volume(name)
 	if err != nil {
 		return err
 	}
@@ -331,7 +324,7 @@ func (s *State) addBricks(name string, add *VolumeState) error {
 	}
 	next := v.Clone()
 	if next.Layout == nil {
-		l := currentLayout(v)
+		l := CurrentLayout(v)
 		next.Layout = &l
 	}
 	for _, b := range add.Bricks {
@@ -351,8 +344,8 @@ func (s *State) addBricks(name string, add *VolumeState) error {
 	return nil
 }
 
-func (s *State) setLayout(name string, l *VolumeState) error {
-	v, err := s.volume(name)
+func (s *State) setLayout(name string, l *Volume) error {
+	v, err := s.Volume(name)
 	if err != nil {
 		return err
 	}
@@ -369,8 +362,8 @@ func (s *State) setLayout(name string, l *VolumeState) error {
 	return nil
 }
 
-func (s *State) setFence(name string, f *VolumeState) error {
-	v, err := s.volume(name)
+func (s *State) setFence(name string, f *Volume) error {
+	v, err := s.Volume(name)
 	if err != nil {
 		return err
 	}
@@ -385,8 +378,8 @@ func (s *State) setFence(name string, f *VolumeState) error {
 	return nil
 }
 
-func (s *State) setTask(name string, t *VolumeState) error {
-	v, err := s.volume(name)
+func (s *State) setTask(name string, t *Volume) error {
+	v, err := s.Volume(name)
 	if err != nil {
 		return err
 	}
@@ -397,8 +390,8 @@ func (s *State) setTask(name string, t *VolumeState) error {
 	return nil
 }
 
-func (s *State) removeBricks(name string, rm *VolumeState) error {
-	v, err := s.volume(name)
+func (s *State) removeBricks(name string, rm *Volume) error {
+	v, err := s.Volume(name)
 	if err != nil {
 		return err
 	}
@@ -410,14 +403,14 @@ func (s *State) removeBricks(name string, rm *VolumeState) error {
 		gone[b.ID] = true
 	}
 	next := v.Clone()
-	next.Bricks = slices.DeleteFunc(next.Bricks, func(b BrickState) bool { return gone[b.ID] })
+	next.Bricks = slices.DeleteFunc(next.Bricks, func(b Brick) bool { return gone[b.ID] })
 	if len(next.Bricks) != len(v.Bricks)-len(gone) {
 		return api.Errorf(api.ErrNotFound, "remove-brick %s: not every brick given is a brick of the volume", name)
 	}
 	if len(next.Bricks) == 0 {
 		return api.Errorf(api.ErrInvalid, "remove-brick %s: a volume keeps at least one set of bricks", name)
 	}
-	l := currentLayout(v)
+	l := CurrentLayout(v)
 	for id := range gone {
 		l = l.Without(id)
 	}
@@ -431,8 +424,8 @@ func (s *State) removeBricks(name string, rm *VolumeState) error {
 }
 
 // checkSpec validates the spec v would have.
-func (s *State) checkSpec(v *VolumeState) error {
-	spec := layoutSpec(v)
+func (s *State) checkSpec(v *Volume) error {
+	spec := LayoutSpec(v)
 	if err := spec.Validate(); err != nil {
 		return api.Errorf(api.ErrInvalid, "%w", err)
 	}
@@ -440,7 +433,7 @@ func (s *State) checkSpec(v *VolumeState) error {
 }
 
 func (s *State) replaceBrick(cmd Command) error {
-	v, err := s.volume(cmd.Name)
+	v, err := s.Volume(cmd.Name)
 	if err != nil {
 		return err
 	}
@@ -450,7 +443,7 @@ func (s *State) replaceBrick(cmd Command) error {
 	if _, ok := s.Nodes[cmd.Node.ID]; !ok {
 		return fmt.Errorf("replace-brick %s: unknown node %q", cmd.Name, cmd.Node.ID)
 	}
-	i := slices.IndexFunc(v.Bricks, func(b BrickState) bool { return b.ID == cmd.Brick })
+	i := slices.IndexFunc(v.Bricks, func(b Brick) bool { return b.ID == cmd.Brick })
 	if i < 0 {
 		return api.Errorf(api.ErrNotFound, "volume %s has no brick %s", cmd.Name, cmd.Brick)
 	}
@@ -469,7 +462,7 @@ func (s *State) removeNode(id string) error {
 		return api.Errorf(api.ErrNotFound, "node %s is not part of the cluster", id)
 	}
 	for _, name := range s.VolumeNames() {
-		if slices.ContainsFunc(s.Volumes[name].Bricks, func(b BrickState) bool { return b.Node == id }) {
+		if slices.ContainsFunc(s.Volumes[name].Bricks, func(b Brick) bool { return b.Node == id }) {
 			return api.Errorf(api.ErrState, "node %s serves bricks of volume %s", id, name)
 		}
 	}
@@ -477,7 +470,7 @@ func (s *State) removeNode(id string) error {
 	return nil
 }
 
-func (s *State) createVolume(v *VolumeState) error {
+func (s *State) createVolume(v *Volume) error {
 	if v == nil || v.Name == "" || v.ID == "" {
 		return fmt.Errorf("create-volume: volume name and id are required")
 	}
@@ -500,12 +493,12 @@ func (s *State) createVolume(v *VolumeState) error {
 			return api.Errorf(api.ErrInvalid, "brick %s is already part of volume %s", b.Name(), other.Name)
 		}
 	}
-	spec := layoutSpec(v)
+	spec := LayoutSpec(v)
 	if err := spec.Validate(); err != nil {
 		return api.Errorf(api.ErrInvalid, "%w", err)
 	}
 	c := v.Clone()
-	c.Status = StatusCreated
+	c.Status = api.StatusCreated
 	c.SpecVersion = 1
 	if c.Options == nil {
 		c.Options = map[string]string{}
@@ -514,7 +507,8 @@ func (s *State) createVolume(v *VolumeState) error {
 	return nil
 }
 
-func (s *State) volume(name string) (*VolumeState, error) {
+// Volume returns volume name, or an ErrNotFound error.
+func (s *State) Volume(name string) (*Volume, error) {
 	v, ok := s.Volumes[name]
 	if !ok {
 		return nil, api.Errorf(api.ErrNotFound, "volume %s does not exist", name)
@@ -523,16 +517,16 @@ func (s *State) volume(name string) (*VolumeState, error) {
 }
 
 func (s *State) setStatus(name, status string) error {
-	v, err := s.volume(name)
+	v, err := s.Volume(name)
 	if err != nil {
 		return err
 	}
 	switch {
-	case status == StatusStarted && v.Status == StatusStarted:
+	case status == api.StatusStarted && v.Status == api.StatusStarted:
 		return api.Errorf(api.ErrState, "volume %s is already started", name)
-	case status == StatusStopped && v.Status != StatusStarted:
+	case status == api.StatusStopped && v.Status != api.StatusStarted:
 		return api.Errorf(api.ErrState, "volume %s is not started", name)
-	case status != StatusStarted && status != StatusStopped:
+	case status != api.StatusStarted && status != api.StatusStopped:
 		return fmt.Errorf("set-status %s: bad status %q", name, status)
 	}
 	v.Status = status
@@ -540,7 +534,7 @@ func (s *State) setStatus(name, status string) error {
 }
 
 func (s *State) setOption(name, key, value string) error {
-	v, err := s.volume(name)
+	v, err := s.Volume(name)
 	if err != nil {
 		return err
 	}
@@ -556,7 +550,7 @@ func (s *State) setOption(name, key, value string) error {
 }
 
 func (s *State) resetOption(name, key string) error {
-	v, err := s.volume(name)
+	v, err := s.Volume(name)
 	if err != nil {
 		return err
 	}
@@ -570,7 +564,7 @@ func (s *State) resetOption(name, key string) error {
 }
 
 func (s *State) setSecret(name, secret string) error {
-	v, err := s.volume(name)
+	v, err := s.Volume(name)
 	if err != nil {
 		return err
 	}
@@ -583,14 +577,14 @@ func (s *State) setSecret(name, secret string) error {
 }
 
 func (s *State) setBrickPort(name, brick string, port int) error {
-	v, err := s.volume(name)
+	v, err := s.Volume(name)
 	if err != nil {
 		return err
 	}
 	if port <= 0 || port > 65535 {
 		return fmt.Errorf("set-brick-port %s: bad port %d", name, port)
 	}
-	i := slices.IndexFunc(v.Bricks, func(b BrickState) bool { return b.ID == brick })
+	i := slices.IndexFunc(v.Bricks, func(b Brick) bool { return b.ID == brick })
 	if i < 0 {
 		return api.Errorf(api.ErrNotFound, "volume %s has no brick %s", name, brick)
 	}
@@ -602,11 +596,11 @@ func (s *State) setBrickPort(name, brick string, port int) error {
 }
 
 func (s *State) deleteVolume(name string) error {
-	v, err := s.volume(name)
+	v, err := s.Volume(name)
 	if err != nil {
 		return err
 	}
-	if v.Status == StatusStarted {
+	if v.Status == api.StatusStarted {
 		return api.Errorf(api.ErrState, "volume %s is started; stop it first (mortar volume stop %s)", name, name)
 	}
 	delete(s.Volumes, name)
@@ -615,20 +609,20 @@ func (s *State) deleteVolume(name string) error {
 
 // Spec returns the spec clients use to mount v, with each brick's address
 // made of the host of the node that serves it and the brick's own port.
-func (s *State) Spec(v *VolumeState) volume.Spec {
-	spec := layoutSpec(v)
+func (s *State) Spec(v *Volume) volume.Spec {
+	spec := LayoutSpec(v)
 	spec.Options = maps.Clone(v.Options)
 	spec.Version = v.SpecVersion
 	for i, b := range v.Bricks {
-		spec.Bricks[i].Addr = brickAddr(s.Nodes[b.Node].Addr, b.Port)
+		spec.Bricks[i].Addr = BrickAddr(s.Nodes[b.Node].Addr, b.Port)
 	}
 	return spec
 }
 
-// layoutSpec returns the part of v's spec that does not depend on where
+// LayoutSpec returns the part of v's spec that does not depend on where
 // the bricks run: name, id, type, replica or disperse sets and arbiters,
 // and the secret the bricks require.
-func layoutSpec(v *VolumeState) volume.Spec {
+func LayoutSpec(v *Volume) volume.Spec {
 	spec := volume.Spec{Name: v.Name, ID: v.ID, Type: v.Type, Replica: v.Replica, Disperse: v.Disperse, Redundancy: v.Redundancy,
 		Layout: v.Layout, Previous: v.Previous, Secret: v.Secret}
 	for _, b := range v.Bricks {
@@ -637,10 +631,10 @@ func layoutSpec(v *VolumeState) volume.Spec {
 	return spec
 }
 
-// brickAddr is where a brick listening on port of the node advertised as
+// BrickAddr is where a brick listening on port of the node advertised as
 // nodeAddr is reached: the node's host with the brick's port, or "" for a
 // brick that never started.
-func brickAddr(nodeAddr string, port int) string {
+func BrickAddr(nodeAddr string, port int) string {
 	if port == 0 || nodeAddr == "" {
 		return ""
 	}
