@@ -10,18 +10,14 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/brickrun"
 	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/volume/options"
 
 	"github.com/mortarfs/mortar/volume"
 )
-
-// brickStopTimeout is how long a brick may take to exit after SIGTERM
-// before it gets SIGKILL.
-const brickStopTimeout = 5 * time.Second
 
 // volumeRun is what this node runs for one started volume: its bricks, and
 // goroutines that live exactly as long as the volume runs here (brick
@@ -45,8 +41,8 @@ func (vr *volumeRun) spawn(fn func(ctx context.Context)) {
 // brickRun is one of this node's bricks of a started volume.
 type brickRun struct {
 	name string
-	proc runningBrick // nil while offline
-	err  string       // why it is offline
+	proc brickrun.Brick // nil while offline
+	err  string         // why it is offline
 }
 
 // volumeRunFor returns the run of volume v, making it if needed.
@@ -108,7 +104,7 @@ func (n *Node) startBrick(vr *volumeRun, v *state.Volume, b state.Brick) error {
 	n.writeAuth(v)
 	n.writeReserve(v)
 	n.writeFence(v)
-	proc, err := n.runner.start(BrickConfig{
+	proc, err := n.runner.Start(brickrun.Config{
 		Volume:      v.Name,
 		VolumeID:    v.ID,
 		BrickID:     b.ID,
@@ -125,9 +121,9 @@ func (n *Node) startBrick(vr *volumeRun, v *state.Volume, b state.Brick) error {
 		Logger:      n.log.With("volume", v.Name, "brick", b.Name()),
 	})
 	if err == nil {
-		if port := portOf(proc.addr()); port != b.Port {
+		if port := portOf(proc.Addr()); port != b.Port {
 			if err = n.store.Apply(state.Command{Op: state.OpSetBrickPort, Name: v.Name, Brick: b.ID, Port: port}); err != nil {
-				proc.stop(brickStopTimeout)
+				proc.Stop(brickrun.StopTimeout)
 			}
 		}
 	}
@@ -146,12 +142,12 @@ func (n *Node) startBrick(vr *volumeRun, v *state.Volume, b state.Brick) error {
 	br.proc, br.err = proc, ""
 	vr.spawn(func(ctx context.Context) {
 		select {
-		case <-proc.done():
+		case <-proc.Done():
 			n.reaped(vr, b.ID, proc)
 		case <-ctx.Done(): // the volume's run ended (its bricks may serve on: see endVolumeRun)
 		}
 	})
-	n.log.Info("brick started", "volume", v.Name, "brick", b.Name(), "id", b.ID, "addr", proc.addr(), "pid", proc.pid())
+	n.log.Info("brick started", "volume", v.Name, "brick", b.Name(), "id", b.ID, "addr", proc.Addr(), "pid", proc.PID())
 	return nil
 }
 
@@ -165,7 +161,7 @@ func portOf(addr string) int {
 // reaped records that proc, brick id of vr, has exited, unless the node
 // stopped it on purpose. A dead brick stays offline (as in GlusterFS)
 // until "volume start NAME force".
-func (n *Node) reaped(vr *volumeRun, id string, proc runningBrick) {
+func (n *Node) reaped(vr *volumeRun, id string, proc brickrun.Brick) {
 	n.runMu.Lock()
 	defer n.runMu.Unlock()
 	br := vr.bricks[id]
@@ -176,15 +172,15 @@ func (n *Node) reaped(vr *volumeRun, id string, proc runningBrick) {
 	n.log.Error("brick died; it stays offline until \"mortar volume start "+vr.name+" force\"", "volume", vr.name, "brick", br.name, "why", br.err)
 }
 
-func exitReason(proc runningBrick) string {
-	if err := proc.exitErr(); err != nil {
+func exitReason(proc brickrun.Brick) string {
+	if err := proc.ExitErr(); err != nil {
 		return err.Error()
 	}
 	return "brick stopped"
 }
 
 // stopVolumeRun stops this node's bricks of volume id (all at once, each
-// with SIGTERM and then SIGKILL after brickStopTimeout) and the volume's
+// with SIGTERM and then SIGKILL after brickrun.StopTimeout) and the volume's
 // goroutines.
 func (n *Node) stopVolumeRun(id string) { n.endVolumeRun(id, true) }
 
@@ -195,7 +191,7 @@ func (n *Node) endVolumeRun(id string, stopBricks bool) {
 	n.runMu.Lock()
 	vr := n.vols[id]
 	delete(n.vols, id)
-	var procs []runningBrick
+	var procs []brickrun.Brick
 	if vr != nil {
 		for _, br := range vr.bricks {
 			if br.proc != nil {
@@ -211,7 +207,7 @@ func (n *Node) endVolumeRun(id string, stopBricks bool) {
 	var wg sync.WaitGroup
 	for _, p := range procs {
 		if stopBricks {
-			wg.Go(func() { p.stop(brickStopTimeout) })
+			wg.Go(func() { p.Stop(brickrun.StopTimeout) })
 		}
 	}
 	wg.Wait()
@@ -248,14 +244,14 @@ func (n *Node) stopAllBricks() {
 	n.closing = true
 	ids := slices.Collect(maps.Keys(n.vols))
 	n.runMu.Unlock()
-	keep := n.runner != nil && n.runner.keeps()
+	keep := n.runner != nil && n.runner.Keeps()
 	var wg sync.WaitGroup
 	for _, id := range ids {
 		wg.Go(func() { n.endVolumeRun(id, !keep) })
 	}
 	wg.Wait()
 	if n.runner != nil {
-		n.runner.close()
+		n.runner.Close()
 	}
 }
 
@@ -267,7 +263,7 @@ func (n *Node) stopAllBricks() {
 func (n *Node) KillBrick(id string) error {
 	n.runMu.Lock()
 	var vr *volumeRun
-	var proc runningBrick
+	var proc brickrun.Brick
 	for _, r := range n.vols {
 		if br := r.bricks[id]; br != nil && br.proc != nil {
 			vr, proc = r, br.proc
@@ -277,7 +273,7 @@ func (n *Node) KillBrick(id string) error {
 	if proc == nil {
 		return api.Errorf(api.ErrNotFound, "brick %s does not run on this node", id)
 	}
-	proc.kill()
+	proc.Kill()
 	n.reaped(vr, id, proc)
 	return nil
 }
@@ -294,10 +290,10 @@ func (n *Node) brickStatus(st *state.State, v *state.Volume, b state.Brick) api.
 		bs.Error = br.err
 		if br.proc != nil {
 			select {
-			case <-br.proc.done(): // exited; its watcher is about to record it
+			case <-br.proc.Done(): // exited; its watcher is about to record it
 				bs.Error = exitReason(br.proc)
 			default:
-				bs.Online, bs.PID = true, br.proc.pid()
+				bs.Online, bs.PID = true, br.proc.PID()
 			}
 		}
 	}

@@ -40,7 +40,7 @@ type Config struct {
 	Logger *slog.Logger
 	// BrickExec, when set, runs every brick as a process of its own, as
 	// GlusterFS runs a glusterfsd per brick: the program BrickExec with
-	// the arguments BrickArgs returns (`mortar brick ...`), logging to
+	// the arguments brickrun.Args returns (`mortar brick ...`), logging to
 	// DataDir/logs/bricks/, killed when the node's process dies (but see
 	// KeepBricks). `mortar server` sets it to its own binary. Empty (the default): bricks run
 	// inside this process, each on its own listener, which tests and

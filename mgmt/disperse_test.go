@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/brickrun"
 	"github.com/mortarfs/mortar/volume/options"
 
 	"github.com/mortarfs/mortar/volume"
@@ -41,7 +42,7 @@ func servedDisperse(t *testing.T, n *Node, vid, id string) bool {
 	if br == nil || br.proc == nil {
 		t.Fatalf("brick %s does not run", id)
 	}
-	return br.proc.(*inProcBrick).sb.cfg.Disperse
+	return br.proc.(*brickrun.InProcBrick).Config().Disperse
 }
 
 func TestCreateDispersed(t *testing.T) {

@@ -14,9 +14,9 @@
 //
 // With Config.BrickExec set (as `mortar server` does), bricks run outside
 // the node: with Config.BrickMultiplex (the server's default) all in one
-// child process, `mortar brick-host` (RunBrickHost, driven by muxRunner),
+// child process, `mortar brick-host` (brickrun.RunHost, driven by its mux runner),
 // as GlusterFS's brick multiplexing; without it each in a child process of
-// its own, `mortar brick` (RunBrick), like GlusterFS's glusterfsd.
+// its own, `mortar brick` (brickrun.Run), like GlusterFS's glusterfsd.
 // `volume start` returns once every brick reported that it listens; a
 // brick that dies stays offline, with its exit status in `volume status`,
 // until `volume start NAME force`. With Config.KeepBricks (the server's
@@ -32,21 +32,22 @@
 // # State
 //
 // The cluster state (package mgmt/state) changes only by state.Commands
-// applied in order by a Store. state.State.Apply is deterministic and does no I/O; everything that touches
-// disks (marking bricks, opening them) happens in the node before or after
-// the command; a brick's port is recorded by a command too. The Store is
-// a Raft log (package mgmt/raftstore, hashicorp/raft over bbolt in
-// DATA/raft): every node is a voter, and one node is a valid cluster of its
-// own until `peer probe` joins it to another. Each node also writes the
+// applied in order by a Store. state.State.Apply is deterministic and
+// does no I/O; everything that touches disks (marking bricks, opening
+// them) happens in the node before or after the command; a brick's port
+// is recorded by a command too. The Store is a Raft log (package
+// mgmt/raftstore, hashicorp/raft over bbolt in DATA/raft): every node is
+// a voter, and one node is a valid cluster of its own until `peer probe`
+// joins it to another. Each node also writes the
 // state it applied to DATA/state.json, which it starts its bricks from
 // when it restarts without a quorum.
 //
 // The package still does several jobs at once (issue 16): the HTTP
-// API's server (api.go),
-// request forwarding to the leader (cluster.go), the brick
-// supervisor and brick host (bricks.go, muxrunner.go, procrunner.go,
-// brickhost.go, takeup.go), the heal daemon (heal.go, healcmd.go) and
-// rebalance (rebalance.go, migrate.go).
+// API's server (api.go), request forwarding to the leader (cluster.go),
+// the volume lifecycle (volumes.go), starting and watching this node's
+// bricks (bricks.go; how they run is package mgmt/brickrun), the heal
+// daemon (heal.go, healcmd.go) and rebalance (rebalance.go, migrate.go,
+// takeup.go).
 //
 // # Embedding
 //

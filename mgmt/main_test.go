@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/mortarfs/mortar/mgmt/brickrun"
 	"github.com/mortarfs/mortar/tlsconf"
 )
 
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) {
 
 // testBrickMain parses the flags BrickArgs makes and runs RunBrick.
 func testBrickMain(args []string) error {
-	var cfg BrickConfig
+	var cfg brickrun.Config
 	var level string
 	var readyFd int
 	fs := flag.NewFlagSet("brick", flag.ContinueOnError)
@@ -61,5 +62,5 @@ func testBrickMain(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	return RunBrick(ctx, cfg, os.NewFile(uintptr(readyFd), "ready"))
+	return brickrun.Run(ctx, cfg, os.NewFile(uintptr(readyFd), "ready"))
 }

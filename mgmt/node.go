@@ -18,6 +18,7 @@ import (
 	"github.com/mortarfs/mortar/internal/atomicfile"
 	"github.com/mortarfs/mortar/internal/proof"
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/brickrun"
 	"github.com/mortarfs/mortar/mgmt/raftstore"
 	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/tlsconf"
@@ -54,7 +55,7 @@ type Node struct {
 	migs      map[string]*migration // by volume id: this node's part of its task
 	ln        net.Listener
 	http      *http.Server
-	runner    brickRunner
+	runner    brickrun.Runner
 	brickHost string // host the bricks listen on (that of Config.Listen)
 
 	// opMu serialises the operations that change volumes, so that checks
@@ -104,7 +105,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.settle()
 	n.restoreBricks()
-	n.runner.settle()
+	n.runner.Settle()
 	n.serve()
 	n.raft.OnChange(n.changed)
 	n.raft.OnLead(n.resumeTasks)
@@ -161,15 +162,15 @@ func (n *Node) open(cfg Config) error {
 	n.store = n.raft
 	n.brickHost, _, _ = net.SplitHostPort(cfg.Listen)
 	if cfg.BrickExec != "" {
-		proc := newProcRunner(cfg.BrickExec, filepath.Join(cfg.DataDir, "logs", "bricks"), cfg.BrickLogLevel, n.log)
+		proc := brickrun.NewProcRunner(cfg.BrickExec, filepath.Join(cfg.DataDir, "logs", "bricks"), cfg.BrickLogLevel, n.log)
 		n.runner = proc
 		if cfg.BrickMultiplex {
-			n.runner = newMuxRunner(proc, cfg.DataDir, cfg.KeepBricks)
+			n.runner = brickrun.NewMuxRunner(proc, cfg.DataDir, cfg.KeepBricks)
 		} else {
-			stopLeftoverHost(cfg.DataDir, n.log)
+			brickrun.StopLeftoverHost(cfg.DataDir, n.log)
 		}
 	} else {
-		n.runner = inProcRunner{}
+		n.runner = brickrun.InProc{}
 	}
 	return nil
 }

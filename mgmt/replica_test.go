@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/brickrun"
 	"github.com/mortarfs/mortar/volume/options"
 
 	"github.com/mortarfs/mortar/brick/posix"
@@ -324,8 +325,8 @@ func TestStartFailureStopsOthers(t *testing.T) {
 // A brick whose port is taken when it restarts stays offline with a clear
 // error; freeing the port and "start force" bring it back there.
 func TestBrickPortTaken(t *testing.T) {
-	defer func(d time.Duration) { addrInUseWait = d }(addrInUseWait)
-	addrInUseWait = 200 * time.Millisecond
+	defer func(d time.Duration) { brickrun.AddrInUseWait = d }(brickrun.AddrInUseWait)
+	brickrun.AddrInUseWait = 200 * time.Millisecond
 	n, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
 	vi, err := c.CreateVolume(ctx, api.CreateVolumeRequest{Name: "gv0", Bricks: bricksOn(brickDirs(t, 2)), Force: true})
@@ -398,7 +399,7 @@ func TestBrickProcesses(t *testing.T) {
 	if !strings.Contains(string(cmdline), "--arbiter") || !strings.Contains(string(cmdline), dirs[2]) {
 		t.Errorf("arbiter brick's command line: %q", cmdline)
 	}
-	if _, err := os.Stat(filepath.Join(data, "logs", "bricks", brickLogName(dirs[0]))); err != nil {
+	if _, err := os.Stat(filepath.Join(data, "logs", "bricks", brickrun.LogName(dirs[0]))); err != nil {
 		t.Errorf("brick log: %v", err)
 	}
 	spec, _ := c.Spec(ctx, "gv0")

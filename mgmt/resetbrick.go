@@ -13,6 +13,7 @@ import (
 	"github.com/mortarfs/mortar/brick/posix"
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/brickrun"
 	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/volume"
 )
@@ -144,7 +145,7 @@ func (n *Node) stopBrick(vr *volumeRun, id string) bool {
 	proc := br.proc
 	br.proc, br.err = nil, "stopped for reset-brick"
 	n.runMu.Unlock()
-	proc.stop(brickStopTimeout)
+	proc.Stop(brickrun.StopTimeout)
 	return true
 }
 

@@ -201,7 +201,7 @@ func (n *Node) recheckBrick(volID, id string) {
 	if vr == nil || vr.bricks[id] == nil || vr.bricks[id].proc == nil {
 		return
 	}
-	vr.bricks[id].proc.recheck()
+	vr.bricks[id].proc.Recheck()
 }
 
 // peerClient returns a client for another node's API at addr.

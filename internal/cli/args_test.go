@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/brickrun"
 	"github.com/mortarfs/mortar/volume/options"
 
-	"github.com/mortarfs/mortar/mgmt"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -253,12 +253,12 @@ func TestDevDisperseLayout(t *testing.T) {
 // The brick command accepts exactly the arguments the node runs it with.
 func TestBrickArgs(t *testing.T) {
 	for _, kind := range []string{"arbiter", "disperse", "plain", "tls"} {
-		want := mgmt.BrickConfig{Volume: "gv0", VolumeID: "vid", BrickID: "bid", Path: "/data/b1", Listen: "127.0.0.1:0",
+		want := brickrun.Config{Volume: "gv0", VolumeID: "vid", BrickID: "bid", Path: "/data/b1", Listen: "127.0.0.1:0",
 			Arbiter: kind == "arbiter", Disperse: kind == "disperse"}
 		if kind == "tls" {
 			want.TLSDir, want.TLSName, want.AuthFile, want.MaxConnsPerClient = "/etc/mortar/tls", "node1", "/var/lib/mortar/auth/bid.auth", 9
 		}
-		args := mgmt.BrickArgs(want, "debug")
+		args := brickrun.Args(want, "debug")
 		if args[0] != "brick" {
 			t.Fatalf("args %q do not start with the brick command", args)
 		}

@@ -13,14 +13,14 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/mortarfs/mortar/mgmt"
+	"github.com/mortarfs/mortar/mgmt/brickrun"
 	"github.com/mortarfs/mortar/tlsconf"
 )
 
 // newBrickCommand is `mortar brick`, the process that serves one brick.
-// The node starts it (see mgmt.BrickArgs); it is hidden from help.
+// The node starts it (see brickrun.Args); it is hidden from help.
 func newBrickCommand() *cobra.Command {
-	var cfg mgmt.BrickConfig
+	var cfg brickrun.Config
 	var logLevel string
 	var readyFd int
 	var authAllow, authReject string
@@ -58,7 +58,7 @@ auth.reject lines), read again at every new connection; --auth-allow and
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			if err := mgmt.RunBrick(ctx, cfg, ready); err != nil {
+			if err := brickrun.Run(ctx, cfg, ready); err != nil {
 				return fmt.Errorf("mortar brick %s: %w", cfg.Path, err)
 			}
 			return nil
@@ -74,7 +74,7 @@ auth.reject lines), read again at every new connection; --auth-allow and
 
 // brickFlags defines the flags of `mortar brick` that describe the brick
 // on f (the brick host reads a brick's with them too) and returns f.
-func brickFlags(f *pflag.FlagSet, cfg *mgmt.BrickConfig, logLevel, authAllow, authReject *string) *pflag.FlagSet {
+func brickFlags(f *pflag.FlagSet, cfg *brickrun.Config, logLevel, authAllow, authReject *string) *pflag.FlagSet {
 	f.StringVar(&cfg.Volume, "volume", "", "volume name (for logs)")
 	f.StringVar(&cfg.VolumeID, "volume-id", "", "id of the volume the brick directory is marked with")
 	f.StringVar(&cfg.BrickID, "brick-id", "", "id of the brick, as clients name it")
@@ -98,8 +98,8 @@ func brickFlags(f *pflag.FlagSet, cfg *mgmt.BrickConfig, logLevel, authAllow, au
 
 // parseHostedBrick reads a brick's config from the flags of `mortar
 // brick` for the brick host, with a logger appending to logPath.
-func parseHostedBrick(args []string, logPath string) (mgmt.BrickConfig, io.Closer, error) {
-	var cfg mgmt.BrickConfig
+func parseHostedBrick(args []string, logPath string) (brickrun.Config, io.Closer, error) {
+	var cfg brickrun.Config
 	var logLevel, authAllow, authReject string
 	var readyFd int
 	f := brickFlags(pflag.NewFlagSet("brick", pflag.ContinueOnError), &cfg, &logLevel, &authAllow, &authReject)
@@ -168,7 +168,7 @@ the socket listens. There is no need to run it by hand.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			if err := mgmt.RunBrickHost(ctx, ctl, parseHostedBrick); err != nil {
+			if err := brickrun.RunHost(ctx, ctl, parseHostedBrick); err != nil {
 				return fmt.Errorf("mortar brick-host: %w", err)
 			}
 			return nil

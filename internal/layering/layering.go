@@ -17,8 +17,10 @@ var Ranks = map[string]int{
 	"layer/crypt": 2, "layer/disperse": 2, "layer/distribute": 2, "layer/mdcache": 2,
 	"layer/nlcache": 2, "layer/protocol": 2, "layer/quickread": 2, "layer/readahead": 2,
 	"layer/readdirahead": 2, "layer/replicate": 2, "layer/writebehind": 2, "brick": 2,
-	// Heal over the set layers; the option table; test bricks; FUSE.
+	// Heal over the set layers; the option table; test bricks; FUSE; what
+	// runs a node's bricks (in a brick host, processes, or in-process).
 	"heal": 3, "volume/options": 3, "internal/testbrick": 3, "fusebridge": 3,
+	"mgmt/brickrun": 3,
 	// A volume's graph from its spec.
 	"volume": 4,
 	// What runs volumes: the client library, the simulation, benchmarks;

@@ -1,4 +1,4 @@
-package mgmt
+package brickrun
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/mortarfs/mortar/wire"
 )
 
-// testHost is a RunBrickHost driven over its control socket, as the node
+// testHost is a RunHost driven over its control socket, as the node
 // drives a brick host process.
 type testHost struct {
 	t      *testing.T
@@ -28,11 +28,11 @@ type testHost struct {
 }
 
 // hostParse reads "path brick-id" as a brick of volume "v" on a free port.
-func hostParse(args []string, logPath string) (BrickConfig, io.Closer, error) {
+func hostParse(args []string, logPath string) (Config, io.Closer, error) {
 	if len(args) != 2 {
-		return BrickConfig{}, nil, errors.New("want PATH BRICK-ID")
+		return Config{}, nil, errors.New("want PATH BRICK-ID")
 	}
-	return BrickConfig{Volume: "v", VolumeID: "v", Path: args[0], BrickID: args[1], Listen: "127.0.0.1:0"}, io.NopCloser(nil), nil
+	return Config{Volume: "v", VolumeID: "v", Path: args[0], BrickID: args[1], Listen: "127.0.0.1:0"}, io.NopCloser(nil), nil
 }
 
 func startTestHost(t *testing.T) *testHost {
@@ -42,7 +42,7 @@ func startTestHost(t *testing.T) *testHost {
 		t.Fatal(err)
 	}
 	h := &testHost{t: t, sock: sock, ended: make(chan error, 1)}
-	go func() { h.ended <- RunBrickHost(context.Background(), ln, hostParse) }()
+	go func() { h.ended <- RunHost(context.Background(), ln, hostParse) }()
 	h.connect()
 	t.Cleanup(func() {
 		h.conn.Write([]byte(`{"op":"shutdown"}` + "\n")) //nolint:errcheck // a host shut down already reads nothing
@@ -234,7 +234,7 @@ func TestSameBrick(t *testing.T) {
 // all), and takes over the bricks it serves as the same ones; a host
 // that knows the flag gets it.
 func TestOlderHostGetsOnlyFlagsItKnows(t *testing.T) {
-	args := BrickArgs(BrickConfig{Volume: "v", VolumeID: "id", BrickID: "b", Path: "/p", Listen: "127.0.0.1:1", Replicated: true}, "info")[1:]
+	args := Args(Config{Volume: "v", VolumeID: "id", BrickID: "b", Path: "/p", Listen: "127.0.0.1:1", Replicated: true}, "info")[1:]
 	if !slices.Contains(args, "--replicated") {
 		t.Fatalf("BrickArgs of a replicated brick: %v", args)
 	}

@@ -1,4 +1,4 @@
-package mgmt
+package brickrun
 
 import (
 	"bufio"
@@ -26,7 +26,7 @@ import (
 const hostLogName = "brick-host.log"
 
 // muxRunner runs every brick of the node in one brick host process, `EXE
-// brick-host` (see RunBrickHost), as GlusterFS's cluster.brick-multiplex
+// brick-host` (see RunHost), as GlusterFS's cluster.brick-multiplex
 // does: one Go runtime instead of one per brick. The bricks fail together
 // (a killed host takes every brick of the node down) and come back with
 // "volume start NAME force", which starts a new host if the old one is
@@ -48,7 +48,7 @@ type muxRunner struct {
 	next int
 }
 
-func newMuxRunner(proc *procRunner, dataDir string, keep bool) *muxRunner {
+func NewMuxRunner(proc *procRunner, dataDir string, keep bool) *muxRunner {
 	// Brick numbers go on from where a host adopted from an earlier node
 	// may have left them (bricks it was still opening are not listed).
 	return &muxRunner{proc: proc, sock: hostSocket(dataDir), keep: keep, next: int(time.Now().UnixNano() / 1000)}
@@ -109,12 +109,12 @@ type muxBrick struct {
 	err    error // how it exited; set before exited is closed
 }
 
-func (r *muxRunner) start(cfg BrickConfig) (runningBrick, error) {
+func (r *muxRunner) Start(cfg Config) (Brick, error) {
 	h, err := r.hostFor()
 	if err != nil {
 		return nil, err
 	}
-	args := h.known(BrickArgs(cfg, r.proc.logLevel)[1:])
+	args := h.known(Args(cfg, r.proc.logLevel)[1:])
 	if b := h.takeOver(cfg.Path, args); b != nil {
 		r.proc.log.Info("brick taken over from the running brick host", "volume", cfg.Volume, "path", cfg.Path, "pid", h.pid, "addr", b.listen)
 		return b, nil
@@ -124,7 +124,7 @@ func (r *muxRunner) start(cfg BrickConfig) (runningBrick, error) {
 		return nil, err
 	}
 	b.args = args
-	cmd := hostCommand{Op: "start", ID: b.id, Args: args, Log: filepath.Join(r.proc.logDir, brickLogName(cfg.Path))}
+	cmd := hostCommand{Op: "start", ID: b.id, Args: args, Log: filepath.Join(r.proc.logDir, LogName(cfg.Path))}
 	if err := h.send(cmd); err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func (r *muxRunner) start(cfg BrickConfig) (runningBrick, error) {
 	case <-h.exited:
 		return nil, h.err
 	case <-time.After(brickReadyTimeout):
-		b.kill()
+		b.Kill()
 		return nil, fmt.Errorf("brick did not listen within %v; see %s", brickReadyTimeout, cmd.Log)
 	}
 	r.proc.log.Debug("brick ready in brick host", "volume", cfg.Volume, "path", cfg.Path, "pid", h.pid, "addr", b.listen)
@@ -310,7 +310,7 @@ func (h *hostProc) takeOver(path string, args []string) *muxBrick {
 			return b
 		}
 	}
-	b.stop(brickStopTimeout)
+	b.Stop(StopTimeout)
 	return nil
 }
 
@@ -372,7 +372,7 @@ func argValue(args []string, flag string) string {
 
 // settle stops the bricks the host served when the node connected that
 // the node did not take over (their volumes stopped or went meanwhile).
-func (r *muxRunner) settle() {
+func (r *muxRunner) Settle() {
 	r.mu.Lock()
 	h := r.host
 	if h == nil {
@@ -390,26 +390,26 @@ func (r *muxRunner) settle() {
 	h.mu.Unlock()
 	for path, b := range left {
 		r.proc.log.Info("stopping a brick the node no longer runs", "path", path)
-		b.stop(brickStopTimeout)
+		b.Stop(StopTimeout)
 	}
 }
 
 // shutdown asks the host to close its bricks and exit, and kills it if
-// it has not within brickStopTimeout.
+// it has not within StopTimeout.
 func (h *hostProc) shutdown() {
 	h.send(hostCommand{Op: "shutdown"}) //nolint:errcheck // a gone host is shut down
 	select {
 	case <-h.exited:
-	case <-time.After(brickStopTimeout):
+	case <-time.After(StopTimeout):
 		h.killHost()
 		<-h.exited
 	}
 }
 
-// stopLeftoverHost shuts down a brick host left serving by an earlier
+// StopLeftoverHost shuts down a brick host left serving by an earlier
 // node on dataDir, for a node that runs its bricks otherwise (one process
 // per brick): the host's bricks would hold their ports.
-func stopLeftoverHost(dataDir string, log *slog.Logger) {
+func StopLeftoverHost(dataDir string, log *slog.Logger) {
 	r := &muxRunner{sock: hostSocket(dataDir), proc: &procRunner{log: log}}
 	h, err := r.dialHost()
 	if err != nil || h == nil {
@@ -516,13 +516,13 @@ func (h *hostProc) listedBrick(e hostEvent) {
 
 // close releases the host: with keep it goes on serving its bricks (the
 // node's stopAllBricks left them running); otherwise it shuts down, and
-// is killed if it does not within brickStopTimeout.
-func (r *muxRunner) close() {
+// is killed if it does not within StopTimeout.
+func (r *muxRunner) Close() {
 	r.mu.Lock()
 	h := r.host
 	r.host = nil
 	r.mu.Unlock()
-	defer r.proc.close()
+	defer r.proc.Close()
 	if h == nil {
 		return
 	}
@@ -539,7 +539,7 @@ func (r *muxRunner) close() {
 
 // keeps reports whether the node leaves its bricks serving when it
 // closes.
-func (r *muxRunner) keeps() bool { return r.keep }
+func (r *muxRunner) Keeps() bool { return r.keep }
 
 // killHost kills the host process.
 func (h *hostProc) killHost() {
@@ -549,11 +549,11 @@ func (h *hostProc) killHost() {
 	h.conn.Close()
 }
 
-func (b *muxBrick) addr() string          { return b.listen }
-func (b *muxBrick) pid() int              { return b.h.pid }
-func (b *muxBrick) done() <-chan struct{} { return b.exited }
+func (b *muxBrick) Addr() string          { return b.listen }
+func (b *muxBrick) PID() int              { return b.h.pid }
+func (b *muxBrick) Done() <-chan struct{} { return b.exited }
 
-func (b *muxBrick) exitErr() error {
+func (b *muxBrick) ExitErr() error {
 	select {
 	case <-b.exited:
 		return b.err
@@ -564,12 +564,12 @@ func (b *muxBrick) exitErr() error {
 
 // stop closes the brick in its host; a host that does not answer within
 // timeout is killed, with its other bricks.
-func (b *muxBrick) stop(timeout time.Duration) { b.end("stop", timeout) }
+func (b *muxBrick) Stop(timeout time.Duration) { b.end("stop", timeout) }
 
 // kill closes the brick's listener, connections and storage at once, as
 // a killed brick process would (its clients see their connections reset);
 // the host and its other bricks go on.
-func (b *muxBrick) kill() { b.end("kill", brickStopTimeout) }
+func (b *muxBrick) Kill() { b.end("kill", StopTimeout) }
 
 func (b *muxBrick) end(op string, timeout time.Duration) {
 	if b.h.send(hostCommand{Op: op, ID: b.id}) != nil {
@@ -584,6 +584,6 @@ func (b *muxBrick) end(op string, timeout time.Duration) {
 	}
 }
 
-func (b *muxBrick) recheck() {
+func (b *muxBrick) Recheck() {
 	b.h.send(hostCommand{Op: "recheck", ID: b.id}) //nolint:errcheck // a gone host has no connections to check
 }

@@ -1,4 +1,4 @@
-package mgmt
+package brickrun
 
 import (
 	"bufio"
@@ -23,12 +23,12 @@ const brickReadyTimeout = 30 * time.Second
 // readiness pipe (its first extra file).
 const brickReadyFd = 3
 
-// BrickArgs returns the arguments, after the program name, that run the
+// Args returns the arguments, after the program name, that run the
 // brick cfg as a process: "brick" and the flags of `mortar brick`. The
 // brick logs at logLevel and reports readiness on descriptor 3. TLS, when
 // on, is passed as --tls-dir and --tls-name, and the access rules as
 // --auth-file (or, fixed, --auth-allow and --auth-reject).
-func BrickArgs(cfg BrickConfig, logLevel string) []string {
+func Args(cfg Config, logLevel string) []string {
 	args := []string{"brick",
 		"--volume", cfg.Volume,
 		"--volume-id", cfg.VolumeID,
@@ -91,7 +91,7 @@ type spawnRequest struct {
 	err chan error
 }
 
-func newProcRunner(exe, logDir, logLevel string, log *slog.Logger) *procRunner {
+func NewProcRunner(exe, logDir, logLevel string, log *slog.Logger) *procRunner {
 	r := &procRunner{exe: exe, logDir: logDir, logLevel: logLevel, log: log, spawns: make(chan spawnRequest)}
 	go r.spawnLoop()
 	return r
@@ -110,10 +110,10 @@ func (r *procRunner) spawnLoop() {
 	}
 }
 
-func (r *procRunner) close() { close(r.spawns) }
+func (r *procRunner) Close() { close(r.spawns) }
 
-func (r *procRunner) settle()     {}
-func (r *procRunner) keeps() bool { return false }
+func (r *procRunner) Settle()     {}
+func (r *procRunner) Keeps() bool { return false }
 
 // run starts `EXE args...` from the spawning thread (see spawnLoop),
 // logging to logPath, with stdin (if not nil) as its standard input and
@@ -157,9 +157,9 @@ func (r *procRunner) run(args []string, logPath string, stdin io.Reader, detach 
 	return cmd, pr, nil
 }
 
-func (r *procRunner) start(cfg BrickConfig) (runningBrick, error) {
-	logPath := filepath.Join(r.logDir, brickLogName(cfg.Path))
-	cmd, pr, err := r.run(BrickArgs(cfg, r.logLevel), logPath, nil, false)
+func (r *procRunner) Start(cfg Config) (Brick, error) {
+	logPath := filepath.Join(r.logDir, LogName(cfg.Path))
+	cmd, pr, err := r.run(Args(cfg, r.logLevel), logPath, nil, false)
 	if err != nil {
 		return nil, err
 	}
@@ -169,13 +169,13 @@ func (r *procRunner) start(cfg BrickConfig) (runningBrick, error) {
 	if p.listen, err = p.awaitReady(pr); err != nil {
 		return nil, err
 	}
-	r.log.Debug("brick process ready", "volume", cfg.Volume, "path", cfg.Path, "pid", p.pid(), "addr", p.listen, "log", logPath)
+	r.log.Debug("brick process ready", "volume", cfg.Volume, "path", cfg.Path, "pid", p.PID(), "addr", p.listen, "log", logPath)
 	return p, nil
 }
 
-// brickLogName names a brick's log file after its path, as GlusterFS
+// LogName names a brick's log file after its path, as GlusterFS
 // does: /data/b1 logs to data-b1.log.
-func brickLogName(path string) string {
+func LogName(path string) string {
 	name := strings.ReplaceAll(strings.Trim(path, "/"), "/", "-")
 	if name == "" {
 		name = "root"
@@ -194,11 +194,11 @@ type procBrick struct {
 
 func (p *procBrick) wait() {
 	p.cmd.Wait() //nolint:errcheck // ProcessState says it all
-	p.err = fmt.Errorf("brick process %d ended (%s); its log: %s", p.pid(), p.cmd.ProcessState, p.logPath)
+	p.err = fmt.Errorf("brick process %d ended (%s); its log: %s", p.PID(), p.cmd.ProcessState, p.logPath)
 	close(p.exited)
 }
 
-// awaitReady reads the process's readiness line (see RunBrick) and
+// awaitReady reads the process's readiness line (see Run) and
 // returns the address it listens on. A process that reports an error,
 // exits without a word or takes too long is stopped.
 func (p *procBrick) awaitReady(r io.Reader) (string, error) {
@@ -211,24 +211,24 @@ func (p *procBrick) awaitReady(r io.Reader) (string, error) {
 	select {
 	case msg = <-line:
 	case <-time.After(brickReadyTimeout):
-		p.kill()
+		p.Kill()
 		return "", fmt.Errorf("brick process did not listen within %v; see %s", brickReadyTimeout, p.logPath)
 	}
 	if addr, ok := strings.CutPrefix(msg, readyOK); ok {
 		return addr, nil
 	}
-	p.stop(brickStopTimeout)
+	p.Stop(StopTimeout)
 	if why, ok := strings.CutPrefix(msg, readyError); ok {
 		return "", errors.New(why)
 	}
-	return "", fmt.Errorf("%v before it listened", p.exitErr())
+	return "", fmt.Errorf("%v before it listened", p.ExitErr())
 }
 
-func (p *procBrick) addr() string          { return p.listen }
-func (p *procBrick) pid() int              { return p.cmd.Process.Pid }
-func (p *procBrick) done() <-chan struct{} { return p.exited }
+func (p *procBrick) Addr() string          { return p.listen }
+func (p *procBrick) PID() int              { return p.cmd.Process.Pid }
+func (p *procBrick) Done() <-chan struct{} { return p.exited }
 
-func (p *procBrick) exitErr() error {
+func (p *procBrick) ExitErr() error {
 	select {
 	case <-p.exited:
 		return p.err
@@ -238,20 +238,20 @@ func (p *procBrick) exitErr() error {
 }
 
 // stop sends SIGTERM, then SIGKILL after timeout.
-func (p *procBrick) stop(timeout time.Duration) {
+func (p *procBrick) Stop(timeout time.Duration) {
 	p.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited already
 	select {
 	case <-p.exited:
 	case <-time.After(timeout):
-		p.kill()
+		p.Kill()
 	}
 }
 
-func (p *procBrick) kill() {
+func (p *procBrick) Kill() {
 	p.cmd.Process.Kill() //nolint:errcheck // it may have exited already
 	<-p.exited
 }
 
-func (p *procBrick) recheck() {
+func (p *procBrick) Recheck() {
 	p.cmd.Process.Signal(syscall.SIGHUP) //nolint:errcheck // it may have exited already
 }

@@ -1,4 +1,4 @@
-package mgmt
+package brickrun
 
 import (
 	"bufio"
@@ -31,7 +31,7 @@ type hostCommand struct {
 	// (every brick serving) or "shutdown" (close every brick and exit).
 	Op string `json:"op"`
 	ID int    `json:"id"` // the brick, numbered by the node
-	// Args are the flags of `mortar brick` (BrickArgs) for "start".
+	// Args are the flags of `mortar brick` (Args) for "start".
 	Args []string `json:"args,omitempty"`
 	// Log is the file the brick logs to, for "start".
 	Log string `json:"log,omitempty"`
@@ -64,13 +64,13 @@ type hostEvent struct {
 	Args   []string `json:"args,omitempty"`
 }
 
-// BrickParser turns the flags of `mortar brick` into a brick's config,
+// Parser turns the flags of `mortar brick` into a brick's config,
 // logging to logPath.
-type BrickParser func(args []string, logPath string) (BrickConfig, io.Closer, error)
+type Parser func(args []string, logPath string) (Config, io.Closer, error)
 
-// brickHost is the running state of RunBrickHost.
+// brickHost is the running state of RunHost.
 type brickHost struct {
-	parse    BrickParser
+	parse    Parser
 	outMu    sync.Mutex
 	out      *json.Encoder // the node connected, nil if none
 	cur      net.Conn
@@ -83,17 +83,17 @@ type brickHost struct {
 
 // hostedBrick is one brick of a host, from its start command on.
 type hostedBrick struct {
-	sb     *ServedBrick // nil while it opens
+	sb     *Served // nil while it opens
 	args   []string
 	logs   io.Closer
 	ended  bool // asked to stop or be killed (guarded by brickHost.mu)
 	killed bool
 }
 
-// RunBrickHost is the body of a brick host process: it serves the bricks
+// RunHost is the body of a brick host process: it serves the bricks
 // the nodes connecting to ctl ask for, until one asks it to shut down or
 // ctx is done, then closes every brick and returns once they have exited.
-func RunBrickHost(ctx context.Context, ctl net.Listener, parse BrickParser) error {
+func RunHost(ctx context.Context, ctl net.Listener, parse Parser) error {
 	h := &brickHost{parse: parse, bricks: map[int]*hostedBrick{}}
 	h.openDone = sync.NewCond(&h.mu)
 	conns := make(chan net.Conn)
@@ -254,9 +254,9 @@ func (h *brickHost) do(c hostCommand) {
 // not. A brick asked to end while it opened is closed at once.
 func (h *brickHost) start(c hostCommand, b *hostedBrick) {
 	cfg, logs, err := h.parse(c.Args, c.Log)
-	var sb *ServedBrick
+	var sb *Served
 	if err == nil {
-		if sb, err = OpenBrick(cfg); err != nil {
+		if sb, err = Open(cfg); err != nil {
 			logs.Close()
 		}
 	}

@@ -1,4 +1,4 @@
-package mgmt
+package brickrun
 
 import (
 	"context"
@@ -22,14 +22,14 @@ import (
 	"github.com/mortarfs/mortar/tlsconf"
 )
 
-// addrInUseWait is how long a brick asked for a given port retries while
+// AddrInUseWait is how long a brick asked for a given port retries while
 // the port is busy: a brick killed with its node may hold it for a moment
 // after the node is back. (A variable for tests.)
-var addrInUseWait = 3 * time.Second
+var AddrInUseWait = 3 * time.Second
 
-// BrickConfig is one brick as it is served, by a brick process (`mortar
+// Config is one brick as it is served, by a brick process (`mortar
 // brick`) or inside the node.
-type BrickConfig struct {
+type Config struct {
 	Volume   string // volume name, for logs
 	VolumeID string // the brick directory must be marked with it
 	BrickID  string // what clients name in their handshake
@@ -45,14 +45,14 @@ type BrickConfig struct {
 
 	// TLS, when set, makes the brick accept only TLS 1.3 connections with
 	// a client certificate of TLS's CA. A brick process loads it from
-	// TLSDir and TLSName (mortar brick --tls-dir --tls-name); BrickArgs
+	// TLSDir and TLSName (mortar brick --tls-dir --tls-name); Args
 	// takes them from TLS when they are empty.
 	TLS             *tlsconf.Identity
 	TLSDir, TLSName string
 	// Auth is the volume's auth.allow and auth.reject. AuthFile, when
 	// set, holds them instead (tlsconf.WriteAuthFile), read again at every
 	// new connection so that they can change while the brick runs; a
-	// missing file allows everyone. ServedBrick.SetAuth changes Auth of a
+	// missing file allows everyone. Served.SetAuth changes Auth of a
 	// brick served in-process.
 	Auth     tlsconf.AuthRules
 	AuthFile string
@@ -73,11 +73,11 @@ type BrickConfig struct {
 	Logger *slog.Logger
 }
 
-// ServedBrick is a brick's storage stack served on its own listener: the
+// Served is a brick's storage stack served on its own listener: the
 // posix storage, the locks layer, and read-ahead for sequential O_DIRECT
 // reads on top.
-type ServedBrick struct {
-	cfg   BrickConfig
+type Served struct {
+	cfg   Config
 	ln    net.Listener
 	srv   *brick.Server
 	store *posix.Store
@@ -86,9 +86,9 @@ type ServedBrick struct {
 	closeErr  error
 }
 
-// OpenBrick opens the brick's storage and listens on cfg.Listen. Serve
+// Open opens the brick's storage and listens on cfg.Listen. Serve
 // then serves it until Close.
-func OpenBrick(cfg BrickConfig) (*ServedBrick, error) {
+func Open(cfg Config) (*Served, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -133,15 +133,15 @@ func OpenBrick(cfg BrickConfig) (*ServedBrick, error) {
 	}
 	// locks on top: its Files lease (layer.LockLeaser)
 	srv.AddWith(cfg.BrickID, cfg.VolumeID, locks.New(readahead.New(st)), brick.BrickOptions{MarkAbandoned: cfg.Replicated, MarkAbandonedNames: cfg.Disperse})
-	b := &ServedBrick{cfg: cfg, ln: ln, srv: srv, store: st}
+	b := &Served{cfg: cfg, ln: ln, srv: srv, store: st}
 	b.reloadFence()
 	return b, nil
 }
 
-// listenBrick listens on addr, waiting up to addrInUseWait for a given
+// listenBrick listens on addr, waiting up to AddrInUseWait for a given
 // port that is still busy.
 func listenBrick(addr string) (net.Listener, error) {
-	deadline := time.Now().Add(addrInUseWait)
+	deadline := time.Now().Add(AddrInUseWait)
 	for {
 		ln, err := net.Listen("tcp", addr)
 		if err == nil {
@@ -159,16 +159,16 @@ func listenBrick(addr string) (net.Listener, error) {
 }
 
 // Addr returns the address the brick listens on.
-func (b *ServedBrick) Addr() string { return b.ln.Addr().String() }
+func (b *Served) Addr() string { return b.ln.Addr().String() }
 
 // SetAuth replaces the brick's access rules (and stops reading AuthFile):
 // new connections are checked against r.
-func (b *ServedBrick) SetAuth(r tlsconf.AuthRules) { b.srv.SetAuth(b.cfg.VolumeID, r) }
+func (b *Served) SetAuth(r tlsconf.AuthRules) { b.srv.SetAuth(b.cfg.VolumeID, r) }
 
 // Recheck applies the brick's current access rules to the connections it
 // has, closing those they now refuse (brick.Server.Recheck), and the
 // reserve ReserveFile holds.
-func (b *ServedBrick) Recheck() {
+func (b *Served) Recheck() {
 	b.srv.Recheck()
 	b.reloadReserve()
 	b.reloadFence()
@@ -176,7 +176,7 @@ func (b *ServedBrick) Recheck() {
 
 // reloadFence raises the brick's layout fence to what FenceFile holds, if
 // there is one.
-func (b *ServedBrick) reloadFence() {
+func (b *Served) reloadFence() {
 	if b.cfg.FenceFile == "" {
 		return
 	}
@@ -194,7 +194,7 @@ func (b *ServedBrick) reloadFence() {
 }
 
 // reloadReserve applies the reserve in ReserveFile, if there is one.
-func (b *ServedBrick) reloadReserve() {
+func (b *Served) reloadReserve() {
 	if b.cfg.ReserveFile == "" {
 		return
 	}
@@ -214,7 +214,7 @@ func (b *ServedBrick) reloadReserve() {
 }
 
 // Serve accepts clients until Close.
-func (b *ServedBrick) Serve() error {
+func (b *Served) Serve() error {
 	tlsName := ""
 	if b.cfg.TLS != nil {
 		tlsName = b.cfg.TLS.Name()
@@ -225,7 +225,7 @@ func (b *ServedBrick) Serve() error {
 }
 
 // Close stops accepting, closes every client connection and the storage.
-func (b *ServedBrick) Close() error {
+func (b *Served) Close() error {
 	b.closeOnce.Do(func() {
 		b.ln.Close()
 		b.srv.Close()
@@ -234,15 +234,15 @@ func (b *ServedBrick) Close() error {
 	return b.closeErr
 }
 
-// RunBrick is the body of a brick process: it opens the brick, writes the
+// Run is the body of a brick process: it opens the brick, writes the
 // readiness line to ready ("ok ADDR", or "error: WHY" when the brick
 // cannot be served) and closes it, serves until ctx is done, and closes
 // the brick. ready may be nil.
-func RunBrick(ctx context.Context, cfg BrickConfig, ready io.WriteCloser) error {
+func Run(ctx context.Context, cfg Config, ready io.WriteCloser) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP) // the node changed the access rules
 	defer signal.Stop(hup)
-	b, err := OpenBrick(cfg)
+	b, err := Open(cfg)
 	if err == nil {
 		cfg = b.cfg // with defaults
 	}
@@ -278,7 +278,7 @@ const (
 	readyError = "error: "
 )
 
-func readyLine(b *ServedBrick, err error) string {
+func readyLine(b *Served, err error) string {
 	if err != nil {
 		return readyError + strings.ReplaceAll(err.Error(), "\n", "; ") + "\n"
 	}
