@@ -136,14 +136,14 @@ func (n *Node) healHandlers(mux *http.ServeMux) {
 		if err != nil {
 			return nil, err
 		}
-		return d.localHeal(req.Full)
+		return d.Heal(req.Full)
 	}))
 	mux.HandleFunc("GET /v1/local/volumes/{id}/heal", handle(n, func(r *http.Request, _ struct{}) (any, error) {
 		d, err := n.localHealDaemon(r.PathValue("id"))
 		if err != nil {
 			return nil, err
 		}
-		return d.counts(r.Context())
+		return d.Counts(r.Context())
 	}))
 	mux.HandleFunc("GET /v1/volumes/{name}/heal", func(w http.ResponseWriter, r *http.Request) {
 		hi, err := n.healInfo(r.Context(), r.PathValue("name"))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/mgmt/brickrun"
+	"github.com/mortarfs/mortar/mgmt/healdaemon"
 	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/volume/options"
 
@@ -29,7 +30,14 @@ type volumeRun struct {
 	ctx    context.Context      // cancelled when the volume stops here
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	heal   *healDaemon // a replicated or dispersed volume's (see heal.go); guarded by Node.runMu
+	heal   *healdaemon.Daemon // a replicated or dispersed volume's (see heal.go); guarded by Node.runMu
+	// made is the index of a state that has the volume (the one the run
+	// was made from, or a later one a sweep read); known is false while
+	// that is not sure (a run made on a request from a leader that did
+	// not say its state's index, for a volume this node's state has not
+	// shown yet). Node.sweep reads both. Guarded by Node.runMu.
+	made  uint64
+	known bool
 }
 
 // spawn runs fn in a goroutine that the volume's stop waits for; fn
@@ -45,8 +53,15 @@ type brickRun struct {
 	err  string         // why it is offline
 }
 
-// volumeRunFor returns the run of volume v, making it if needed.
-func (n *Node) volumeRunFor(v *state.Volume) (*volumeRun, error) {
+// volumeRunFor returns the run of volume v, making it if needed; idx is
+// the index of a state that has v (0: unknown, as from a leader before
+// LocalStartRequest.Index).
+func (n *Node) volumeRunFor(v *state.Volume, idx uint64) (*volumeRun, error) {
+	made, known := idx, idx != 0
+	if !known { // this node's own state says
+		st := n.latestState()
+		made, known = st.Index, st.Volumes[v.Name] != nil && st.Volumes[v.Name].ID == v.ID
+	}
 	n.runMu.Lock()
 	defer n.runMu.Unlock()
 	if n.closing {
@@ -54,20 +69,21 @@ func (n *Node) volumeRunFor(v *state.Volume) (*volumeRun, error) {
 	}
 	vr := n.vols[v.ID]
 	if vr == nil {
-		vr = &volumeRun{name: v.Name, bricks: map[string]*brickRun{}}
+		vr = &volumeRun{name: v.Name, bricks: map[string]*brickRun{}, made: made, known: known}
 		vr.ctx, vr.cancel = context.WithCancel(context.Background())
 		n.vols[v.ID] = vr
 	}
 	return vr, nil
 }
 
-// startBricks starts this node's bricks of v that do not run. With
+// startBricks starts this node's bricks of v, taken from a state of index
+// idx (see volumeRunFor), that do not run. With
 // allOrNothing (a volume being started) a brick that fails stops the
 // others and the error says why; otherwise (start force, a node coming
 // back) the others keep running and the error lists the failures, which
 // status shows too.
-func (n *Node) startBricks(v *state.Volume, allOrNothing bool) error {
-	vr, err := n.volumeRunFor(v)
+func (n *Node) startBricks(v *state.Volume, idx uint64, allOrNothing bool) error {
+	vr, err := n.volumeRunFor(v, idx)
 	if err != nil {
 		return err
 	}
@@ -230,7 +246,7 @@ func (n *Node) restoreBricks() {
 		if v.Status != api.StatusStarted {
 			continue
 		}
-		if err := n.startBricks(v, false); err != nil {
+		if err := n.startBricks(v, st.Index, false); err != nil {
 			n.log.Error("bricks did not start", "volume", v.Name, "err", err)
 		}
 	}

@@ -50,6 +50,10 @@ type LocalStartRequest struct {
 	// AllOrNothing: a brick that fails stops the node's other bricks of
 	// the volume (a volume being started).
 	AllOrNothing bool `json:"all_or_nothing,omitempty"`
+	// Index is the index of the leader's state that Volume is from: the
+	// node's reconciler leaves the run alone until its own state is that
+	// new (0: unknown, from a leader before it).
+	Index uint64 `json:"index,omitempty"`
 }
 
 // MarkRequest asks a node to mark (or unmark) a brick directory as a
@@ -311,7 +315,7 @@ func (n *Node) clusterHandlers(mux *http.ServeMux) {
 	}))
 	mux.HandleFunc("POST /v1/local/volumes/{id}/start", handle(n, func(r *http.Request, req LocalStartRequest) (any, error) {
 		v := req.Volume
-		return done, n.startBricks(&v, req.AllOrNothing)
+		return done, n.startBricks(&v, req.Index, req.AllOrNothing)
 	}))
 	mux.HandleFunc("POST /v1/local/volumes/{id}/stop", handle(n, func(r *http.Request, _ struct{}) (any, error) {
 		n.stopVolumeRun(vid(r))

@@ -387,7 +387,7 @@ func TestHealDaemonRunsWithoutQuorumAfterRestart(t *testing.T) {
 	if vr == nil || vr.heal == nil {
 		t.Fatal("the restarted node runs no volume rv or no heal daemon for it")
 	}
-	if vr.heal.current() == nil {
+	if vr.heal.Current() == nil {
 		t.Fatal("the heal daemon of rv has no healer after the node restarted without a quorum")
 	}
 }

@@ -153,12 +153,12 @@ func TestDisperseHeal(t *testing.T) {
 	n.runMu.Lock()
 	d := n.vols[vi.ID].heal
 	n.runMu.Unlock()
-	if d == nil || d.current() == nil {
+	if d == nil || d.Current() == nil {
 		t.Fatal("no heal daemon for a started dispersed volume")
 	}
-	r := d.current()
-	if len(r.sets) != 2 || len(r.sets[0]) != 6 || !strings.Contains(r.key, "type=disperse replica=0 disperse=6 redundancy=2") {
-		t.Fatalf("heal daemon: %d sets, config %q", len(r.sets), r.key)
+	r := d.Current()
+	if r.Sets() != 2 || r.SetSize(0) != 6 || !strings.Contains(r.Key(), "type=disperse replica=0 disperse=6 redundancy=2") {
+		t.Fatalf("heal daemon: %d sets, config %q", r.Sets(), r.Key())
 	}
 	hi, err := c.HealInfo(ctx, "ec")
 	if err != nil {
@@ -203,7 +203,7 @@ func TestDisperseHeal(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "heal daemon with the new options", func() error {
-		if k := d.current().key; !strings.Contains(k, "interval=0.3") || !strings.Contains(k, "disperse=6") {
+		if k := d.Current().Key(); !strings.Contains(k, "interval=0.3") || !strings.Contains(k, "disperse=6") {
 			return errors.New("config " + k)
 		}
 		return nil

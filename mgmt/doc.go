@@ -45,9 +45,10 @@
 // The package still does several jobs at once (issue 16): the HTTP
 // API's server (api.go), request forwarding to the leader (cluster.go),
 // the volume lifecycle (volumes.go), starting and watching this node's
-// bricks (bricks.go; how they run is package mgmt/brickrun), the heal
-// daemon (heal.go, healcmd.go) and rebalance (rebalance.go, migrate.go,
-// takeup.go).
+// bricks (bricks.go; how they run is package mgmt/brickrun), starting
+// the heal daemons and passing heal commands to them (heal.go,
+// healcmd.go; the daemon is package mgmt/healdaemon) and rebalance
+// (rebalance.go, migrate.go, takeup.go).
 //
 // # Embedding
 //

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/healdaemon"
 	"github.com/mortarfs/mortar/volume/options"
 
 	"golang.org/x/sys/unix"
@@ -555,7 +556,7 @@ func TestHealDaemonLifecycle(t *testing.T) {
 	n, c := startNode(t, t.TempDir())
 	ctx := ctxT(t)
 	vi, _ := replicaVolume(t, c, "gv0", 2, 0, 2)
-	daemon := func() *healDaemon {
+	daemon := func() *healdaemon.Daemon {
 		n.runMu.Lock()
 		defer n.runMu.Unlock()
 		if vr := n.vols[vi.ID]; vr != nil {
@@ -564,34 +565,34 @@ func TestHealDaemonLifecycle(t *testing.T) {
 		return nil
 	}
 	d := daemon()
-	if d == nil || d.current() == nil {
+	if d == nil || d.Current() == nil {
 		t.Fatal("no heal daemon for a started replicated volume")
 	}
-	first := d.current()
+	first := d.Current()
 	for _, kv := range [][2]string{{options.OptHealInterval, "0.3"}, {options.OptFavoriteChildPolicy, "mtime"}} {
 		if _, err := c.Set(ctx, "gv0", kv[0], kv[1]); err != nil {
 			t.Fatal(err)
 		}
 	}
 	waitFor(t, 10*time.Second, "heal daemon with the new options", func() error {
-		if k := d.current().key; !strings.Contains(k, "interval=0.3 policy=mtime") {
+		if k := d.Current().Key(); !strings.Contains(k, "interval=0.3 policy=mtime") {
 			return fmt.Errorf("config %q", k)
 		}
 		return nil
 	})
-	if first.ctx.Err() == nil {
+	if !first.Stopped() {
 		t.Error("the replaced healer still runs")
 	}
 	if _, err := c.Stop(ctx, "gv0"); err != nil {
 		t.Fatal(err)
 	}
-	if d.current() != nil || daemon() != nil {
+	if d.Current() != nil || daemon() != nil {
 		t.Fatal("heal daemon left after the volume stopped")
 	}
 	if _, err := c.Start(ctx, "gv0", false); err != nil {
 		t.Fatal(err)
 	}
-	if d := daemon(); d == nil || d.current() == nil {
+	if d := daemon(); d == nil || d.Current() == nil {
 		t.Fatal("no heal daemon after the volume started again")
 	}
 	// A distribute volume has none.

@@ -2,124 +2,26 @@ package mgmt
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"path"
 	"strings"
 	"sync"
 
-	"github.com/mortarfs/mortar/heal"
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/healdaemon"
 	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/volume"
 )
 
 // What the heal daemons report (heal info, split-brain entries) and the
 // heal commands that reach every node's daemon: heal, heal full, heal
-// info, split-brain resolution. The daemon itself is in heal.go.
-
-// info reads every brick's heal index, with this daemon's counts.
-func (d *healDaemon) info(ctx context.Context) (api.HealInfo, error) {
-	r, err := d.running()
-	if err != nil {
-		return api.HealInfo{}, err
-	}
-	hi, err := r.healer.Info(ctx)
-	if err != nil {
-		return api.HealInfo{}, err
-	}
-	out := d.countsOf(r, hi)
-	for _, ri := range hi.Replicas {
-		hb := api.HealBrick{Name: ri.Name, Set: ri.Set, Online: ri.Up, Entries: ri.Count, Error: ri.Error}
-		for _, e := range ri.Entries {
-			hb.Paths = append(hb.Paths, entryName(e.Path, e.Gfid.String()))
-		}
-		out.Bricks = append(out.Bricks, hb)
-	}
-	return out, nil
-}
-
-// counts is what this daemon did (HealInfo without the bricks), for the
-// acting node's heal info.
-func (d *healDaemon) counts(ctx context.Context) (api.HealInfo, error) {
-	r, err := d.running()
-	if err != nil {
-		return api.HealInfo{}, err
-	}
-	return d.countsOf(r, r.healer.Stats(ctx)), nil
-}
-
-// countsOf turns hi, read from r's healer, into HealInfo's counts, with
-// the last full heal.
-func (d *healDaemon) countsOf(r *healRun, hi heal.Info) api.HealInfo {
-	out := api.HealInfo{
-		Name: d.name, Bricks: []api.HealBrick{}, Healed: hi.Healed, Failed: hi.Failed,
-		HealedBytes: hi.HealedBytes, Since: hi.Since,
-		InProgress: hi.InProgress, SplitBrain: hi.SplitBrain, LastScan: hi.LastScan,
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.full != nil {
-		f := *d.full
-		if f.Running && d.crawl == r && hi.Looked >= d.lookedAt { // a crawl begun since hi was read: not yet
-			f.Looked = hi.Looked - d.lookedAt
-		}
-		out.Full = &f
-	}
-	return out
-}
-
-// entryName is how heal info shows an inode: its path, or its gfid as
-// GlusterFS writes it when the path is unknown.
-func entryName(path, gfid string) string {
-	if path == "" {
-		return "<gfid:" + gfid + ">"
-	}
-	return path
-}
-
-// splitBrain lists the inodes in split-brain, per brick (under every brick
-// that has a copy) and with each copy's details.
-func (d *healDaemon) splitBrain(ctx context.Context) (api.SplitBrainInfo, error) {
-	r, err := d.running()
-	if err != nil {
-		return api.SplitBrainInfo{}, err
-	}
-	entries, err := r.healer.SplitBrain(ctx)
-	if err != nil {
-		return api.SplitBrainInfo{}, err
-	}
-	out := api.SplitBrainInfo{Name: d.name, Bricks: []api.HealBrick{}, Entries: []api.SplitBrainEntry{}}
-	at := map[string]int{} // brick name → index in out.Bricks
-	for si, s := range r.sets {
-		for _, rep := range s {
-			at[rep.Name] = len(out.Bricks)
-			out.Bricks = append(out.Bricks, api.HealBrick{Name: rep.Name, Set: si, Online: rep.Up()})
-		}
-	}
-	for _, e := range entries {
-		se := api.SplitBrainEntry{Set: e.Set, Path: e.Path, Gfid: e.Gfid.String()}
-		for _, c := range e.Copies {
-			sc := api.SplitBrainCopy{Brick: c.Replica, Error: c.Error, Blames: c.Pending}
-			if c.Error == "" {
-				sc.Gfid, sc.Size, sc.Mtime = c.Gfid.String(), c.Size, c.Mtime
-				if i, ok := at[c.Replica]; ok {
-					hb := &out.Bricks[i]
-					hb.Entries++
-					hb.Paths = append(hb.Paths, entryName(e.Path, se.Gfid))
-				}
-			}
-			se.Copies = append(se.Copies, sc)
-		}
-		out.Entries = append(out.Entries, se)
-	}
-	return out, nil
-}
+// info, split-brain resolution. The daemon itself is package
+// mgmt/healdaemon; heal.go starts it.
 
 // healDaemonOf returns the heal daemon of volume name, refusing a volume
 // that is neither replicated nor dispersed, or not started.
-func (n *Node) healDaemonOf(name string) (*healDaemon, *state.Volume, error) {
+func (n *Node) healDaemonOf(name string) (*healdaemon.Daemon, *state.Volume, error) {
 	v, err := n.store.State().Volume(name)
 	if err != nil {
 		return nil, nil, err
@@ -128,13 +30,13 @@ func (n *Node) healDaemonOf(name string) (*healDaemon, *state.Volume, error) {
 		return nil, nil, err
 	}
 	n.runMu.Lock()
-	var d *healDaemon
+	var d *healdaemon.Daemon
 	if vr := n.vols[v.ID]; vr != nil {
 		d = vr.heal
 	}
 	n.runMu.Unlock()
 	if d == nil {
-		return nil, nil, (&healDaemon{name: name}).notRunning()
+		return nil, nil, healdaemon.NotRunning(name)
 	}
 	return d, v, nil
 }
@@ -171,16 +73,7 @@ func (n *Node) heal(ctx context.Context, name string, full bool) (api.FullHeal, 
 			n.log.Warn("heal request not passed on", "volume", name, "node", id, "err", err)
 		}
 	})
-	return d.localHeal(full)
-}
-
-// localHeal triggers an index heal, or starts a full heal, of the sets
-// this node's daemon acts for.
-func (d *healDaemon) localHeal(full bool) (api.FullHeal, error) {
-	if full {
-		return d.startFull()
-	}
-	return api.FullHeal{}, d.trigger()
+	return d.Heal(full)
 }
 
 // otherHealNodes runs fn for each other node serving a brick of v, at
@@ -210,7 +103,7 @@ func (n *Node) healInfo(ctx context.Context, name string) (api.HealInfo, error) 
 	if err != nil {
 		return api.HealInfo{}, err
 	}
-	hi, err := d.info(ctx)
+	hi, err := d.Info(ctx)
 	if err != nil {
 		return api.HealInfo{}, err
 	}
@@ -229,7 +122,7 @@ func (n *Node) healInfo(ctx context.Context, name string) (api.HealInfo, error) 
 }
 
 // localHealDaemon returns this node's heal daemon of volume id.
-func (n *Node) localHealDaemon(id string) (*healDaemon, error) {
+func (n *Node) localHealDaemon(id string) (*healdaemon.Daemon, error) {
 	n.runMu.Lock()
 	defer n.runMu.Unlock()
 	if vr := n.vols[id]; vr != nil && vr.heal != nil {
@@ -244,7 +137,7 @@ func (n *Node) splitBrainInfo(ctx context.Context, name string) (api.SplitBrainI
 	if err != nil {
 		return api.SplitBrainInfo{}, err
 	}
-	return d.splitBrain(ctx)
+	return d.SplitBrain(ctx)
 }
 
 // resolveSplitBrain resolves the split-brains req names and returns their
@@ -261,32 +154,9 @@ func (n *Node) resolveSplitBrain(ctx context.Context, name string, req api.Split
 	if err != nil {
 		return nil, err
 	}
-	r, err := d.running()
+	paths, err := d.Resolve(ctx, req, set)
 	if err != nil {
 		return nil, err
-	}
-	entries, err := r.healer.SplitBrain(ctx)
-	if err != nil {
-		return nil, err
-	}
-	paths := []string{}
-	for _, e := range entries {
-		if (req.Path == "" || e.Path == req.Path) && (set < 0 || e.Set == set) {
-			paths = append(paths, e.Path)
-		}
-	}
-	where := "volume " + name
-	if set >= 0 {
-		where = "the replica set of brick " + req.Source
-	}
-	switch {
-	case len(paths) == 0 && req.Path != "":
-		return nil, api.Errorf(api.ErrInvalid, "%s is not in split-brain in %s (see mortar volume heal %s info split-brain)", req.Path, where, name)
-	case len(paths) == 0:
-		return nil, api.Errorf(api.ErrInvalid, "nothing is in split-brain in %s", where)
-	}
-	if err := r.healer.Resolve(ctx, req.Path, req.Policy, req.Source); err != nil {
-		return nil, fmt.Errorf("resolving the split-brain of %s: %w", strings.Join(paths, ", "), err)
 	}
 	n.log.Info("split-brain resolved", "volume", name, "policy", req.Policy, "source", req.Source, "paths", paths)
 	return paths, nil

@@ -19,6 +19,7 @@ import (
 	"github.com/mortarfs/mortar/internal/proof"
 	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/mgmt/brickrun"
+	"github.com/mortarfs/mortar/mgmt/healdaemon"
 	"github.com/mortarfs/mortar/mgmt/raftstore"
 	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/tlsconf"
@@ -40,7 +41,7 @@ type Node struct {
 	raftAddr string           // advertised address of the Raft traffic
 	raftLn   net.Listener
 	peerHTTP *http.Client           // requests to other nodes
-	dial     dialFunc               // connects to bricks (nil: plain TCP)
+	dial     healdaemon.Dial        // connects to bricks (nil: plain TCP)
 	tls      *tlsconf.Identity      // nil: plain TCP everywhere
 	secretV  atomic.Pointer[string] // the cluster secret (secret.go)
 	signed   *proof.Replays         // nonces of the signed requests accepted (sign.go)
@@ -357,10 +358,8 @@ func (n *Node) reconcile() {
 		}
 		st := n.store.State()
 		n.writeRevoked(st)
-		ids := map[string]bool{}
 		for _, name := range st.VolumeNames() {
 			v := st.Volumes[name]
-			ids[v.ID] = true
 			n.writeAuth(v)    // auth.allow or auth.reject may have changed
 			n.writeReserve(v) // or storage.reserve
 			n.writeFence(v)   // or the layout
@@ -372,21 +371,38 @@ func (n *Node) reconcile() {
 			n.runMu.Unlock()
 			if !running {
 				n.log.Info("starting the bricks of a volume started elsewhere", "volume", v.Name)
-				if err := n.startBricks(v, false); err != nil {
+				if err := n.startBricks(v, st.Index, false); err != nil {
 					n.log.Error("bricks did not start", "volume", v.Name, "err", err)
 				}
 			}
 		}
-		n.runMu.Lock()
-		var gone []string
-		for id := range n.vols {
-			if !ids[id] {
-				gone = append(gone, id)
-			}
+		n.sweep(st)
+	}
+}
+
+// sweep stops this node's runs of volumes that st, a state read by the
+// reconciler, no longer has (deleted while the node was away). A run
+// made from a state newer than st (st.Index below the run's made: the
+// volume was created and started after st was read, or started on a
+// request from a leader whose state is ahead of this node's) is not st's
+// to judge.
+func (n *Node) sweep(st *state.State) {
+	ids := map[string]bool{}
+	for _, v := range st.Volumes {
+		ids[v.ID] = true
+	}
+	n.runMu.Lock()
+	var gone []string
+	for id, vr := range n.vols {
+		switch {
+		case ids[id]:
+			vr.known, vr.made = true, max(vr.made, st.Index)
+		case vr.known && st.Index >= vr.made:
+			gone = append(gone, id)
 		}
-		n.runMu.Unlock()
-		for _, id := range gone {
-			n.stopVolumeRun(id)
-		}
+	}
+	n.runMu.Unlock()
+	for _, id := range gone {
+		n.stopVolumeRun(id)
 	}
 }

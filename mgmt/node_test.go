@@ -465,3 +465,45 @@ func TestStorageReserve(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "a running brick taking new files again at a reserve of 1MB", create)
 }
+
+// The reconciler's sweep stops the run of a volume that its state no
+// longer has, and only that: not the run of a volume created and started
+// after it read the state (its bricks would go on serving untracked: no
+// status, no stop), nor a run made from a leader's state newer than its.
+func TestSweepStopsOnlyRunsOfVolumesItsStateDropped(t *testing.T) {
+	n, c := startNode(t, t.TempDir())
+	ctx := ctxT(t)
+	stale := n.store.State()
+	vi, _ := replicaVolume(t, c, "gv0", 2, 0, 2)
+	runs := func(id string) bool {
+		n.runMu.Lock()
+		defer n.runMu.Unlock()
+		return n.vols[id] != nil
+	}
+	n.sweep(stale)
+	if !runs(vi.ID) {
+		t.Fatal("a sweep with a state read before the volume existed stopped the volume's run")
+	}
+	st, err := c.Status(ctx, "gv0")
+	if err != nil || len(st.Bricks) != 2 || !st.Bricks[0].Online || !st.Bricks[1].Online {
+		t.Fatalf("status after the sweep: %+v, %v", st, err)
+	}
+	// A volume this node's state never had: its run was made from a
+	// leader's state (index ahead), then the volume was deleted.
+	now := n.store.State()
+	future := &state.Volume{Name: "future", ID: "f00d"}
+	if _, err := n.volumeRunFor(future, now.Index+2); err != nil {
+		t.Fatal(err)
+	}
+	defer n.stopVolumeRun(future.ID)
+	n.sweep(now)
+	if !runs(future.ID) {
+		t.Fatal("the run of a volume made from a newer state was stopped by an older one")
+	}
+	later := now.Clone()
+	later.Index += 3 // the create and the delete applied
+	n.sweep(later)
+	if runs(future.ID) {
+		t.Fatal("the run of a volume the state no longer has is left running")
+	}
+}

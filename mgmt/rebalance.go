@@ -125,8 +125,9 @@ func (n *Node) addBrick(ctx context.Context, name string, req api.AddBrickReques
 		return api.VolumeInfo{}, err
 	}
 	if v.Status == api.StatusStarted {
-		nv, _ := n.store.State().Volume(name)
-		if err := n.startNodes(ctx, nv, false); err != nil {
+		st := n.store.State()
+		nv, _ := st.Volume(name)
+		if err := n.startNodes(ctx, nv, st.Index, false); err != nil {
 			return api.VolumeInfo{}, fmt.Errorf("add-brick %s: bricks added, but %w (mortar volume start %s force)", name, err, name)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/mgmt/brickrun"
+	"github.com/mortarfs/mortar/mgmt/healdaemon"
 	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/volume"
 )
@@ -55,7 +56,7 @@ func (n *Node) resetBrick(ctx context.Context, name, brick string) (api.VolumeIn
 	if err := checkEmptyBrick(b, v); err != nil {
 		return api.VolumeInfo{}, err
 	}
-	vr, err := n.volumeRunFor(v) // a replacement may be the node's first brick of v
+	vr, err := n.volumeRunFor(v, st.Index) // a replacement may be the node's first brick of v
 	if err != nil {
 		return api.VolumeInfo{}, err
 	}
@@ -78,7 +79,7 @@ func (n *Node) resetBrick(ctx context.Context, name, brick string) (api.VolumeIn
 	}
 	n.log.Info("brick reset; rebuilding it with a full heal", "volume", name, "brick", b.Name())
 	if d != nil {
-		d.poke()
+		d.Poke()
 	}
 	// Every node's daemon crawls the sets it heals (this node's daemon
 	// may stand by for the brick's set).
@@ -154,7 +155,7 @@ func (n *Node) stopBrick(vr *volumeRun, id string) bool {
 // of a replica set, or as many other bricks of a disperse set as it has
 // data bricks (what rebuilding a fragment takes); bricks that are down
 // are skipped (the ones that are up will heal them too).
-func markStale(ctx context.Context, spec volume.Spec, pos int, dial dialFunc, log *slog.Logger) error {
+func markStale(ctx context.Context, spec volume.Spec, pos int, dial healdaemon.Dial, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, markStaleTimeout)
 	defer cancel()
 	size := spec.SetSize()
@@ -170,7 +171,7 @@ func markStale(ctx context.Context, spec volume.Spec, pos int, dial dialFunc, lo
 		if i == self {
 			continue
 		}
-		c := newBrickClient(spec, b, 2*time.Second, dial, log)
+		c := healdaemon.BrickClient(spec, b, 2*time.Second, dial, log)
 		err := c.MarkPending(ctx, "/", layer.RootGfid, 1<<uint(self))
 		c.Close()
 		if err != nil {

@@ -271,15 +271,16 @@ func (n *Node) unmark(ctx context.Context, b state.Brick) error {
 	return n.onNode(ctx, b.Node, func() error { return unmarkBrick(req) }, http.MethodPost, "/v1/local/bricks/unmark", req)
 }
 
-// startNodes starts the bricks of v on every node that serves some. With
+// startNodes starts the bricks of v, from the state of index idx, on
+// every node that serves some. With
 // allOrNothing, the first failure stops what started and is returned;
 // otherwise the failures are joined and the others run.
-func (n *Node) startNodes(ctx context.Context, v *state.Volume, allOrNothing bool) error {
+func (n *Node) startNodes(ctx context.Context, v *state.Volume, idx uint64, allOrNothing bool) error {
 	var errs []error
 	var started []string
 	for _, id := range nodesOf(v) {
-		req := LocalStartRequest{Volume: *v, AllOrNothing: allOrNothing}
-		err := n.onNode(ctx, id, func() error { return n.startBricks(v, allOrNothing) }, http.MethodPost, "/v1/local/volumes/"+v.ID+"/start", req)
+		req := LocalStartRequest{Volume: *v, AllOrNothing: allOrNothing, Index: idx}
+		err := n.onNode(ctx, id, func() error { return n.startBricks(v, idx, allOrNothing) }, http.MethodPost, "/v1/local/volumes/"+v.ID+"/start", req)
 		if err != nil && allOrNothing {
 			n.stopNodes(ctx, v, started)
 			return err
@@ -297,7 +298,8 @@ func (n *Node) startNodes(ctx context.Context, v *state.Volume, allOrNothing boo
 
 // stopNodes stops the bricks of v on nodes (every node of v if nil). A
 // node that cannot be reached is logged: it stops them when it sees the
-// volume stopped or gone.
+// volume gone (Node.sweep) or restarts; a volume only stopped meanwhile
+// keeps that node's bricks serving until then (a known gap).
 func (n *Node) stopNodes(ctx context.Context, v *state.Volume, nodes []string) {
 	if nodes == nil {
 		nodes = nodesOf(v)
@@ -318,7 +320,8 @@ func (n *Node) stopNodes(ctx context.Context, v *state.Volume, nodes []string) {
 func (n *Node) startVolume(name string, force bool) (api.VolumeInfo, error) {
 	n.opMu.Lock()
 	defer n.opMu.Unlock()
-	v, err := n.store.State().Volume(name)
+	st := n.store.State()
+	v, err := st.Volume(name)
 	if err != nil {
 		return api.VolumeInfo{}, err
 	}
@@ -330,12 +333,13 @@ func (n *Node) startVolume(name string, force bool) (api.VolumeInfo, error) {
 		if err := n.store.Apply(state.Command{Op: state.OpSetSecret, Name: name, Value: newSecret()}); err != nil {
 			return api.VolumeInfo{}, err
 		}
-		if v, err = n.store.State().Volume(name); err != nil {
+		st = n.store.State()
+		if v, err = st.Volume(name); err != nil {
 			return api.VolumeInfo{}, err
 		}
 	}
 	ctx := context.Background()
-	if err := n.startNodes(ctx, v, !started); err != nil {
+	if err := n.startNodes(ctx, v, st.Index, !started); err != nil {
 		return api.VolumeInfo{}, err
 	}
 	if !started {

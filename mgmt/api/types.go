@@ -187,7 +187,7 @@ type HealBrick struct {
 	Set    int    `json:"set"`  // index of its replica set
 	Online bool   `json:"online"`
 	// Entries counts the inodes; Paths lists them (at most
-	// MaxHealPaths, "<gfid:...>" for an inode whose path is unknown).
+	// heal.MaxListed, "<gfid:...>" for an inode whose path is unknown).
 	Entries int      `json:"entries"`
 	Paths   []string `json:"paths,omitempty"`
 	// Error says why the brick's list could not be read.
