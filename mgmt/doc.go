@@ -47,8 +47,9 @@
 // the volume lifecycle (volumes.go), starting and watching this node's
 // bricks (bricks.go; how they run is package mgmt/brickrun), starting
 // the heal daemons and passing heal commands to them (heal.go,
-// healcmd.go; the daemon is package mgmt/healdaemon) and rebalance
-// (rebalance.go, migrate.go, takeup.go).
+// healcmd.go; the daemon is package mgmt/healdaemon) and the leader's
+// side of rebalance and remove-brick tasks (rebalance.go, takeup.go; a
+// node's part, moving its files, is package mgmt/rebalance).
 //
 // # Embedding
 //

@@ -19,10 +19,11 @@ import (
 	"github.com/mortarfs/mortar/internal/proof"
 	"github.com/mortarfs/mortar/mgmt/api"
 	"github.com/mortarfs/mortar/mgmt/brickrun"
-	"github.com/mortarfs/mortar/mgmt/healdaemon"
 	"github.com/mortarfs/mortar/mgmt/raftstore"
+	"github.com/mortarfs/mortar/mgmt/rebalance"
 	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/tlsconf"
+	"github.com/mortarfs/mortar/volume"
 )
 
 // shutdownTimeout bounds how long Close waits for HTTP requests in flight.
@@ -41,7 +42,7 @@ type Node struct {
 	raftAddr string           // advertised address of the Raft traffic
 	raftLn   net.Listener
 	peerHTTP *http.Client           // requests to other nodes
-	dial     healdaemon.Dial        // connects to bricks (nil: plain TCP)
+	dial     volume.Dial            // connects to bricks (nil: plain TCP)
 	tls      *tlsconf.Identity      // nil: plain TCP everywhere
 	secretV  atomic.Pointer[string] // the cluster secret (secret.go)
 	signed   *proof.Replays         // nonces of the signed requests accepted (sign.go)
@@ -52,8 +53,8 @@ type Node struct {
 	watchers watchers      // the clients that watch specs here (takeup.go)
 
 	taskMu    sync.Mutex
-	tasks     map[string]bool       // ids of the tasks this node orchestrates
-	migs      map[string]*migration // by volume id: this node's part of its task
+	tasks     map[string]bool  // ids of the tasks this node orchestrates
+	mover     *rebalance.Mover // this node's part of its volumes' tasks
 	ln        net.Listener
 	http      *http.Server
 	runner    brickrun.Runner
@@ -141,6 +142,7 @@ func (n *Node) open(cfg Config) error {
 		n.peerHTTP = &http.Client{Transport: api.Transport(n.tls.ClientConfig())}
 		n.dial = n.tls.Dialer(5 * time.Second)
 	}
+	n.mover = rebalance.New(n.id, filepath.Join(n.dir, "rebalance"), n.dial, n.log, n.inodesOf, n.done)
 	n.addr = cfg.Advertise
 	if n.addr == "" {
 		n.addr = deriveAdvertise(n.ln.Addr().String())
@@ -257,6 +259,9 @@ func (n *Node) shutdown() error {
 	n.stopAllBricks()
 	n.opMu.Unlock()
 	n.wg.Wait()
+	if n.mover != nil {
+		n.mover.Wait()
+	}
 	if n.store != nil {
 		errs = append(errs, n.store.Close())
 	} else if n.raftLn != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mortarfs/mortar/layer/distribute"
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/mgmt/rebalance"
 	"github.com/mortarfs/mortar/mgmt/state"
 	"github.com/mortarfs/mortar/volume"
 )
@@ -73,14 +74,14 @@ func (n *Node) rebalanceHandlers(mux *http.ServeMux) {
 		return n.removeBrick(r.Context(), vol(r), req)
 	}))
 	mux.HandleFunc("POST /v1/local/volumes/{id}/migrate", handle(n, func(r *http.Request, req api.LocalMigrateRequest) (any, error) {
-		return struct{}{}, n.migrate(id(r), req)
+		return struct{}{}, n.mover.Start(id(r), req)
 	}))
 	mux.HandleFunc("POST /v1/local/volumes/{id}/migrate/stop", handle(n, func(r *http.Request, _ struct{}) (any, error) {
-		n.stopMigration(id(r))
+		n.mover.Stop(id(r))
 		return struct{}{}, nil
 	}))
 	mux.HandleFunc("GET /v1/local/volumes/{id}/migrate", handle(n, func(r *http.Request, _ struct{}) (any, error) {
-		return n.migrationProgress(id(r)), nil
+		return n.mover.Progress(id(r)), nil
 	}))
 }
 
@@ -276,7 +277,7 @@ func (n *Node) stopTask(ctx context.Context, name, kind string) error {
 		return err
 	}
 	for _, id := range nodesOf(v) {
-		err := n.onNode(ctx, id, func() error { n.stopMigration(v.ID); return nil }, http.MethodPost, "/v1/local/volumes/"+v.ID+"/migrate/stop", struct{}{})
+		err := n.onNode(ctx, id, func() error { n.mover.Stop(v.ID); return nil }, http.MethodPost, "/v1/local/volumes/"+v.ID+"/migrate/stop", struct{}{})
 		if err != nil {
 			n.log.Warn("stopping a node's part of the task failed", "node", id, "err", err)
 		}
@@ -342,7 +343,7 @@ func (n *Node) checkDrained(ctx context.Context, v *state.Volume, ids []string) 
 			sets = append(sets, set[0].ID)
 		}
 	}
-	d, closeGraph, err := n.distributeOf(ctx, spec)
+	d, closeGraph, err := rebalance.Distribute(ctx, spec, n.dial, n.log)
 	if err != nil {
 		return err
 	}
@@ -490,34 +491,13 @@ func (n *Node) runTask(ctx context.Context, vid, tid string) error {
 // fixLayout makes every directory on every set of spec.
 func (n *Node) fixLayout(ctx context.Context, spec volume.Spec) error {
 	spec.Layout, spec.Previous = nil, nil // every set is a child either way
-	d, closeGraph, err := n.distributeOf(ctx, spec)
+	d, closeGraph, err := rebalance.Distribute(ctx, spec, n.dial, n.log)
 	if err != nil {
 		return err
 	}
 	defer closeGraph()
 	_, err = d.Rebalance(ctx, distribute.RebalanceOptions{FixLayout: true})
 	return err
-}
-
-// distributeOf builds a client graph of spec and waits (bounded) until it
-// reaches every brick.
-func (n *Node) distributeOf(ctx context.Context, spec volume.Spec) (*distribute.Distribute, func(), error) {
-	// Files move as they are on the bricks: an encrypted volume's are moved
-	// as ciphertext, without its key.
-	g, err := volume.Build(spec, volume.BuildOptions{Dial: n.dial, Ciphertext: true, Logger: n.log.With("volume", spec.Name, "role", "rebalance")})
-	if err != nil {
-		return nil, nil, err
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !g.Connected() && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(20 * time.Millisecond)
-	}
-	d, ok := g.Top.(*distribute.Distribute)
-	if !ok {
-		g.Close()
-		return nil, nil, fmt.Errorf("volume %s: top layer is %T, not distribute", spec.Name, g.Top)
-	}
-	return d, func() { g.Close() }, nil
 }
 
 // runMigration has every node move its files and waits for them all.
@@ -550,7 +530,7 @@ func (n *Node) runMigration(ctx context.Context, vid, tid string) error {
 			case p.TaskID == tid && p.Status == api.TaskRunning:
 			default: // not started here yet, or the node restarted: (re)start
 				req := api.LocalMigrateRequest{Task: *v.Task, Spec: spec, Sources: srcs}
-				if err := n.onNode(ctx, node, func() error { return n.migrate(vid, req) }, http.MethodPost, "/v1/local/volumes/"+vid+"/migrate", req); err != nil {
+				if err := n.onNode(ctx, node, func() error { return n.mover.Start(vid, req) }, http.MethodPost, "/v1/local/volumes/"+vid+"/migrate", req); err != nil {
 					n.log.Warn("starting a node's part of the task failed; retrying", "node", node, "err", err)
 				}
 			}
@@ -572,7 +552,7 @@ func (n *Node) runMigration(ctx context.Context, vid, tid string) error {
 // progressOf returns node's part of volume vid's task.
 func (n *Node) progressOf(ctx context.Context, node, vid string) (api.NodeProgress, error) {
 	if node == n.id {
-		return n.migrationProgress(vid), nil
+		return n.mover.Progress(vid), nil
 	}
 	var p api.NodeProgress
 	err := n.call(ctx, node, http.MethodGet, "/v1/local/volumes/"+vid+"/migrate", nil, &p)
@@ -662,4 +642,25 @@ func (n *Node) rebalanceStatus(ctx context.Context, name string) (api.RebalanceS
 	wg.Wait()
 	slices.SortFunc(rs.Nodes, func(a, b api.NodeProgress) int { return strings.Compare(a.Host, b.Host) })
 	return rs, nil
+}
+
+// inodesOf estimates the entries a rebalance scans (every node walks the
+// whole namespace): the inodes used on this node's bricks of the sets ids,
+// scaled to the number of sets.
+func (n *Node) inodesOf(spec volume.Spec, ids []string) uint64 {
+	var total uint64
+	sets := len(spec.Sets())
+	for _, b := range spec.Bricks {
+		if !slices.Contains(ids, b.ID) || len(ids) == 0 {
+			continue
+		}
+		var bs api.BrickStatus
+		if du := n.diskUsage(state.Brick{Path: b.Path}, &bs); du != nil {
+			total += du.Inodes - du.InodesFree
+		}
+	}
+	if len(ids) > 0 {
+		total = total * uint64(sets) / uint64(len(ids))
+	}
+	return total
 }

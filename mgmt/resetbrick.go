@@ -155,7 +155,7 @@ func (n *Node) stopBrick(vr *volumeRun, id string) bool {
 // of a replica set, or as many other bricks of a disperse set as it has
 // data bricks (what rebuilding a fragment takes); bricks that are down
 // are skipped (the ones that are up will heal them too).
-func markStale(ctx context.Context, spec volume.Spec, pos int, dial healdaemon.Dial, log *slog.Logger) error {
+func markStale(ctx context.Context, spec volume.Spec, pos int, dial volume.Dial, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, markStaleTimeout)
 	defer cancel()
 	size := spec.SetSize()

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mortarfs/mortar/volume/options"
 	"log/slog"
 	"net"
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/mortarfs/mortar/volume/options"
 
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/layer/crypt"
@@ -24,11 +25,14 @@ import (
 	"github.com/mortarfs/mortar/layer/writebehind"
 )
 
+// Dial connects to a brick (nil: plain TCP); TLS plugs in here.
+type Dial = func(ctx context.Context, network, addr string) (net.Conn, error)
+
 // BuildOptions tune the client-side graph.
 type BuildOptions struct {
 	Logger *slog.Logger
 	// Dial connects to a node (default: plain TCP); TLS plugs in here.
-	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	Dial Dial
 	// Key is the volume key (crypt.KeySize bytes) of a volume with the
 	// option encryption on; Build fails without it.
 	Key []byte

@@ -29,8 +29,8 @@ var Ranks = map[string]int{
 	// The cluster state (a pure state machine) and the Raft log that
 	// replicates it.
 	"mgmt/state": 5, "mgmt/raftstore": 5,
-	// A node's self-heal daemon of a volume.
-	"mgmt/healdaemon": 5,
+	// A node's self-heal daemon of a volume; its part of rebalances.
+	"mgmt/healdaemon": 5, "mgmt/rebalance": 5,
 	// The management daemon.
 	"mgmt": 6,
 	// The command line, the binary, the end-to-end tests.

@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -72,7 +71,7 @@ const healClientWait = 100 * time.Millisecond
 // Daemon is the heal daemon of one volume on this node.
 type Daemon struct {
 	node     Node
-	dial     Dial
+	dial     volume.Dial
 	log      *slog.Logger
 	name, id string // the volume's
 	kick     chan struct{}
@@ -124,7 +123,7 @@ type Node interface {
 
 // New returns the heal daemon of volume v on node, connecting to bricks
 // with dial (nil: plain TCP). Start it, then run Run.
-func New(node Node, v *state.Volume, dial Dial, log *slog.Logger) *Daemon {
+func New(node Node, v *state.Volume, dial volume.Dial, log *slog.Logger) *Daemon {
 	return &Daemon{node: node, dial: dial, log: log, name: v.Name, id: v.ID, kick: make(chan struct{}, 1), misses: map[string]int{}}
 }
 
@@ -412,14 +411,11 @@ func (d *Daemon) newRun(ctx context.Context, spec volume.Spec, key string) (*Hea
 // BrickClient connects a protocol client to brick b of spec.
 // dial is nil for plain TCP, the TLS dialer of the node's identity
 // otherwise.
-func BrickClient(spec volume.Spec, b volume.Brick, wait time.Duration, dial Dial, log *slog.Logger) *protocol.Client {
+func BrickClient(spec volume.Spec, b volume.Brick, wait time.Duration, dial volume.Dial, log *slog.Logger) *protocol.Client {
 	cfg := volume.BrickClientConfig(spec, b)
 	cfg.ConnectWait, cfg.Dial, cfg.Logger = wait, dial, log.With("brick", b.Name())
 	return protocol.New(cfg)
 }
-
-// Dial connects to a brick (protocol.Config.Dial).
-type Dial = func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // swap makes r the daemon's healer (nil: none) and starts it, once the
 // one it replaces has stopped; a full heal that was running starts again
