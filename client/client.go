@@ -27,10 +27,12 @@ import (
 	"path"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/mortarfs/mortar/layer"
 	"github.com/mortarfs/mortar/layer/crypt"
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/tlsconf"
 	"github.com/mortarfs/mortar/volume"
 )
 
@@ -53,6 +55,10 @@ type Options struct {
 	// volume's auth.allow names its address; empty: the file named by
 	// the environment variable MORTAR_SECRET_FILE, if set.
 	Secret string
+	// TLS is the certificate the program presents to a cluster secured
+	// with TLS (a client certificate, tlsconf.Load): its API is then
+	// HTTPS and its bricks TLS. nil: a cluster without TLS.
+	TLS *tlsconf.Identity
 }
 
 // Volume is an open volume. Its methods may be called concurrently.
@@ -84,11 +90,10 @@ func Open(ctx context.Context, target string, opts Options) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
-	secret, err := opts.secret()
+	mc, err := opts.api(addr)
 	if err != nil {
 		return nil, err
 	}
-	mc := api.NewClient(addr).WithSecret(secret)
 	spec, err := mc.Spec(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("volume %s: %w", target, err)
@@ -111,6 +116,9 @@ func Open(ctx context.Context, target string, opts Options) (*Volume, error) {
 func OpenSpec(spec volume.Spec, opts Options) (*Volume, error) {
 	if opts.Build.Logger == nil {
 		opts.Build.Logger = opts.Logger
+	}
+	if opts.TLS != nil && opts.Build.Dial == nil {
+		opts.Build.Dial = opts.TLS.Dialer(5 * time.Second)
 	}
 	if spec.Encrypted() && len(opts.Build.Key) == 0 {
 		key, err := crypt.ResolveKey(opts.Key, opts.KeyFile)
@@ -174,6 +182,20 @@ func (v *Volume) owner() layer.Owner {
 
 // secret is the cluster secret Open presents: Options.Secret, or the
 // file MORTAR_SECRET_FILE names, or none.
+// api is the client of the management API at addr that o's credentials
+// make: HTTPS with o.TLS, else requests signed with the cluster secret
+// (when there is one).
+func (o Options) api(addr string) (*api.Client, error) {
+	if o.TLS != nil {
+		return api.NewTLSClient(addr, o.TLS), nil
+	}
+	secret, err := o.secret()
+	if err != nil {
+		return nil, err
+	}
+	return api.NewClient(addr).WithSecret(secret), nil
+}
+
 func (o Options) secret() (string, error) {
 	if o.Secret != "" {
 		return o.Secret, nil

@@ -11,7 +11,9 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/mortarfs/mortar/mgmt"
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/tlsconf"
 	"github.com/mortarfs/mortar/volume/options"
 
 	"github.com/mortarfs/mortar/client"
@@ -229,5 +231,54 @@ func TestRemoveDirUnderLease(t *testing.T) {
 	}
 	if ents, err := vol.ReadDir(ctx, "e"); err != nil || len(ents) != 0 {
 		t.Fatalf("e lists %d names after Remove(e/sub): %v", len(ents), err)
+	}
+}
+
+// On a cluster secured with TLS, Open takes the program's client
+// certificate: the spec over HTTPS, the bricks over TLS. Without one it
+// fails.
+func TestOpenWithTLS(t *testing.T) {
+	ca := t.TempDir()
+	if err := tlsconf.InitCA(ca, "test"); err != nil {
+		t.Fatal(err)
+	}
+	issue := func(name string, kind tlsconf.Kind, hosts ...string) *tlsconf.Identity {
+		if err := tlsconf.Issue(ca, name, kind, hosts, 1); err != nil {
+			t.Fatal(err)
+		}
+		id, err := tlsconf.Load(ca, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	nodeID := issue("node1", tlsconf.KindNode, "127.0.0.1")
+	node, err := mgmt.Start(mgmt.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", TLS: nodeID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Close() })
+	ctx := context.Background()
+	admin := api.NewTLSClient(node.Addr(), nodeID)
+	if _, err := admin.CreateVolume(ctx, api.CreateVolumeRequest{Name: "tv", Bricks: []string{"127.0.0.1:" + t.TempDir()}, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Start(ctx, "tv", false); err != nil {
+		t.Fatal(err)
+	}
+	target := node.Addr() + ":/tv"
+	if _, err := client.Open(ctx, target, client.Options{NoFollow: true}); err == nil {
+		t.Fatal("opened a TLS cluster's volume without a certificate")
+	}
+	vol, err := client.Open(ctx, target, client.Options{TLS: issue("app", tlsconf.KindClient)})
+	if err != nil {
+		t.Fatalf("open with a client certificate: %v", err)
+	}
+	defer vol.Close()
+	if err := vol.WriteFile(ctx, "f", []byte("over TLS\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := vol.ReadFile(ctx, "f"); err != nil || string(data) != "over TLS\n" {
+		t.Fatalf("read back %q, %v", data, err)
 	}
 }
