@@ -12,7 +12,7 @@ var Ranks = map[string]int{
 	"internal/wiretap": 0, "fusebridge/posixtest": 0, "internal/layering": 0, "internal/kernelcache": 0,
 	"internal/atomicfile": 0,
 	// The wire schema, the brick's storage, lock state, test doubles.
-	"wire": 1, "brick/posix": 1, "layer/locks": 1, "layer/layertest": 1,
+	"wire": 1, "brick/posix": 1, "layer/memfs": 1, "layer/locks": 1, "layer/layertest": 1,
 	// The client layers and the brick server.
 	"layer/crypt": 2, "layer/disperse": 2, "layer/distribute": 2, "layer/mdcache": 2,
 	"layer/nlcache": 2, "layer/protocol": 2, "layer/quickread": 2, "layer/readahead": 2,
