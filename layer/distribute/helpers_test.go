@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mortarfs/mortar/brick/posix"
+	"github.com/mortarfs/mortar/internal/testbrick"
 	"github.com/mortarfs/mortar/layer"
 )
 
@@ -28,17 +29,8 @@ type rig struct {
 
 // newStore makes a marked posix brick in a fresh temporary directory.
 func newStore(t *testing.T) (*posix.Store, string) {
-	t.Helper()
-	root := t.TempDir()
-	if err := posix.Mark(root, testVolume, true); err != nil {
-		t.Fatal(err)
-	}
-	s, err := posix.New(root, posix.Options{VolumeID: testVolume})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s, root
+	s := testbrick.NewStore(t, testVolume)
+	return s, s.Root()
 }
 
 // newRig builds n bricks; wrap, if not nil, wraps child i's layer.
