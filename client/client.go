@@ -57,7 +57,8 @@ type Options struct {
 	Secret string
 	// TLS is the certificate the program presents to a cluster secured
 	// with TLS (a client certificate, tlsconf.Load): its API is then
-	// HTTPS and its bricks TLS. nil: a cluster without TLS.
+	// HTTPS (Secret and MORTAR_SECRET_FILE are not used) and its bricks
+	// TLS, unless Build.Dial says otherwise. nil: a cluster without TLS.
 	TLS *tlsconf.Identity
 }
 
@@ -180,8 +181,6 @@ func (v *Volume) owner() layer.Owner {
 	return layer.Owner{Uid: v.uid, Gid: v.gid, Gfid: layer.NewGfid()}
 }
 
-// secret is the cluster secret Open presents: Options.Secret, or the
-// file MORTAR_SECRET_FILE names, or none.
 // api is the client of the management API at addr that o's credentials
 // make: HTTPS with o.TLS, else requests signed with the cluster secret
 // (when there is one).
@@ -196,6 +195,8 @@ func (o Options) api(addr string) (*api.Client, error) {
 	return api.NewClient(addr).WithSecret(secret), nil
 }
 
+// secret is the cluster secret Open presents: Options.Secret, or the
+// file MORTAR_SECRET_FILE names, or none.
 func (o Options) secret() (string, error) {
 	if o.Secret != "" {
 		return o.Secret, nil

@@ -165,13 +165,8 @@ func (n *Node) open(cfg Config) error {
 	n.store = n.raft
 	n.brickHost, _, _ = net.SplitHostPort(cfg.Listen)
 	if cfg.BrickExec != "" {
-		proc := brickrun.NewProcRunner(cfg.BrickExec, filepath.Join(cfg.DataDir, "logs", "bricks"), cfg.BrickLogLevel, n.log)
-		n.runner = proc
-		if cfg.BrickMultiplex {
-			n.runner = brickrun.NewMuxRunner(proc, cfg.DataDir, cfg.KeepBricks)
-		} else {
-			brickrun.StopLeftoverHost(cfg.DataDir, n.log)
-		}
+		n.runner = brickrun.Processes(cfg.BrickExec, filepath.Join(cfg.DataDir, "logs", "bricks"), cfg.BrickLogLevel,
+			cfg.DataDir, cfg.BrickMultiplex, cfg.KeepBricks, n.log)
 	} else {
 		n.runner = brickrun.InProc{}
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // Store keeps the cluster State and changes it only by applying Commands
-// in order: the raftStore, whose Commands are the entries of a Raft log.
+// in order: a raftstore.Store, whose Commands are the entries of a Raft log.
 type Store interface {
 	// Apply applies cmd and returns once the change is durable. On error
 	// the state is unchanged.

@@ -26,15 +26,14 @@ var Ranks = map[string]int{
 	// What runs volumes: the client library, the simulation, benchmarks;
 	// the management API's contract and client.
 	"client": 5, "sim": 5, "bench": 5, "mgmt/api": 5,
-	// The cluster state (a pure state machine) and the Raft log that
-	// replicates it.
-	"mgmt/state": 5, "mgmt/raftstore": 5,
-	// A node's self-heal daemon of a volume; its part of rebalances.
-	"mgmt/healdaemon": 5, "mgmt/rebalance": 5,
+	// The node's parts: the cluster state (a pure state machine) and the
+	// Raft log that replicates it, a volume's heal daemon, a node's part
+	// of rebalances. Above the client library, so it never links them.
+	"mgmt/state": 6, "mgmt/raftstore": 6, "mgmt/healdaemon": 6, "mgmt/rebalance": 6,
 	// The management daemon.
-	"mgmt": 6,
+	"mgmt": 7,
 	// The command line, the binary, the end-to-end tests.
-	"internal/cli": 7, "cmd/mortar": 8, "e2e": 8,
+	"internal/cli": 8, "cmd/mortar": 9, "e2e": 9,
 }
 
 // Debts are imports that point up the stack today, each a known fault

@@ -58,13 +58,13 @@ func NewTLSClient(addr string, id *tlsconf.Identity) *Client {
 
 // NodeClient returns the client one node uses for another's API at addr:
 // over h, naming the sender via (so the request is never forwarded
-// again), with HTTPS when tls, otherwise signing with secret.
+// again), with HTTPS when tls, otherwise signing with secret (which is
+// not used with tls).
 func NodeClient(addr string, h *http.Client, via string, tls bool, secret string) *Client {
-	c := &Client{addr: addr, http: h, via: via, scheme: "http", secret: secret}
 	if tls {
-		c.scheme = "https"
+		return &Client{addr: addr, http: h, via: via, scheme: "https"}
 	}
-	return c
+	return &Client{addr: addr, http: h, via: via, scheme: "http", secret: secret}
 }
 
 // Transport is an HTTP transport to nodes' APIs, with TLS when c is set.
@@ -84,9 +84,6 @@ func (c *Client) WithHTTP(h *http.Client) *Client {
 	cc.http = h
 	return &cc
 }
-
-// TLS reports whether c speaks HTTPS.
-func (c *Client) TLS() bool { return c.scheme == "https" }
 
 // Addr returns the host:port the client talks to.
 func (c *Client) Addr() string { return c.addr }
@@ -221,6 +218,8 @@ func (c *Client) ResetBrick(ctx context.Context, name, brick string) (VolumeInfo
 	return out, err
 }
 
+// VolPath is the API path of volume name's endpoint sub ("" for the
+// volume itself): /v1/volumes/NAME/SUB.
 func VolPath(name, sub string) string {
 	p := "/v1/volumes/" + url.PathEscape(name)
 	if sub != "" {

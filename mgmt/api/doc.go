@@ -1,8 +1,9 @@
 // Package api is the contract of mortar's management API and its typed
 // client: what the CLI, a mount, the client library and one node asking
 // another send over HTTP, and what they get back. The server is package
-// mgmt (a node); neither the client library nor the CLI need more of it
-// than this package, so they do not link Raft or the node's store.
+// mgmt (a node). The client library needs nothing of mgmt but this
+// package, so it links neither Raft nor the node's store (the CLI, which
+// also runs the node, still takes a few checks from mgmt).
 //
 //   - Client (client*.go): one method per endpoint, errors rebuilt with
 //     their marker (errors.go), requests signed with the cluster secret

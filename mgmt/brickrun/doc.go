@@ -4,9 +4,8 @@
 // brick`), RunHost that of a brick host (`mortar brick-host`, many bricks
 // in one process, as GlusterFS's brick multiplexing), driven over a unix
 // control socket, one JSON object per line each way. The Runners start
-// bricks for the node: in a brick host (NewMuxRunner, which can leave the
-// host serving when the node stops and take it over when the node starts
-// again), each in a process of its own (NewProcRunner), or in the node's
-// process (InProc). What a brick is asked to serve is a Config, and Args
+// bricks for the node: in a brick host (which can serve on when the node
+// stops and be taken over when the node starts again) or each in a
+// process of its own (Processes), or in the node's process (InProc). What a brick is asked to serve is a Config, and Args
 // turns it into the flags of `mortar brick`.
 package brickrun

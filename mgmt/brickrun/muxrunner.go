@@ -48,7 +48,7 @@ type muxRunner struct {
 	next int
 }
 
-func NewMuxRunner(proc *procRunner, dataDir string, keep bool) *muxRunner {
+func newMuxRunner(proc *procRunner, dataDir string, keep bool) *muxRunner {
 	// Brick numbers go on from where a host adopted from an earlier node
 	// may have left them (bricks it was still opening are not listed).
 	return &muxRunner{proc: proc, sock: hostSocket(dataDir), keep: keep, next: int(time.Now().UnixNano() / 1000)}
@@ -406,10 +406,10 @@ func (h *hostProc) shutdown() {
 	}
 }
 
-// StopLeftoverHost shuts down a brick host left serving by an earlier
+// stopLeftoverHost shuts down a brick host left serving by an earlier
 // node on dataDir, for a node that runs its bricks otherwise (one process
 // per brick): the host's bricks would hold their ports.
-func StopLeftoverHost(dataDir string, log *slog.Logger) {
+func stopLeftoverHost(dataDir string, log *slog.Logger) {
 	r := &muxRunner{sock: hostSocket(dataDir), proc: &procRunner{log: log}}
 	h, err := r.dialHost()
 	if err != nil || h == nil {

@@ -91,7 +91,7 @@ type spawnRequest struct {
 	err chan error
 }
 
-func NewProcRunner(exe, logDir, logLevel string, log *slog.Logger) *procRunner {
+func newProcRunner(exe, logDir, logLevel string, log *slog.Logger) *procRunner {
 	r := &procRunner{exe: exe, logDir: logDir, logLevel: logLevel, log: log, spawns: make(chan spawnRequest)}
 	go r.spawnLoop()
 	return r

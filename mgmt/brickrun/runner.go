@@ -2,18 +2,34 @@ package brickrun
 
 import (
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 )
+
+// Processes returns the Runner of a node that runs its bricks outside
+// itself, by running exe (`mortar` or a test binary; see Args), with
+// their logs in logDir: with multiplex, all in one brick host, whose
+// control socket is in dataDir and which, with keep, serves on when the
+// node stops and is taken over when it starts again; without, each in a
+// process of its own (a brick host left by an earlier node is stopped
+// first: its bricks would hold their ports).
+func Processes(exe, logDir, logLevel, dataDir string, multiplex, keep bool, log *slog.Logger) Runner {
+	proc := newProcRunner(exe, logDir, logLevel, log)
+	if multiplex {
+		return newMuxRunner(proc, dataDir, keep)
+	}
+	stopLeftoverHost(dataDir, log)
+	return proc
+}
 
 // StopTimeout is how long a brick may take to exit after SIGTERM before
 // it gets SIGKILL.
 const StopTimeout = 5 * time.Second
 
-// Runner starts bricks: all in one brick host process (NewMuxRunner,
-// what `mortar server` uses by default), each in a child process of its
-// own (NewProcRunner), or inside the node (InProc, for tests and
-// embedding). The node does everything else the same way for all.
+// Runner starts bricks: all in one brick host process or each in a child
+// process of its own (Processes), or inside the node (InProc, for tests
+// and embedding). The node does everything else the same way for all.
 type Runner interface {
 	// Start starts a brick and returns once it listens, or with the
 	// reason it could not start.
@@ -106,7 +122,7 @@ func (b *InProcBrick) Stop(time.Duration) {
 	<-b.exited
 }
 
-// kill closes the listener, every connection and the storage, so clients
+// Kill closes the listener, every connection and the storage, so clients
 // see their connections reset as when a brick process is killed.
 func (b *InProcBrick) Kill() {
 	b.mu.Lock()

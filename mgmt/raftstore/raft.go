@@ -461,10 +461,10 @@ func (s *Store) WaitApplied(ctx context.Context, index uint64, d time.Duration) 
 	}
 }
 
-// appliedIndex is the index of the last entry this node applied.
+// AppliedIndex is the index of the last entry this node applied.
 func (s *Store) AppliedIndex() uint64 { return s.raft.AppliedIndex() }
 
-// setForward sets how a command goes to the leader when this node does
+// SetForward sets how a command goes to the leader when this node does
 // not lead: fn sends it to node leaderID and returns its verdict.
 func (s *Store) SetForward(fn func(ctx context.Context, leaderID string, cmd state.Command) error) {
 	s.forward = fn
@@ -582,7 +582,7 @@ func (r *raftStream) Dial(address raft.ServerAddress, timeout time.Duration) (ne
 	if err != nil {
 		return nil, err
 	}
-	if err := Answer(c, r.secret(), time.Now().Add(timeout)); err != nil {
+	if err := answer(c, r.secret(), time.Now().Add(timeout)); err != nil {
 		c.Close()
 		return nil, err
 	}

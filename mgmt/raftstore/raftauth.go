@@ -27,9 +27,9 @@ const (
 	handshakeWait = 10 * time.Second
 )
 
-// Answer reads the listener's challenge from c, before deadline, and
+// answer reads the listener's challenge from c, before deadline, and
 // answers it with secret (the dialer's side).
-func Answer(c net.Conn, secret string, deadline time.Time) error {
+func answer(c net.Conn, secret string, deadline time.Time) error {
 	c.SetDeadline(deadline)
 	defer c.SetDeadline(time.Time{})
 	challenge := make([]byte, len(raftMagic)+raftNonce)

@@ -146,7 +146,7 @@ func raftAnswerOf(t *testing.T, n *Store, secret string, ok bool) *wiretap.Tap {
 	t.Cleanup(func() { conn.Close() })
 	tap := &wiretap.Tap{}
 	rc := tap.Wrap(conn)
-	if err := Answer(rc, secret, time.Now().Add(10*time.Second)); err != nil {
+	if err := answer(rc, secret, time.Now().Add(10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	rc.SetReadDeadline(time.Now().Add(time.Second))
