@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -72,6 +74,9 @@ func (c *cluster) replace(i int) {
 
 func (c *cluster) healer(opts Options) *Healer {
 	c.t.Helper()
+	if opts.Logger == nil && os.Getenv("MORTAR_HEAL_TEST_LOG") != "" {
+		opts.Logger = failLog(c.t)
+	}
 	h, err := New([]Set{c.set}, opts)
 	if err != nil {
 		c.t.Fatal(err)
@@ -311,4 +316,33 @@ func sameBytes(t *testing.T, what string, got, want []byte) {
 		t.Fatalf("%s: %d bytes, want %d (first bytes %q vs %q)", what, len(got), len(want),
 			got[:min(len(got), 16)], want[:min(len(want), 16)])
 	}
+}
+
+// failLog returns a debug logger whose records t prints if it fails
+// (a heal test that fails once in hundreds of runs says what heal did);
+// the harness's healers use it with MORTAR_HEAL_TEST_LOG=1 (it slows
+// them, and changes how their heals interleave).
+func failLog(t *testing.T) *slog.Logger {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("the healer's log:\n%s", buf.String())
+			mu.Unlock()
+		}
+	})
+	return slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
