@@ -39,26 +39,43 @@ func (h *Healer) undecided(ctx context.Context, si int, members replicate.Mask, 
 		if names.agree(members) {
 			continue
 		}
-		d, keep := h.decider(ctx, si, g, names, members&hint.good)
-		if d < 0 {
-			continue
-		}
-		for r, n := range names {
-			if n == "" || n == keep {
-				continue
-			}
-			h.log.Debug("a directory's other name moved to its decider's", "name", n, "gfid", g, "decider's", keep)
-			moved, err := h.moveTo(ctx, si, r, d, hint.lists[r][n].Attr)
-			if err != nil {
-				return nil, err
-			}
-			if moved {
-				skip[n] = true
-				hint.moved(r, n, keep)
-			}
+		if err := h.followDeciderOf(ctx, si, g, names, members, hint, skip); err != nil {
+			return nil, err
 		}
 	}
 	return skip, nil
+}
+
+// followDeciderOf moves the copies of directory g that list it under
+// another name than its decider (names: its name in each copy of the
+// directory being healed) to where the decider holds it, adding the
+// names moved to skip. It holds g's inode lock: the heals of two
+// directories g is named in, at once, picked deciders that differ and
+// moved copies each its own way, leaving them under two names and none
+// (heal TestDecidersDifferPerDirectory, about once in 300 runs). Under
+// the lock the second finds the copies where the first put them: the
+// decider's place is read live (moveTo).
+func (h *Healer) followDeciderOf(ctx context.Context, si int, g layer.Gfid, names dirNames, members replicate.Mask, hint *dirHint, skip map[string]bool) error {
+	defer h.lockInode(g)()
+	d, keep := h.decider(ctx, si, g, names, members&hint.good)
+	if d < 0 {
+		return nil
+	}
+	for r, n := range names {
+		if n == "" || n == keep {
+			continue
+		}
+		h.log.Debug("a directory's other name moved to its decider's", "name", n, "gfid", g, "decider's", keep)
+		moved, err := h.moveTo(ctx, si, r, d, hint.lists[r][n].Attr)
+		if err != nil {
+			return err
+		}
+		if moved {
+			skip[n] = true
+			hint.moved(r, n, keep)
+		}
+	}
+	return nil
 }
 
 // moved records that replica r's copy of the directory named name was

@@ -163,8 +163,10 @@ func (h *Healer) parkedOn(ctx context.Context, si int, a layer.Attr, skip replic
 }
 
 // lockInode serialises, per inode (striped), the removals of its stale
-// names with the looks at its other names (h.lastName); it returns the
-// unlock.
+// names with the looks at its other names (h.lastName), and the moves of
+// a directory's copies to its decider's name (followDeciderOf); it
+// returns the unlock. It is not reentrant: nothing that holds it calls
+// what takes it.
 func (h *Healer) lockInode(g layer.Gfid) func() {
 	mu := &h.lastName[g[0]%byte(len(h.lastName))]
 	mu.Lock()
