@@ -37,7 +37,9 @@
 //     done by too few replicas (layer.XattrRenamed) names it: such a
 //     rename, taken as done in one directory and as undone in the other,
 //     is then undone or done in both (keepLastName; restoreRenamed when
-//     heal replaces it under its new name with the old target);
+//     heal replaces it under its new name with the old target); a name
+//     that some replicas hold only by a rename the client was told was
+//     refused (its record says so) is judged by the others (refused.go);
 //   - regular files get their data compared in 1 MiB chunks, and only the
 //     chunks that differ are written (never on an arbiter, which holds no
 //     data, and never from one);

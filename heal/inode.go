@@ -120,7 +120,7 @@ func (h *Healer) healHeld(ctx context.Context, j *job, path string, distrust, wi
 func (h *Healer) healOnce(ctx context.Context, j *job, path string, distrust, within replicate.Mask, hint *dirHint, unsure replicate.Mask) (*plan, error) {
 	copies := h.look(ctx, j.set, path, within)
 	h.looked.Add(1)
-	p, err := h.plan(ctx, j, path, copies, ownMarks(copies, distrust))
+	p, err := h.plan(ctx, j, path, copies, ownMarks(copies, h.refusedHere(ctx, j.set, path, copies, distrust)))
 	if p != nil {
 		p.unsure = unsure
 	}

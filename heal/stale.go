@@ -343,9 +343,33 @@ func (h *Healer) recordIs(ctx context.Context, l layer.Layer, g layer.Gfid, rec 
 // on inode a, which heal just gave a sink under another name of it: the
 // rename is taken as done.
 func (h *Healer) renameSettled(ctx context.Context, si int, a layer.Attr) {
-	if !a.IsDir() && !a.Gfid.IsZero() {
+	if !a.IsDir() && !a.Gfid.IsZero() && !h.refusedStands(ctx, si, a) {
 		h.clearRenamed(ctx, si, a.Gfid)
 	}
+}
+
+// refusedStands reports whether inode a carries the record of a refused
+// rename that some replicas of set si, not all, still hold it under the
+// new name of: heal gave a sink its old name back (the rename undone
+// there), and the new name is yet to be taken from those that did it
+// (refusedHere), which needs the record. Held there by all, the rename
+// was done since (a retry): the record goes.
+func (h *Healer) refusedStands(ctx context.Context, si int, a layer.Attr) bool {
+	rec, ok := h.renameRecord(ctx, si, h.all(si), a.Gfid, func(r layer.RenameRecord) bool { return r.Refused })
+	if !ok {
+		return false
+	}
+	held, up := 0, 0
+	for c := range h.sets[si] {
+		if !h.up(si, c) {
+			continue
+		}
+		up++
+		if h.holdsAt(ctx, h.sets[si][c].Layer, rec.To, a) {
+			held++
+		}
+	}
+	return held > 0 && held < up
 }
 
 // renameSettledIfNamed is renameSettled for a file heal is about to make

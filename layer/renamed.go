@@ -14,19 +14,40 @@ const XattrRenamed = "trusted.mortar.renamed"
 // RenameRecord is the value of XattrRenamed.
 type RenameRecord struct {
 	From, To string
+	// Refused: the client was answered the refusal of the replicas that
+	// did not do the rename (they won), which says it was not done; heal
+	// then never takes it as done under To. Without it, the answer was
+	// EIO (done by too few replicas: maybe done).
+	Refused bool
 }
 
+// refusedTag marks a refused rename's record.
+const refusedTag = "refused"
+
 // Encode returns the record as stored.
-func (r RenameRecord) Encode() []byte { return []byte(r.From + "\x00" + r.To) }
+func (r RenameRecord) Encode() []byte {
+	s := r.From + "\x00" + r.To
+	if r.Refused {
+		s += "\x00" + refusedTag
+	}
+	return []byte(s)
+}
 
 // Names reports whether path is one of the record's two names.
 func (r RenameRecord) Names(path string) bool { return path == r.From || path == r.To }
 
 // ParseRenameRecord reads a stored record.
 func ParseRenameRecord(b []byte) (RenameRecord, bool) {
-	from, to, ok := strings.Cut(string(b), "\x00")
-	if !ok || !strings.HasPrefix(from, "/") || !strings.HasPrefix(to, "/") {
+	parts := strings.Split(string(b), "\x00")
+	if len(parts) < 2 || len(parts) > 3 || !strings.HasPrefix(parts[0], "/") || !strings.HasPrefix(parts[1], "/") {
 		return RenameRecord{}, false
 	}
-	return RenameRecord{From: from, To: to}, true
+	r := RenameRecord{From: parts[0], To: parts[1]}
+	if len(parts) == 3 {
+		if parts[2] != refusedTag {
+			return RenameRecord{}, false
+		}
+		r.Refused = true
+	}
+	return r, true
 }

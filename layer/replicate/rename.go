@@ -82,7 +82,10 @@ func (r *Replicate) rename(ctx context.Context, oldpath, newpath string, adjust 
 		return err
 	}
 	if counts := o.winners != 0 && o.winners&^doneBy(did) == 0; !counts || !r.undoDirRename(ctx, doneBy(did), oldpath, newpath, replaced) {
-		r.recordRenamed(ctx, did, oldpath, newpath)
+		// Refused: the client was told nothing was done (not EIO, and
+		// not a fence, which the mount retries on a newer graph).
+		refused := o.winners != 0 && o.winners&doneBy(did) == 0 && !errors.Is(err, syscall.EIO) && !errors.Is(err, layer.ErrFenced)
+		r.recordRenamed(ctx, did, layer.RenameRecord{From: oldpath, To: newpath, Refused: refused})
 	}
 	return err
 }
@@ -234,10 +237,12 @@ func doneBy(did []bool) Mask {
 // hold no mark against the replicas that did it (the refusers lacked
 // that directory under its name: a directory rename half done), the
 // record is what tells heal where to move the file back (sim
-// disperse2+1x2-dirs seed 70). Best effort: a replica that does not take
+// disperse2+1x2-dirs seed 70). A refusal that won is recorded as such
+// (RenameRecord.Refused): heal never takes that rename as done under the
+// new name (heal/refused.go). Best effort: a replica that does not take
 // it leaves heal as it was without.
-func (r *Replicate) recordRenamed(ctx context.Context, did []bool, oldpath, newpath string) {
-	rec := layer.RenameRecord{From: oldpath, To: newpath}.Encode()
+func (r *Replicate) recordRenamed(ctx context.Context, did []bool, record layer.RenameRecord) {
+	rec, newpath := record.Encode(), record.To
 	for i, d := range did {
 		if !d {
 			continue
