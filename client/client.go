@@ -103,17 +103,26 @@ func Open(ctx context.Context, target string, opts Options) (*Volume, error) {
 	if err != nil || opts.NoFollow {
 		return v, err
 	}
-	fctx, cancel := context.WithCancel(context.Background())
-	v.stopFollow, v.followDone = cancel, make(chan struct{})
-	go func() {
-		defer close(v.followDone)
-		v.live.Follow(fctx, mc.SpecFollower(name, v.live.Version))
-	}()
+	v.Follow(mc, name)
 	return v, nil
 }
 
+// Follow makes the volume follow the changes of the spec of volume name
+// that the management API mc publishes, until Close: new operations go
+// to the new layout, files already open finish on the old one. Open
+// does it unless Options.NoFollow; call it once, on a volume OpenSpec
+// opened.
+func (v *Volume) Follow(mc *api.Client, name string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	v.stopFollow, v.followDone = cancel, make(chan struct{})
+	go func() {
+		defer close(v.followDone)
+		v.live.Follow(ctx, mc.SpecFollower(name, v.live.Version))
+	}()
+}
+
 // OpenSpec connects to the bricks of a volume whose spec the caller has.
-// The volume keeps that spec (see Open to follow changes).
+// The volume keeps that spec (see Follow, and Open).
 func OpenSpec(spec volume.Spec, opts Options) (*Volume, error) {
 	if opts.Build.Logger == nil {
 		opts.Build.Logger = opts.Logger
@@ -130,7 +139,7 @@ func OpenSpec(spec volume.Spec, opts Options) (*Volume, error) {
 	}
 	g, err := volume.Build(spec, opts.Build)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("volume %s: %w", spec.Name, err)
 	}
 	if err := g.CheckKey(context.Background(), volume.DefaultConnectWait, opts.Build.Logger); err != nil {
 		g.Close()

@@ -248,11 +248,11 @@ func runDev(out io.Writer, dc devConfig) error {
 		return err
 	}
 	req := mountRequest{Source: c.Addr() + ":/" + dc.Volume, Server: c.Addr(), Volume: dc.Volume, Mountpoint: dc.Mount}
-	srv, graph, err := mountSpec(spec, req, log)
+	srv, vol, err := mountSpec(spec, req, log)
 	if err != nil {
 		return fmt.Errorf("%w (FUSE needs /dev/fuse and root; on Debian: apt-get install fuse3)", err)
 	}
-	defer graph.Close()
+	defer vol.Close()
 	printDevBanner(out, dc, vi, c.Addr(), logPath)
 	done := make(chan struct{})
 	go func() {

@@ -18,8 +18,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/spf13/cobra"
 
+	"github.com/mortarfs/mortar/client"
 	"github.com/mortarfs/mortar/fusebridge"
-	"github.com/mortarfs/mortar/layer/crypt"
 	"github.com/mortarfs/mortar/tlsconf"
 	"github.com/mortarfs/mortar/volume"
 )
@@ -206,12 +206,12 @@ func mountAndServe(req mountRequest, log *slog.Logger, ready func(error)) error 
 		ready(err)
 		return err
 	}
-	srv, graph, err := mountSpec(spec, req, log)
+	srv, vol, err := mountSpec(spec, req, log)
 	if err != nil {
 		ready(err)
 		return err
 	}
-	defer graph.Close()
+	defer vol.Close()
 	log.Info("mounted", "source", req.Source, "mountpoint", req.Mountpoint, "volume_id", spec.ID, "bricks", len(spec.Bricks),
 		"spec_version", spec.Version, "follow", !req.Opts.NoFollow)
 	ready(nil)
@@ -220,54 +220,38 @@ func mountAndServe(req mountRequest, log *slog.Logger, ready func(error)) error 
 	return nil
 }
 
-// mountSpec builds spec's client graph and mounts it at req.Mountpoint.
-// Unless -o no-follow, the mount then follows the volume's spec as
-// req.Server publishes it. Close the returned mount's graph after the
-// file system is unmounted.
-func mountSpec(spec volume.Spec, req mountRequest, log *slog.Logger) (*fuse.Server, *liveMount, error) {
-	// The kernel forgets what other clients change, when the volume's
-	// features.cache-invalidation is on (now or after a volume set).
-	kernel := fusebridge.NewNotifier()
-	bo := volume.BuildOptions{Logger: log, OnChange: kernel.Changed}
+// mountSpec opens spec's volume (client.OpenSpec) and mounts it at
+// req.Mountpoint. Unless -o no-follow, the mount then follows the
+// volume's spec as req.Server publishes it. Close the returned volume
+// after the file system is unmounted.
+func mountSpec(spec volume.Spec, req mountRequest, log *slog.Logger) (*fuse.Server, *client.Volume, error) {
 	id, err := req.identity()
 	if err != nil {
 		return nil, nil, err
 	}
-	if id != nil {
-		bo.Dial = id.Dialer(5 * time.Second)
-	}
-	if spec.Encrypted() {
-		key, err := crypt.ResolveKey(nil, req.Opts.KeyFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("volume %s: %w", spec.Name, err)
-		}
-		bo.Key = key
-	}
-	graph, err := volume.Build(spec, bo)
+	// The kernel forgets what other clients change, when the volume's
+	// features.cache-invalidation is on (now or after a volume set).
+	kernel := fusebridge.NewNotifier()
+	v, err := client.OpenSpec(spec, client.Options{Logger: log, Build: volume.BuildOptions{OnChange: kernel.Changed},
+		KeyFile: req.Opts.KeyFile, TLS: id})
 	if err != nil {
-		return nil, nil, fmt.Errorf("volume %s: %w", spec.Name, err)
-	}
-	if err := graph.CheckKey(context.Background(), volume.DefaultConnectWait, log); err != nil {
-		graph.Close()
 		return nil, nil, err
 	}
-	live := volume.NewLive(graph, volume.WithBuildOptions(bo))
 	fo := fuseOptions(spec, req, log)
 	fo.Notifier = kernel
 	// Page caches kept across opens only while other clients' changes are
 	// told (a later volume set does not change a mount's choice).
 	fo.KeepCache = spec.ClientCache() && spec.Option(options.OptCacheInvalidation, "off") == "on"
-	srv, err := fusebridge.Mount(req.Mountpoint, live, fo)
+	srv, err := fusebridge.Mount(req.Mountpoint, v.Layer(), fo)
 	if err != nil {
-		live.Close()
+		v.Close()
 		return nil, nil, fmt.Errorf("mount %s at %s: %w", req.Source, req.Mountpoint, err)
 	}
-	m := &liveMount{Live: live}
 	if !req.Opts.NoFollow && req.Server != "" {
 		mc, _ := req.api() // the identity loaded above
-		m.follow(mc, req.Volume)
+		v.Follow(mc, req.Volume)
 	}
-	return srv, m, nil
+	return srv, v, nil
 }
 
 // identity is the TLS identity the mount presents (-o tls-dir, tls-name,
@@ -295,33 +279,6 @@ func (req mountRequest) api() (*api.Client, error) {
 		return nil, fmt.Errorf("mount %s: %w", req.Source, err)
 	}
 	return api.NewClient(req.Server).WithSecret(secret), nil
-}
-
-// liveMount is the graph of a mount, which follows its volume's spec.
-type liveMount struct {
-	*volume.Live
-	stop context.CancelFunc // nil when not following
-	done chan struct{}
-}
-
-// follow swaps the graph to every new spec of volume name mc publishes,
-// until Close.
-func (m *liveMount) follow(mc *api.Client, name string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	m.stop, m.done = cancel, make(chan struct{})
-	go func() {
-		defer close(m.done)
-		m.Live.Follow(ctx, mc.SpecFollower(name, m.Live.Version))
-	}()
-}
-
-// Close stops following and closes the graphs.
-func (m *liveMount) Close() error {
-	if m.stop != nil {
-		m.stop()
-		<-m.done
-	}
-	return m.Live.Close()
 }
 
 // fuseOptions takes the cache timeouts from -o, else from the volume's

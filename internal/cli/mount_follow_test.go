@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mortarfs/mortar/mgmt/api"
+	"github.com/mortarfs/mortar/volume"
 	"github.com/mortarfs/mortar/volume/options"
 )
 
@@ -108,8 +109,8 @@ func TestMountFollowsSpec(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the mount did not follow the volume's spec")
 	}
-	if m.Version() != vi.SpecVersion {
-		t.Fatalf("mount runs version %d, want %d", m.Version(), vi.SpecVersion)
+	if m.Spec().Version != vi.SpecVersion {
+		t.Fatalf("mount runs version %d, want %d", m.Spec().Version, vi.SpecVersion)
 	}
 
 	// The file open across the switch works on the old graph.
@@ -141,10 +142,11 @@ func TestMountFollowsSpec(t *testing.T) {
 	// Once the file is closed the old graph goes. The kernel releases the
 	// file after close returns: no event to wait on but the count.
 	held.Close()
+	live := m.Layer().(*volume.Live)
 	deadline := time.Now().Add(10 * time.Second)
-	for m.Graphs() != 1 {
+	for live.Graphs() != 1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d graphs left after the open file was closed", m.Graphs())
+			t.Fatalf("%d graphs left after the open file was closed", live.Graphs())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
