@@ -55,6 +55,8 @@ type plan struct {
 	// away from were compared (abandoned, abandonedDir); settle clears
 	// their Dirty marks.
 	dirty bool
+	// marked: the blame premark added on each good copy (by replica).
+	marked []uint64
 	// unsure: sinks of a directory whose names the heal changed; the
 	// good copies keep blaming them (see apply).
 	unsure replicate.Mask
@@ -519,6 +521,9 @@ func (h *Healer) apply(ctx context.Context, j *job, path string, p *plan, hint *
 	}
 	hint.changedOn(made | moved)
 	src := p.attr()
+	if src.IsReg() && moved != 0 {
+		h.keepNewerMoved(ctx, si, path, p, moved)
+	}
 	if src.IsDir() {
 		// A directory just made on a sink lacks every name, not only
 		// those the marks explain: its names are healed as if it were
@@ -635,6 +640,10 @@ func (h *Healer) premark(ctx context.Context, si int, path string, p *plan) erro
 		if err := h.stores[si][c].MarkPending(ctx, path, a.Gfid, missing); err != nil {
 			return fmt.Errorf("%s: mark on %s: %w", path, h.sets[si][c].Name, err)
 		}
+		if p.marked == nil {
+			p.marked = make([]uint64, len(h.sets[si]))
+		}
+		p.marked[c] = missing
 		fresh, err := h.sets[si][c].Layer.Lookup(ctx, path)
 		if err != nil {
 			return err
@@ -748,4 +757,49 @@ func (h *Healer) logClear(si, c int, path string, err error) error {
 		return nil
 	}
 	return err
+}
+
+// keepNewerMoved takes out of p's sinks those of moved (given the
+// source's inode under path by a rename or link of their own copy of it)
+// whose copy blames the source: it holds changes the source's copy
+// missed (a write acknowledged by a quorum the source's replica was not
+// in). Healed from the source, they lost it: the source's replica had
+// done alone a rename its copy of the directory made heal take as done
+// (heal TestRenameByOneKeepsTheOthersNewerContent). The blame premark
+// gave the source's copies against them is taken back, and a later pass
+// heals the inode by its own marks (the source's copy from theirs).
+func (h *Healer) keepNewerMoved(ctx context.Context, si int, path string, p *plan, moved replicate.Mask) {
+	want := p.attr()
+	var newer replicate.Mask
+	for s := range h.sets[si] {
+		if !moved.Has(s) {
+			continue
+		}
+		a, err := h.sets[si][s].Layer.Lookup(ctx, path)
+		if err == nil && sameInode(a, want) && replicate.Mask(a.Pending).Has(p.src) {
+			newer |= replicate.Bit(s)
+		}
+	}
+	if newer == 0 {
+		return
+	}
+	for c := range h.sets[si] {
+		if back := uint64(newer) & p.markedOn(c); back != 0 {
+			a := p.copies[c].Attr
+			if err := h.stores[si][c].ClearPending(ctx, path, a.Gfid, back, a.Ctime); err != nil {
+				h.log.Debug("premark not taken back", "replica", h.sets[si][c].Name, "path", path, "err", err)
+			}
+		}
+	}
+	p.sinks &^= newer
+	h.kept.Store(true)
+	h.log.Debug("sinks hold newer copies of the inode they were given: healed from them later", "path", path, "sinks", h.names(si, uint64(newer)))
+}
+
+// markedOn is the blame premark added on copy c.
+func (p *plan) markedOn(c int) uint64 {
+	if p.marked == nil {
+		return 0
+	}
+	return p.marked[c]
 }

@@ -569,3 +569,26 @@ func TestRefusedRenameNotTakenAsDone(t *testing.T) {
 		})
 	}
 }
+
+// A file written by replicas 1 and 2 (acknowledged: a quorum; replica 0
+// away), then renamed over another by replica 0 alone (EIO answered;
+// its copy of /d blames the others). Heal takes the rename as done (the
+// directory's good copy is replica 0's) and gives the others the file
+// under the new name by relinking their own copies of it, which hold the
+// write replica 0's copy missed: their content must be kept, not healed
+// from replica 0's (the write was lost so; and with replica 0's copy
+// premarked against theirs, which blamed it, the copies blamed each
+// other, a split-brain no rule resolves, in a simulation run).
+func TestRenameByOneKeepsTheOthersNewerContent(t *testing.T) {
+	c := newCluster(t, 3, false)
+	base, newer, other := pattern(5000, 3), pattern(2000, 7), pattern(3000, 9)
+	c.everywhere(seq(mkdir("/d", layer.NewGfid()), create("/d/f1", layer.NewGfid(), base), create("/d/f4", layer.NewGfid(), other)))
+	c.on([]int{1, 2}, write("/d/f1", newer, 5000))
+	c.on([]int{0}, func(ctx context.Context, l layer.Layer) error { return l.Rename(ctx, "/d/f1", "/d/f4", 0) })
+	c.scanSettled(c.healer(Options{Quorate: majority}))
+	c.healthy()
+	want := append(append([]byte{}, base...), newer...)
+	for i := range c.stores {
+		sameBytes(t, fmt.Sprintf("replica %d's /d/f4", i), c.content(i, "/d/f4"), want)
+	}
+}
