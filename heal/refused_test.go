@@ -30,6 +30,27 @@ func newDirsDE(t *testing.T) dirsDE {
 	return x
 }
 
+// mark marks path (gfid g) on each replica of who as blaming mask.
+func (x dirsDE) mark(t *testing.T, who []int, path string, g layer.Gfid, mask uint64) {
+	t.Helper()
+	for _, i := range who {
+		if err := x.c.stores[i].MarkPending(bg, path, g, mask); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// refusedByTwo is the state the simulation's seed 62 left: /d/f renamed
+// over /e/g by replica 0 alone, refused by 1 and 2 (recorded Refused);
+// replica 0's /e blames the others for unrelated changes, and their /d
+// blame replica 0 (nothing could mark their /e, held elsewhere).
+func (x dirsDE) refusedByTwo(t *testing.T) {
+	t.Helper()
+	x.c.on([]int{0}, refusedRename("/d/f", "/e/g"))
+	x.mark(t, []int{0}, "/e", x.e, 0b110)
+	x.mark(t, []int{1, 2}, "/d", x.d, 0b001)
+}
+
 // refusedRename renames from to to on a replica and records the rename
 // as refused by the others (layer.RenameRecord.Refused), as replicate
 // does when their refusal wins.
@@ -73,16 +94,8 @@ func TestRefusedRenameOverARemovedName(t *testing.T) {
 			if err := refusedRename("/d/f", "/e/g")(bg, c.stores[0]); err != nil {
 				t.Fatal(err)
 			}
-			for _, i := range []int{1, 2} {
-				for _, p := range []struct {
-					s string
-					g layer.Gfid
-				}{{"/d", d}, {"/e", e}} {
-					if err := c.stores[i].MarkPending(bg, p.s, p.g, 0b001); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			x.mark(t, []int{1, 2}, "/d", d, 0b001)
+			x.mark(t, []int{1, 2}, "/e", e, 0b001)
 			c.healFirst(first)
 			c.absentEverywhere(t, "/e/g")
 			for i := range c.stores {
@@ -99,16 +112,8 @@ func TestRefusedRenameRecordCleared(t *testing.T) {
 	for _, first := range []string{"/d", "/e", ""} {
 		t.Run("first="+first, func(t *testing.T) {
 			x := newDirsDE(t)
-			c, d, e := x.c, x.d, x.e
-			c.on([]int{0}, refusedRename("/d/f", "/e/g"))
-			if err := c.stores[0].MarkPending(bg, "/e", e, 0b110); err != nil {
-				t.Fatal(err)
-			}
-			for _, i := range []int{1, 2} {
-				if err := c.stores[i].MarkPending(bg, "/d", d, 0b001); err != nil {
-					t.Fatal(err)
-				}
-			}
+			c := x.c
+			x.refusedByTwo(t)
 			c.healFirst(first)
 			for i := range c.stores {
 				if v, err := c.stores[i].Getxattr(bg, "/d/f", layer.XattrRenamed); err == nil {
@@ -160,16 +165,8 @@ func TestRefusedRenameOverARemadeName(t *testing.T) {
 			if err := refusedRename("/d/f", "/e/g")(bg, c.stores[0]); err != nil {
 				t.Fatal(err)
 			}
-			for _, i := range []int{1, 2} {
-				for _, p := range []struct {
-					s string
-					g layer.Gfid
-				}{{"/d", d}, {"/e", e}} {
-					if err := c.stores[i].MarkPending(bg, p.s, p.g, 0b001); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			x.mark(t, []int{1, 2}, "/d", d, 0b001)
+			x.mark(t, []int{1, 2}, "/e", e, 0b001)
 			c.healFirst(first)
 			for i := range c.stores {
 				sameBytes(t, fmt.Sprintf("replica %d's /e/g", i), c.content(i, "/e/g"), y)

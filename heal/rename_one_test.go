@@ -546,21 +546,8 @@ func TestRefusedRenameNotTakenAsDone(t *testing.T) {
 	for _, first := range []string{"/d", "/e", ""} {
 		t.Run("first="+first, func(t *testing.T) {
 			x := newDirsDE(t)
-			c, data, old, d, e := x.c, x.data, x.old, x.d, x.e
-			c.on([]int{0}, func(ctx context.Context, l layer.Layer) error {
-				if err := l.Rename(ctx, "/d/f", "/e/g", 0); err != nil {
-					return err
-				}
-				return l.Setxattr(ctx, "/e/g", layer.XattrRenamed, layer.RenameRecord{From: "/d/f", To: "/e/g", Refused: true}.Encode(), 0)
-			})
-			if err := c.stores[0].MarkPending(bg, "/e", e, 0b110); err != nil {
-				t.Fatal(err)
-			}
-			for _, i := range []int{1, 2} {
-				if err := c.stores[i].MarkPending(bg, "/d", d, 0b001); err != nil {
-					t.Fatal(err)
-				}
-			}
+			c, data, old := x.c, x.data, x.old
+			x.refusedByTwo(t)
 			c.healFirst(first)
 			for i := range c.stores {
 				sameBytes(t, fmt.Sprintf("replica %d's /e/g", i), c.content(i, "/e/g"), old)
